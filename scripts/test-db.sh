@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs a command with a Postgres to test against:
+#
+#   scripts/test-db.sh CMD [ARG...]
+#
+# CMD gets ORCA_TEST_DATABASE_URL (a superuser URL; each test makes a database
+# of its own in it) and ORCA_PG_BINDIR (the server binaries, for tests that
+# run a cluster of their own). The database is, in this order:
+#   1. ORCA_TEST_DATABASE_URL, if set;
+#   2. a server answering on localhost:5432 that lets user postgres in;
+#   3. a throwaway cluster made with initdb under target/pg on a port of its
+#      own (as the postgres user when run as root), stopped afterwards.
+# With no Postgres server binaries: one line naming the package, exit 2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bindir=""
+for d in "${ORCA_PG_BINDIR:-}" $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r) \
+         "$(pg_config --bindir 2>/dev/null || true)"; do
+  if [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then bindir=$d; break; fi
+done
+
+if [ -z "${ORCA_TEST_DATABASE_URL:-}" ] && command -v psql >/dev/null 2>&1 &&
+   psql "postgres://postgres@localhost:5432/postgres" -Atqc 'select 1' >/dev/null 2>&1; then
+  export ORCA_TEST_DATABASE_URL="postgres://postgres@localhost:5432/postgres"
+fi
+
+if [ -n "${ORCA_TEST_DATABASE_URL:-}" ]; then
+  [ -n "$bindir" ] && export ORCA_PG_BINDIR="$bindir"
+  exec "$@"
+fi
+
+if [ -z "$bindir" ]; then
+  echo "test-db.sh: no PostgreSQL server binaries (initdb, pg_ctl) found: install the 'postgresql' package (apt-get install postgresql)" >&2
+  exit 2
+fi
+export ORCA_PG_BINDIR="$bindir"
+
+as_pg=()
+if [ "$(id -u)" = 0 ]; then as_pg=(runuser -u postgres --); fi
+
+root="$PWD/target/pg"
+data="$root/data"
+mkdir -p "$root"
+if [ "$(id -u)" = 0 ]; then chown postgres "$root"; chmod o+x "$PWD" "$PWD/target" 2>/dev/null || true; fi
+
+# A port no one listens on.
+port=${ORCA_TEST_PG_PORT:-}
+if [ -z "$port" ]; then
+  for p in $(seq 54321 54399); do
+    if ! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then port=$p; break; fi
+  done
+fi
+
+stop() {
+  "${as_pg[@]}" "$bindir/pg_ctl" -D "$data" -m immediate stop >/dev/null 2>&1 || true
+}
+
+if [ -f "$data/postmaster.pid" ]; then stop; fi
+rm -rf "$data"
+"${as_pg[@]}" "$bindir/initdb" -D "$data" -U postgres -A trust -E UTF8 --no-sync >"$root/initdb.log" 2>&1 ||
+  { echo "test-db.sh: initdb failed; see $root/initdb.log" >&2; exit 1; }
+cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$root'
+max_connections = 400
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+CONF
+trap stop EXIT
+"${as_pg[@]}" "$bindir/pg_ctl" -D "$data" -l "$root/server.log" -w -t 60 start >/dev/null ||
+  { echo "test-db.sh: the throwaway cluster did not start; see $root/server.log" >&2; exit 1; }
+export ORCA_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
+"$@"

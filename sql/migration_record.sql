@@ -1,0 +1,1 @@
+INSERT INTO orca.migrations (version, name) VALUES ($1, $2)

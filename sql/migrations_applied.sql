@@ -1,0 +1,1 @@
+SELECT version FROM orca.migrations ORDER BY version

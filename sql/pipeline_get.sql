@@ -1,0 +1,1 @@
+SELECT name, retired, paused FROM orca.pipelines WHERE name = $1

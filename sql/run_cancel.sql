@@ -1,0 +1,17 @@
+-- Cancels run $1: a queued one at once; a running one is flagged for the
+-- process that supervises it. Returns the state it was in (NULL: no such run).
+WITH q AS (
+    UPDATE orca.runs SET state = 'cancelled', ended_at = now(), why = 'cancelled before it started'
+    WHERE id = $1 AND state = 'queued'
+    RETURNING id, pipeline
+), r AS (
+    UPDATE orca.runs SET cancel = true
+    WHERE id = $1 AND state = 'running'
+    RETURNING id, pipeline
+), e AS (
+    INSERT INTO orca.events (run, pipeline, kind, why)
+    SELECT id, pipeline, 'cancelled', $2 FROM q
+    UNION ALL
+    SELECT id, pipeline, 'cancel asked', $2 FROM r
+)
+SELECT state FROM orca.runs WHERE id = $1

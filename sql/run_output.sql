@@ -1,0 +1,1 @@
+SELECT output FROM orca.runs WHERE id = $1

@@ -1,0 +1,10 @@
+SELECT id, pipeline, state, start, fill, args, origin,
+       to_char(queued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+       to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+       to_char(ended_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+       exit_code, exit_signal, why, host, pid
+FROM orca.runs
+WHERE ($1::text IS NULL OR pipeline = $1)
+  AND ($2::text IS NULL OR state = $2)
+ORDER BY id DESC
+LIMIT $3

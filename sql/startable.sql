@@ -1,0 +1,24 @@
+-- Queued runs to start now, oldest first: per pipeline at most max_runs less
+-- its running ones; fill runs on top. $1: placement; $2: how many at most.
+SELECT id, pipeline, args FROM (
+    SELECT q.id, q.pipeline, q.args
+    FROM orca.pipelines p
+    CROSS JOIN LATERAL (
+        SELECT count(*)::int AS n FROM orca.runs r
+        WHERE r.pipeline = p.name AND r.state = 'running' AND NOT r.fill
+    ) c
+    CROSS JOIN LATERAL (
+        SELECT r.id, r.pipeline, r.args FROM orca.runs r
+        WHERE r.pipeline = p.name AND r.state = 'queued' AND NOT r.fill AND r.not_before <= now()
+        ORDER BY r.id
+        LIMIT greatest(p.max_runs - c.n, 0)
+    ) q
+    WHERE p.placement = $1 AND NOT p.paused AND NOT p.retired
+    UNION ALL
+    SELECT r.id, r.pipeline, r.args
+    FROM orca.runs r JOIN orca.pipelines p ON p.name = r.pipeline
+    WHERE r.state = 'queued' AND r.fill AND r.not_before <= now()
+      AND p.placement = $1 AND NOT p.paused AND NOT p.retired
+) s
+ORDER BY id
+LIMIT $2

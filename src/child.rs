@@ -1,0 +1,249 @@
+//! Child processes: a run's (or a sensor's) command in a process group of its
+//! own that can't outlive the process that started it, with the tail of its
+//! output kept in memory.
+//!
+//! `PR_SET_PDEATHSIG` only reaches a parent's direct child, and a command
+//! such as `sh -c 'a; b'` has children of its own. So every command is started
+//! under a shim, `orca __shim CMD...`: the leader of a new process group,
+//! whose parent-death signal makes it kill that whole group. The shim waits
+//! for the command and leaves with its status (the same exit code, or the same
+//! signal re-raised), so the supervisor sees the command's own outcome.
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How much of a run's output is kept: the last 64 KiB.
+pub const TAIL_BYTES: usize = 64 * 1024;
+
+/// The name of the hidden subcommand the shim runs as.
+pub const SHIM: &str = "__shim";
+
+const SHIM_PARENT: &str = "ORCA_SHIM_PARENT";
+
+/// The last [`TAIL_BYTES`] of a child's stdout and stderr, interleaved.
+#[derive(Default)]
+pub struct Tail {
+    buf: Mutex<VecDeque<u8>>,
+    generation: AtomicU64,
+}
+
+impl Tail {
+    fn push(&self, data: &[u8]) {
+        let mut buf = self.buf.lock().expect("tail lock");
+        buf.extend(data);
+        let excess = buf.len().saturating_sub(TAIL_BYTES);
+        buf.drain(..excess);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// A copy of what is kept now.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let buf = self.buf.lock().expect("tail lock");
+        buf.iter().copied().collect()
+    }
+
+    /// Goes up each time output arrives: a cheap "has it changed" check.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+}
+
+/// A command started under the shim.
+pub struct Child {
+    inner: std::process::Child,
+    /// Its process group (the shim's pid).
+    pub pgid: i32,
+    /// Its output.
+    pub tail: Arc<Tail>,
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it.
+    Signal(i32),
+}
+
+impl Exit {
+    fn from_status(s: ExitStatus) -> Exit {
+        match (s.code(), s.signal()) {
+            (Some(c), _) => Exit::Code(c),
+            (None, Some(sig)) => Exit::Signal(sig),
+            _ => Exit::Code(-1),
+        }
+    }
+
+    /// Whether it exited 0.
+    pub fn success(self) -> bool {
+        self == Exit::Code(0)
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exit::Code(c) => write!(f, "exit code {c}"),
+            Exit::Signal(s) => write!(f, "signal {s} ({})", signal_name(*s)),
+        }
+    }
+}
+
+/// The usual name of a signal.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGBUS => "SIGBUS",
+        _ => "signal",
+    }
+}
+
+impl Child {
+    /// Starts `argv` under the shim with `env` added, in a new process group.
+    /// Call from a thread that lives as long as the process (the main
+    /// thread): the parent-death signal fires when the starting thread ends.
+    pub fn spawn(argv: &[String], env: &[(String, String)]) -> std::io::Result<Child> {
+        let (reader, writer) = std::io::pipe()?;
+        let mut cmd = Command::new("/proc/self/exe");
+        cmd.arg0("orca")
+            .arg(SHIM)
+            .arg("--")
+            .args(argv)
+            .env(SHIM_PARENT, std::process::id().to_string())
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(writer.try_clone()?)
+            .stderr(writer)
+            .process_group(0);
+        let inner = cmd.spawn()?;
+        drop(cmd); // closes our copies of the pipe's write end
+        let tail = Arc::new(Tail::default());
+        let sink = tail.clone();
+        std::thread::Builder::new()
+            .name("output".into())
+            .spawn(move || {
+                let mut reader = reader;
+                let mut buf = [0u8; 8192];
+                loop {
+                    match reader.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => sink.push(&buf[..n]),
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+            })?;
+        let pgid = inner.id() as i32;
+        Ok(Child { inner, pgid, tail })
+    }
+
+    /// The shim's pid.
+    pub fn pid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// Whether it has ended, without waiting. Once it has, what is left of
+    /// its group (daemons it left behind) is killed.
+    pub fn try_exit(&mut self) -> Option<Exit> {
+        match self.inner.try_wait() {
+            Ok(Some(status)) => {
+                signal_group(self.pgid, libc::SIGKILL);
+                Some(Exit::from_status(status))
+            }
+            Ok(None) => None,
+            Err(_) => Some(Exit::Code(-1)),
+        }
+    }
+
+    /// Sends `sig` to its whole process group.
+    pub fn signal(&self, sig: i32) {
+        signal_group(self.pgid, sig);
+    }
+}
+
+/// Sends `sig` to process group `pgid`; a group that is gone is no error.
+pub fn signal_group(pgid: i32, sig: i32) {
+    if pgid > 1 {
+        // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
+        unsafe {
+            libc::kill(-pgid, sig);
+        }
+    }
+}
+
+extern "C" fn kill_my_group(_: libc::c_int) {
+    // SAFETY: kill(2) is async-signal-safe; 0 means this process's group.
+    unsafe {
+        libc::kill(0, libc::SIGKILL);
+    }
+}
+
+/// `orca __shim -- CMD...`: runs CMD in this process group and leaves with
+/// its status. If the process that started the shim dies, the whole group
+/// is killed.
+pub fn shim_main(argv: &[String]) -> i32 {
+    let parent: i32 = std::env::var(SHIM_PARENT)
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: plain libc calls: a handler that only calls kill(2), prctl and
+    // signal dispositions of this single-threaded process.
+    unsafe {
+        libc::signal(
+            libc::SIGUSR2,
+            kill_my_group as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2);
+        if libc::getppid() != parent {
+            libc::kill(0, libc::SIGKILL);
+        }
+        // The group gets SIGTERM on a cancel or timeout; the shim stays to
+        // report how the command took it.
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+    }
+    let Some((program, args)) = argv.split_first() else {
+        eprintln!("orca: {SHIM}: no command");
+        return 2;
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args).env_remove(SHIM_PARENT);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let status = match cmd.status() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("orca: can't run {program}: {e}");
+            return 127;
+        }
+    };
+    if let Some(sig) = status.signal() {
+        // SAFETY: restore the default action and die of the same signal.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::kill(libc::getpid(), sig);
+        }
+        return 128 + sig;
+    }
+    status.code().unwrap_or(1)
+}

@@ -1,0 +1,280 @@
+//! The one-shot commands an operator runs in a shell.
+//!
+//! Each returns its exit code: 0 done, 1 it ran and the answer is no (or the
+//! database can't be reached), 2 bad input, with one line on stderr.
+
+use postgres::Client;
+
+use crate::cli::{ConfigOpts, DbOpts};
+use crate::config::{self, Config};
+use crate::runs::{self, Cancelled, STATES};
+use crate::sql;
+use crate::state::{self, Target};
+
+/// A failed command: its exit code and its one line.
+pub struct Failure {
+    /// 1 or 2.
+    pub code: i32,
+    /// What to print on stderr.
+    pub message: String,
+}
+
+type Outcome = Result<(), Failure>;
+
+fn bad(message: impl Into<String>) -> Failure {
+    Failure {
+        code: 2,
+        message: message.into(),
+    }
+}
+
+fn no(message: impl Into<String>) -> Failure {
+    Failure {
+        code: 1,
+        message: message.into(),
+    }
+}
+
+fn pg(e: postgres::Error) -> Failure {
+    no(state::plain(&e))
+}
+
+/// Connects for a one-shot command, waiting up to `--wait` seconds.
+fn connect(opts: &DbOpts) -> Result<Client, Failure> {
+    let target = Target::from_env().map_err(bad)?;
+    state::connect_waiting(&target, opts.wait).map_err(no)
+}
+
+/// `orca migrate`.
+pub fn migrate(opts: &DbOpts) -> Outcome {
+    let mut client = connect(opts)?;
+    let m = state::migrate(&mut client).map_err(no)?;
+    for (v, name) in &m.applied {
+        println!("applied {v:04}_{name}");
+    }
+    let newer = if m.before > state::migrations_known() {
+        " (the database has newer ones, from a newer binary)"
+    } else {
+        ""
+    };
+    println!(
+        "{}: this binary knows {} migrations (floor {}); the database had {}{newer}",
+        if m.applied.is_empty() { "nothing to apply" } else { "done" },
+        state::migrations_known(),
+        state::migration_floor(),
+        m.before,
+    );
+    Ok(())
+}
+
+fn load(opts: &ConfigOpts) -> Result<Config, Failure> {
+    let path = opts.config.clone().unwrap_or_else(config::default_path);
+    config::load(&path).map_err(|problems| bad(problems.join("\n")))
+}
+
+/// `orca check`: nothing printed when the file is fine.
+pub fn check(opts: &ConfigOpts) -> Outcome {
+    load(opts).map(|_| ())
+}
+
+/// Writes `config`'s pipelines in one transaction and retires the ones it
+/// no longer has. Returns the names retired.
+pub fn register_config(client: &mut Client, config: &Config) -> Result<Vec<String>, postgres::Error> {
+    let mut tx = client.transaction()?;
+    let mut names = Vec::new();
+    for p in &config.pipelines {
+        let spec = serde_json::to_value(p).expect("a pipeline serializes");
+        tx.execute(
+            sql::REGISTER_PIPELINE,
+            &[
+                &p.name,
+                &spec,
+                &p.placement.as_text(),
+                &p.max_runs,
+                &p.schedule,
+            ],
+        )?;
+        names.push(p.name.clone());
+    }
+    let retired = tx
+        .query(sql::RETIRE_PIPELINES, &[&names])?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    tx.commit()?;
+    Ok(retired)
+}
+
+/// `orca register`.
+pub fn register(config: &ConfigOpts, opts: &DbOpts) -> Outcome {
+    let config = load(config)?;
+    let mut client = connect(opts)?;
+    let retired = register_config(&mut client, &config).map_err(pg)?;
+    println!("registered {} pipelines", config.pipelines.len());
+    for name in retired {
+        println!("retired {name} (no longer in the file)");
+    }
+    Ok(())
+}
+
+/// `orca run`.
+pub fn run(pipeline: &str, fill: bool, args: &[String], opts: &DbOpts) -> Outcome {
+    let mut client = connect(opts)?;
+    let why = format!("orca run by {}", runs::whoami());
+    let row = client
+        .query_opt(sql::RUN_QUEUE, &[&pipeline, &fill, &args, &"manual", &why])
+        .map_err(pg)?;
+    match row {
+        Some(r) => {
+            println!("{}", r.get::<_, i64>(0));
+            Ok(())
+        }
+        None => Err(unknown_pipeline(&mut client, pipeline)),
+    }
+}
+
+fn unknown_pipeline(client: &mut Client, name: &str) -> Failure {
+    match client.query_opt(sql::PIPELINE_GET, &[&name]) {
+        Ok(Some(r)) if r.get::<_, bool>(1) => {
+            bad(format!("pipeline {name} is retired (no longer in orca.toml)"))
+        }
+        _ => bad(format!("unknown pipeline: {name}")),
+    }
+}
+
+/// `orca runs`.
+pub fn list_runs(
+    pipeline: Option<&str>,
+    state: Option<&str>,
+    limit: i64,
+    json: bool,
+    opts: &DbOpts,
+) -> Outcome {
+    if let Some(s) = state {
+        if !STATES.contains(&s) {
+            return Err(bad(format!(
+                "unknown state: {s} (one of {})",
+                STATES.join(", ")
+            )));
+        }
+    }
+    if limit < 1 {
+        return Err(bad("--limit must be at least 1"));
+    }
+    let mut client = connect(opts)?;
+    if let Some(p) = pipeline {
+        if client.query_opt(sql::PIPELINE_GET, &[&p]).map_err(pg)?.is_none() {
+            return Err(bad(format!("unknown pipeline: {p}")));
+        }
+    }
+    let rows = runs::list(&mut client, pipeline, state, limit).map_err(pg)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
+        return Ok(());
+    }
+    println!(
+        "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  WHY",
+        "ID", "PIPELINE", "STATE", "START", "STARTED", "ENDED", "EXIT"
+    );
+    for r in rows {
+        let exit = match (r.exit_code, r.exit_signal) {
+            (Some(c), _) => c.to_string(),
+            (None, Some(s)) => format!("sig {s}"),
+            _ => "-".into(),
+        };
+        println!(
+            "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  {}{}",
+            r.id,
+            r.pipeline,
+            r.state,
+            r.start,
+            r.started_at.as_deref().unwrap_or("-"),
+            r.ended_at.as_deref().unwrap_or("-"),
+            exit,
+            if r.fill { "[fill] " } else { "" },
+            r.why.as_deref().unwrap_or(""),
+        );
+    }
+    Ok(())
+}
+
+/// `orca logs`.
+pub fn logs(run: i64, opts: &DbOpts) -> Outcome {
+    use std::io::Write;
+    let mut client = connect(opts)?;
+    let row = client.query_opt(sql::RUN_OUTPUT, &[&run]).map_err(pg)?;
+    let Some(row) = row else {
+        return Err(bad(format!("unknown run: {run}")));
+    };
+    let out: Vec<u8> = row.get(0);
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(&out);
+    let _ = stdout.flush();
+    Ok(())
+}
+
+/// `orca events`.
+pub fn events(run: Option<i64>, limit: i64, json: bool, opts: &DbOpts) -> Outcome {
+    if limit < 1 {
+        return Err(bad("--limit must be at least 1"));
+    }
+    let mut client = connect(opts)?;
+    if let Some(id) = run {
+        if client.query_opt(sql::RUN_OUTPUT, &[&id]).map_err(pg)?.is_none() {
+            return Err(bad(format!("unknown run: {id}")));
+        }
+    }
+    let rows = runs::events(&mut client, run, limit).map_err(pg)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
+        return Ok(());
+    }
+    for e in rows {
+        let run = e.run.map(|r| format!("run {r}")).unwrap_or_default();
+        println!(
+            "{}  {:<10} {:<20} {:<14} {}",
+            e.at,
+            run,
+            e.pipeline.unwrap_or_default(),
+            e.kind,
+            e.why
+        );
+    }
+    Ok(())
+}
+
+/// `orca cancel`.
+pub fn cancel(run: i64, opts: &DbOpts) -> Outcome {
+    let mut client = connect(opts)?;
+    match runs::cancel(&mut client, run).map_err(pg)? {
+        Cancelled::Unknown => Err(bad(format!("unknown run: {run}"))),
+        Cancelled::Now => {
+            println!("run {run} cancelled");
+            Ok(())
+        }
+        Cancelled::Asked => {
+            println!("run {run} is running: its process group gets SIGTERM, then SIGKILL");
+            Ok(())
+        }
+        Cancelled::AlreadyEnded(state) => Err(no(format!("run {run} already ended: {state}"))),
+    }
+}
+
+/// `orca pause` (`paused` true) and `orca resume`.
+pub fn pause(pipeline: &str, paused: bool, opts: &DbOpts) -> Outcome {
+    let mut client = connect(opts)?;
+    let why = format!("by {}", runs::whoami());
+    let row = client
+        .query_opt(sql::PIPELINE_PAUSE, &[&pipeline, &paused, &why])
+        .map_err(pg)?;
+    match row {
+        Some(_) => {
+            println!(
+                "{pipeline} {}",
+                if paused { "paused" } else { "resumed" }
+            );
+            Ok(())
+        }
+        None => Err(unknown_pipeline(&mut client, pipeline)),
+    }
+}

@@ -1,0 +1,485 @@
+//! `orca.toml`: the pipelines an operator declares, validated with every
+//! problem reported as `file:LINE: message`.
+//!
+//! The file is read with toml's span-keeping parser rather than straight into
+//! structs, so that one pass can report every problem (not just the first)
+//! with the line it is on.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+/// Where `orca.toml` is, when `-c` does not say: `ORCA_CONFIG`, else `./orca.toml`.
+pub fn default_path() -> String {
+    std::env::var("ORCA_CONFIG").unwrap_or_else(|_| "orca.toml".into())
+}
+
+/// A command: a string for `/bin/sh -c`, or an argument vector.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(untagged)]
+pub enum Command {
+    /// Run by `/bin/sh -c`; a run's args become `$1`, `$2`, ...
+    Shell(String),
+    /// Executed as is; a run's args are appended.
+    Argv(Vec<String>),
+}
+
+impl Command {
+    /// The argument vector to execute, with a run's `args` added.
+    pub fn argv(&self, args: &[String]) -> Vec<String> {
+        match self {
+            Command::Shell(s) => {
+                let mut v = vec!["/bin/sh".into(), "-c".into(), s.clone(), "orca".into()];
+                v.extend(args.iter().cloned());
+                v
+            }
+            Command::Argv(a) => a.iter().chain(args).cloned().collect(),
+        }
+    }
+}
+
+/// Where a pipeline's runs start.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub enum Placement {
+    /// On the scheduler's own machine.
+    Local,
+    /// On a machine of the named worker pool.
+    Worker(String),
+    /// On EC2 machines of the run's own.
+    Ec2,
+}
+
+impl Placement {
+    /// Parses `local`, `worker:<pool>` or `ec2`.
+    pub fn parse(s: &str) -> Option<Placement> {
+        match s {
+            "local" => Some(Placement::Local),
+            "ec2" => Some(Placement::Ec2),
+            _ => s
+                .strip_prefix("worker:")
+                .filter(|p| valid_name(p))
+                .map(|p| Placement::Worker(p.to_string())),
+        }
+    }
+
+    /// The text form, as stored in `orca.pipelines.placement`.
+    pub fn as_text(&self) -> String {
+        match self {
+            Placement::Local => "local".into(),
+            Placement::Worker(p) => format!("worker:{p}"),
+            Placement::Ec2 => "ec2".into(),
+        }
+    }
+}
+
+/// One `[pipelines.NAME]`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Pipeline {
+    /// Its name (the table's key).
+    pub name: String,
+    /// What a run executes.
+    pub command: Command,
+    /// Where its runs start.
+    pub placement: Placement,
+    /// Runs running at once (fill runs not counted).
+    pub max_runs: i32,
+    /// A cron expression, UTC: 5 fields, or 6 with seconds first.
+    pub schedule: Option<String>,
+    /// Failed attempts retried before the run fails for good.
+    pub retries: i32,
+    /// Seconds between a failure and its retry.
+    pub retry_delay: f64,
+    /// Seconds a run may take before it is killed and failed as timed out.
+    pub timeout: Option<f64>,
+    /// Environment a run gets beside `ORCA_RUN_ID`, `ORCA_RUN_START`, `ORCA_PIPELINE`.
+    pub env: BTreeMap<String, String>,
+    /// A webhook URL that gets a JSON POST when a run fails for good.
+    pub alert: Option<String>,
+    /// A command whose exit 0 queues a run.
+    pub sensor: Option<Command>,
+    /// Seconds between sensor runs (also the sensor's time limit).
+    pub sensor_every: f64,
+}
+
+/// A whole `orca.toml`.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    /// Its pipelines, by name.
+    pub pipelines: Vec<Pipeline>,
+}
+
+/// A problem found in the file, on a line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    /// 1-based line.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Reads and validates `path`; on failure, every problem as `path:LINE: message`.
+pub fn load(path: &str) -> Result<Config, Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| vec![format!("{path}: {e}")])?;
+    parse(&text).map_err(|problems| {
+        problems
+            .into_iter()
+            .map(|p| format!("{path}:{}: {}", p.line, p.message))
+            .collect()
+    })
+}
+
+/// Whether `s` is a usable pipeline or pool name.
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+}
+
+/// Parses a schedule: 5 cron fields (minute first), or 6 with seconds first.
+pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
+    let fields = expr.split_whitespace().count();
+    if !(expr.trim_start().starts_with('@') || fields == 5 || fields == 6) {
+        return Err(format!(
+            "bad cron '{expr}': want 5 fields (minute hour day month weekday)"
+        ));
+    }
+    croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Optional)
+        .year(croner::parser::Year::Disallowed)
+        .build()
+        .parse(expr)
+        .map_err(|e| format!("bad cron '{expr}': {e}"))
+}
+
+struct Checker<'a> {
+    text: &'a str,
+    problems: Vec<Problem>,
+}
+
+impl Checker<'_> {
+    fn line(&self, offset: usize) -> usize {
+        self.text[..offset.min(self.text.len())]
+            .bytes()
+            .filter(|&b| b == b'\n')
+            .count()
+            + 1
+    }
+
+    fn say<T>(&mut self, at: &Spanned<T>, message: impl Into<String>) {
+        let line = self.line(at.span().start);
+        self.problems.push(Problem {
+            line,
+            message: message.into(),
+        });
+    }
+
+    fn string(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<String> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(s.to_string()),
+            _ => {
+                self.say(v, format!("{key} must be a string"));
+                None
+            }
+        }
+    }
+
+    fn integer(&mut self, key: &str, v: &Spanned<DeValue>, min: i64) -> Option<i64> {
+        let n = match v.get_ref() {
+            DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix()).ok(),
+            _ => None,
+        };
+        match n {
+            None => {
+                self.say(v, format!("{key} must be a whole number"));
+                None
+            }
+            Some(n) if n < 0 => {
+                self.say(v, format!("{key} must not be negative (got {n})"));
+                None
+            }
+            Some(n) if n < min => {
+                self.say(v, format!("{key} must be at least {min} (got {n})"));
+                None
+            }
+            Some(n) if n > i64::from(i32::MAX) => {
+                self.say(v, format!("{key} is too large"));
+                None
+            }
+            Some(n) => Some(n),
+        }
+    }
+
+    fn seconds(&mut self, key: &str, v: &Spanned<DeValue>, zero_ok: bool) -> Option<f64> {
+        let n = match v.get_ref() {
+            DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix())
+                .ok()
+                .map(|n| n as f64),
+            DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
+            _ => None,
+        };
+        match n {
+            Some(n) if n.is_finite() && n < 0.0 => {
+                self.say(v, format!("{key} must not be negative (got {n})"));
+                None
+            }
+            Some(n) if n.is_finite() && (zero_ok || n > 0.0) && n < 1e9 => Some(n),
+            Some(n) if n.is_finite() && n == 0.0 => {
+                self.say(v, format!("{key} must be more than 0 seconds"));
+                None
+            }
+            _ => {
+                self.say(v, format!("{key} must be a number of seconds"));
+                None
+            }
+        }
+    }
+
+    fn command(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<Command> {
+        match v.get_ref() {
+            DeValue::String(s) if !s.trim().is_empty() => Some(Command::Shell(s.to_string())),
+            DeValue::Array(a) => {
+                let mut argv = Vec::new();
+                for item in a.iter() {
+                    match item.get_ref() {
+                        DeValue::String(s) => argv.push(s.to_string()),
+                        _ => {
+                            self.say(item, format!("{key}: every item must be a string"));
+                            return None;
+                        }
+                    }
+                }
+                if argv.is_empty() || argv[0].is_empty() {
+                    self.say(v, format!("{key} must not be empty"));
+                    return None;
+                }
+                Some(Command::Argv(argv))
+            }
+            _ => {
+                self.say(
+                    v,
+                    format!("{key} must be a non-empty string or an array of strings"),
+                );
+                None
+            }
+        }
+    }
+
+    fn pipeline(&mut self, name: &Spanned<std::borrow::Cow<str>>, v: &Spanned<DeValue>) -> Option<Pipeline> {
+        if !valid_name(name.get_ref()) {
+            self.say(
+                name,
+                format!(
+                    "pipeline name '{}' may hold only letters, digits, '_', '-' and '.'",
+                    name.get_ref()
+                ),
+            );
+        }
+        let DeValue::Table(table) = v.get_ref() else {
+            self.say(v, format!("pipelines.{} must be a table", name.get_ref()));
+            return None;
+        };
+        let before = self.problems.len();
+        let mut p = Pipeline {
+            name: name.get_ref().to_string(),
+            command: Command::Argv(vec![]),
+            placement: Placement::Local,
+            max_runs: 1,
+            schedule: None,
+            retries: 0,
+            retry_delay: 60.0,
+            timeout: None,
+            env: BTreeMap::new(),
+            alert: None,
+            sensor: None,
+            sensor_every: 60.0,
+        };
+        let mut command = None;
+        for (k, v) in table.iter() {
+            let key = k.get_ref().as_ref();
+            match key {
+                "command" => command = self.command(key, v),
+                "placement" => {
+                    if let Some(s) = self.string(key, v) {
+                        match Placement::parse(&s) {
+                            Some(pl) => p.placement = pl,
+                            None => self.say(
+                                v,
+                                format!(
+                                    "bad placement '{s}': want \"local\", \"worker:<pool>\" or \"ec2\""
+                                ),
+                            ),
+                        }
+                    }
+                }
+                "max_runs" => {
+                    if let Some(n) = self.integer(key, v, 1) {
+                        p.max_runs = n as i32;
+                    }
+                }
+                "schedule" => {
+                    if let Some(s) = self.string(key, v) {
+                        match parse_schedule(&s) {
+                            Ok(_) => p.schedule = Some(s),
+                            Err(e) => self.say(v, e),
+                        }
+                    }
+                }
+                "retries" => {
+                    if let Some(n) = self.integer(key, v, 0) {
+                        p.retries = n as i32;
+                    }
+                }
+                "retry_delay" => {
+                    if let Some(n) = self.seconds(key, v, true) {
+                        p.retry_delay = n;
+                    }
+                }
+                "timeout" => p.timeout = self.seconds(key, v, false),
+                "env" => match v.get_ref() {
+                    DeValue::Table(t) => {
+                        for (ek, ev) in t.iter() {
+                            let name = ek.get_ref().to_string();
+                            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                                self.say(ek, format!("env: bad variable name '{name}'"));
+                            } else if let Some(s) = self.string(&format!("env.{name}"), ev) {
+                                p.env.insert(name, s);
+                            }
+                        }
+                    }
+                    _ => self.say(v, "env must be a table of strings"),
+                },
+                "alert" => {
+                    if let Some(s) = self.string(key, v) {
+                        if s.starts_with("http://") || s.starts_with("https://") {
+                            p.alert = Some(s);
+                        } else {
+                            self.say(v, format!("alert must be an http:// or https:// URL"));
+                        }
+                    }
+                }
+                "sensor" => p.sensor = self.command(key, v),
+                "sensor_every" => {
+                    if let Some(n) = self.seconds(key, v, false) {
+                        p.sensor_every = n;
+                    }
+                }
+                other => self.say(k, format!("unknown key '{other}' in pipelines.{}", p.name)),
+            }
+        }
+        match command {
+            Some(c) => p.command = c,
+            None if !table.contains_key("command") => {
+                self.say(name, format!("pipelines.{}: missing command", p.name));
+            }
+            None => {}
+        }
+        (self.problems.len() == before).then_some(p)
+    }
+}
+
+/// Parses and validates the text of an `orca.toml`.
+pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
+    let mut c = Checker {
+        text,
+        problems: Vec::new(),
+    };
+    let root = match DeTable::parse(text) {
+        Ok(t) => t,
+        Err(e) => {
+            let line = e.span().map_or(1, |s| c.line(s.start));
+            let message = e.message().trim().replace('\n', " ");
+            return Err(vec![Problem { line, message }]);
+        }
+    };
+    let mut config = Config::default();
+    for (k, v) in root.get_ref().iter() {
+        match k.get_ref().as_ref() {
+            "pipelines" => match v.get_ref() {
+                DeValue::Table(t) => {
+                    for (name, pv) in t.iter() {
+                        if let Some(p) = c.pipeline(name, pv) {
+                            config.pipelines.push(p);
+                        }
+                    }
+                }
+                _ => c.say(v, "pipelines must be a table of [pipelines.NAME]"),
+            },
+            other => c.say(k, format!("unknown key '{other}'")),
+        }
+    }
+    if c.problems.is_empty() {
+        Ok(config)
+    } else {
+        c.problems.sort_by_key(|p| p.line);
+        Err(c.problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_good_file_parses() {
+        let c = parse(
+            r#"
+[pipelines.hello]
+command = "echo hi"
+schedule = "*/5 * * * *"
+max_runs = 2
+retries = 3
+retry_delay = 1.5
+timeout = 30
+env = { A = "b" }
+alert = "http://127.0.0.1:9/hook"
+
+[pipelines.argv]
+command = ["/bin/echo", "x"]
+placement = "worker:gpu"
+sensor = "test -f /tmp/x"
+sensor_every = 5
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.pipelines.len(), 2);
+        let h = &c.pipelines.iter().find(|p| p.name == "hello").unwrap();
+        assert_eq!(h.max_runs, 2);
+        assert_eq!(h.retry_delay, 1.5);
+        assert_eq!(h.env["A"], "b");
+        let a = &c.pipelines.iter().find(|p| p.name == "argv").unwrap();
+        assert_eq!(a.placement, Placement::Worker("gpu".into()));
+        assert_eq!(a.command.argv(&["y".into()]), vec!["/bin/echo", "x", "y"]);
+    }
+
+    #[test]
+    fn every_problem_has_its_line() {
+        let text = "[pipelines.a]\ncommand = \"x\"\nbogus = 1\n\n[pipelines.b]\nschedule = \"61 * * * *\"\n\n[pipelines.c]\ncommand = \"x\"\nmax_runs = -1\nplacement = \"mars\"\n";
+        let problems = parse(text).unwrap_err();
+        let lines: Vec<(usize, &str)> = problems
+            .iter()
+            .map(|p| (p.line, p.message.as_str()))
+            .collect();
+        assert!(lines.iter().any(|(l, m)| *l == 3 && m.contains("unknown key 'bogus'")), "{lines:?}");
+        assert!(lines.iter().any(|(l, m)| *l == 6 && m.contains("bad cron")), "{lines:?}");
+        assert!(lines.iter().any(|(l, m)| *l == 5 && m.contains("missing command")), "{lines:?}");
+        assert!(lines.iter().any(|(l, m)| *l == 10 && m.contains("negative")), "{lines:?}");
+        assert!(lines.iter().any(|(l, m)| *l == 11 && m.contains("bad placement")), "{lines:?}");
+    }
+
+    #[test]
+    fn schedules_with_five_or_six_fields() {
+        assert!(parse_schedule("0 3 * * 1-5").is_ok());
+        assert!(parse_schedule("*/2 * * * * *").is_ok());
+        assert!(parse_schedule("* * *").is_err());
+        assert!(parse_schedule("0 0 0 1 1 * 2030").is_err());
+    }
+
+    #[test]
+    fn syntax_errors_have_a_line() {
+        let problems = parse("[pipelines.a]\ncommand = \"x\"\nmax_runs = = 3\n").unwrap_err();
+        assert_eq!(problems[0].line, 3, "{problems:?}");
+    }
+}

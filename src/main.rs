@@ -1,0 +1,81 @@
+//! orca: a pipeline scheduler and EC2 fleet manager whose only channel is
+//! Postgres. This file only dispatches; see ARCHITECTURE.md for the map.
+
+mod alerts;
+mod child;
+mod cli;
+mod commands;
+mod config;
+mod runs;
+mod scheduler;
+mod settings;
+mod sql;
+mod state;
+
+use clap::Parser;
+use cli::{Cli, Cmd};
+
+fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(child::SHIM) {
+        let rest = argv.get(2..).unwrap_or_default();
+        let rest = rest.strip_prefix(&["--".to_string()]).unwrap_or(rest);
+        std::process::exit(child::shim_main(rest));
+    }
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info,tokio_postgres=warn,postgres=warn"))
+        .format_target(false)
+        .init();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                std::process::exit(0);
+            }
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or("bad arguments");
+            eprintln!("orca: {}", line.trim_start_matches("error: "));
+            std::process::exit(2);
+        }
+    };
+    let result = match &cli.command {
+        Cmd::Migrate(db) => commands::migrate(db),
+        Cmd::Check(c) => commands::check(c),
+        Cmd::Register { config, db } => commands::register(config, db),
+        Cmd::Run {
+            pipeline,
+            fill,
+            args,
+            db,
+        } => commands::run(pipeline, *fill, args, db),
+        Cmd::Runs {
+            pipeline,
+            state,
+            limit,
+            json,
+            db,
+        } => commands::list_runs(pipeline.as_deref(), state.as_deref(), *limit, *json, db),
+        Cmd::Logs { run, db } => commands::logs(*run, db),
+        Cmd::Events {
+            run,
+            limit,
+            json,
+            db,
+        } => commands::events(*run, *limit, *json, db),
+        Cmd::Cancel { run, db } => commands::cancel(*run, db),
+        Cmd::Pause { pipeline, db } => commands::pause(pipeline, true, db),
+        Cmd::Resume { pipeline, db } => commands::pause(pipeline, false, db),
+        Cmd::Scheduler { config } => std::process::exit(scheduler::main(config.as_deref())),
+    };
+    if let Err(f) = result {
+        for line in f.message.lines() {
+            if line.starts_with("orca") || line.contains(".toml:") {
+                eprintln!("{line}");
+            } else {
+                eprintln!("orca: {line}");
+            }
+        }
+        std::process::exit(f.code);
+    }
+}

@@ -1,0 +1,258 @@
+//! Runs: queue, list, logs, events, cancel, pause, and how an attempt's end
+//! is written (with its retry and its alert) in one statement.
+//!
+//! A run's attempt is `(id, start)`: `start` goes up each time the run is
+//! started, and every write about an attempt names both, so a late write from
+//! an old attempt never lands on a new one.
+
+use postgres::Client;
+use serde::Serialize;
+
+use crate::child::Exit;
+use crate::config::Pipeline;
+use crate::sql;
+
+/// The states a run can be in.
+pub const STATES: &[&str] = &["queued", "running", "succeeded", "failed", "cancelled"];
+
+/// A run as `orca runs` shows it.
+#[derive(Serialize, Debug)]
+pub struct RunRow {
+    /// Its id.
+    pub id: i64,
+    /// Its pipeline.
+    pub pipeline: String,
+    /// queued, running, succeeded, failed or cancelled.
+    pub state: String,
+    /// Its attempt number (0 before it first started).
+    pub start: i32,
+    /// A backfill run: not held to `max_runs`.
+    pub fill: bool,
+    /// Arguments given to `orca run`.
+    pub args: Vec<String>,
+    /// Who queued it: manual, schedule or sensor.
+    pub origin: String,
+    /// When it was queued (UTC).
+    pub queued_at: Option<String>,
+    /// When its latest attempt started.
+    pub started_at: Option<String>,
+    /// When its latest attempt ended.
+    pub ended_at: Option<String>,
+    /// Its exit code.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it.
+    pub exit_signal: Option<i32>,
+    /// Why it is in its state (timed out, cancelled, requeued, ...).
+    pub why: Option<String>,
+    /// The host its latest attempt ran on.
+    pub host: Option<String>,
+    /// The pid of its latest attempt's process group.
+    pub pid: Option<i32>,
+}
+
+/// Lists runs, newest first.
+pub fn list(
+    client: &mut Client,
+    pipeline: Option<&str>,
+    state: Option<&str>,
+    limit: i64,
+) -> Result<Vec<RunRow>, postgres::Error> {
+    Ok(client
+        .query(sql::RUNS_LIST, &[&pipeline, &state, &limit])?
+        .iter()
+        .map(|r| RunRow {
+            id: r.get(0),
+            pipeline: r.get(1),
+            state: r.get(2),
+            start: r.get(3),
+            fill: r.get(4),
+            args: r.get(5),
+            origin: r.get(6),
+            queued_at: r.get(7),
+            started_at: r.get(8),
+            ended_at: r.get(9),
+            exit_code: r.get(10),
+            exit_signal: r.get(11),
+            why: r.get(12),
+            host: r.get(13),
+            pid: r.get(14),
+        })
+        .collect())
+}
+
+/// An event: a decision orca made, and why.
+#[derive(Serialize, Debug)]
+pub struct EventRow {
+    /// Its id.
+    pub id: i64,
+    /// When (UTC, the database's clock).
+    pub at: String,
+    /// The run it concerns.
+    pub run: Option<i64>,
+    /// The pipeline it concerns.
+    pub pipeline: Option<String>,
+    /// What was decided.
+    pub kind: String,
+    /// Why.
+    pub why: String,
+}
+
+/// The newest `limit` events (of one run, or all), oldest first.
+pub fn events(
+    client: &mut Client,
+    run: Option<i64>,
+    limit: i64,
+) -> Result<Vec<EventRow>, postgres::Error> {
+    Ok(client
+        .query(sql::EVENTS_LIST, &[&run, &limit])?
+        .iter()
+        .map(|r| EventRow {
+            id: r.get(0),
+            at: r.get(1),
+            run: r.get(2),
+            pipeline: r.get(3),
+            kind: r.get(4),
+            why: r.get(5),
+        })
+        .collect())
+}
+
+/// How an attempt ended, ready to be written (and kept until it is).
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The run.
+    pub id: i64,
+    /// The attempt.
+    pub start: i32,
+    /// succeeded, failed or cancelled.
+    pub state: &'static str,
+    /// How the process ended, if it ran.
+    pub exit: Option<Exit>,
+    /// Why, in words.
+    pub why: String,
+    /// The tail of its output.
+    pub output: Vec<u8>,
+    /// Retries allowed, retry delay, alert URL: from its pipeline.
+    pub retries: i32,
+    /// Seconds before a retry.
+    pub retry_delay: f64,
+    /// Where a final failure is announced.
+    pub alert: Option<String>,
+    /// The pipeline.
+    pub pipeline: String,
+}
+
+impl Outcome {
+    /// The outcome of attempt `(id, start)` of `p`, from how its process ended.
+    pub fn new(
+        p: &Pipeline,
+        id: i64,
+        start: i32,
+        state: &'static str,
+        exit: Option<Exit>,
+        why: String,
+        output: Vec<u8>,
+    ) -> Outcome {
+        Outcome {
+            id,
+            start,
+            state,
+            exit,
+            why,
+            output,
+            retries: p.retries,
+            retry_delay: p.retry_delay,
+            alert: p.alert.clone(),
+            pipeline: p.name.clone(),
+        }
+    }
+
+    fn alert_body(&self) -> serde_json::Value {
+        let tail = &self.output[self.output.len().saturating_sub(4096)..];
+        serde_json::json!({
+            "pipeline": self.pipeline,
+            "run": self.id,
+            "start": self.start,
+            "state": "failed",
+            "exit_code": match self.exit { Some(Exit::Code(c)) => Some(c), _ => None },
+            "exit_signal": match self.exit { Some(Exit::Signal(s)) => Some(s), _ => None },
+            "why": self.why,
+            "output": String::from_utf8_lossy(tail),
+        })
+    }
+
+    /// Writes it: the run's new state (queued again if a retry is left), its
+    /// events, and its alert. Returns the state the run is in now, or `None`
+    /// if the attempt was no longer running (someone else decided already).
+    pub fn write(&self, client: &mut Client) -> Result<Option<String>, postgres::Error> {
+        let (code, signal) = match self.exit {
+            Some(Exit::Code(c)) => (Some(c), None),
+            Some(Exit::Signal(s)) => (None, Some(s)),
+            None => (None, None),
+        };
+        let body = self.alert_body();
+        let row = client.query_opt(
+            sql::RUN_FINISH,
+            &[
+                &self.id,
+                &self.start,
+                &self.state,
+                &code,
+                &signal,
+                &self.why,
+                &self.output,
+                &self.retries,
+                &self.retry_delay,
+                &self.alert,
+                &body,
+            ],
+        )?;
+        Ok(row.map(|r| r.get(0)))
+    }
+}
+
+/// What `orca cancel` found.
+pub enum Cancelled {
+    /// No such run.
+    Unknown,
+    /// It was queued and is cancelled now.
+    Now,
+    /// It is running: its supervisor has been asked to stop it.
+    Asked,
+    /// It had already ended, in this state.
+    AlreadyEnded(String),
+}
+
+/// Cancels a run (see [`Cancelled`]).
+pub fn cancel(client: &mut Client, id: i64) -> Result<Cancelled, postgres::Error> {
+    let why = format!("orca cancel by {}", whoami());
+    let row = client.query_opt(sql::RUN_CANCEL, &[&id, &why])?;
+    Ok(match row.map(|r| r.get::<_, String>(0)) {
+        None => Cancelled::Unknown,
+        Some(s) if s == "queued" => Cancelled::Now,
+        Some(s) if s == "running" => Cancelled::Asked,
+        Some(s) => Cancelled::AlreadyEnded(s),
+    })
+}
+
+/// Who is at the keyboard, for events: `user@host`.
+pub fn whoami() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        // SAFETY: getuid(2) can't fail.
+        .unwrap_or_else(|_| format!("uid {}", unsafe { libc::getuid() }));
+    format!("{user}@{}", hostname())
+}
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    if ok && end > 0 {
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "localhost".into()
+    }
+}

@@ -1,0 +1,918 @@
+//! `orca scheduler`: the tick loop on the main thread, a heartbeat thread and
+//! an alert thread, each with a connection of its own.
+//!
+//! Every tick the scheduler reaps its children and writes their outcomes
+//! (kept in memory until they land, so an outage loses none), enforces
+//! timeouts and cancels, and then, only while it holds `LEAD_LOCK` on the
+//! session it writes with, decides: fires schedules, runs sensors, starts
+//! queued runs and sweeps runs whose heartbeat went stale.
+//!
+//! Invariants:
+//! * Decisions are written with [`Db::run_fenced`] on the session that took
+//!   the lock: if Postgres ends that session, nothing decided after it lands.
+//! * A run is claimed (`queued` → `running`, `start` + 1) before its process
+//!   is spawned; an attempt's end is written only if the run is still
+//!   `running` at that `start`, so it is recorded once.
+//! * Children are started from the main thread under the shim
+//!   ([`crate::child`]): they can't outlive the scheduler.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use crate::child::{Child, Tail};
+use crate::config::{self, Pipeline};
+use crate::runs::{self, Outcome};
+use crate::settings::Timing;
+use crate::sql;
+use crate::state::{self, Db, Fault, Target};
+
+/// The session advisory lock the leading scheduler holds.
+pub const LEAD_LOCK: i64 = 1869767525;
+
+/// How many runs one tick starts at most (the rest wait a tick).
+const STARTS_PER_TICK: i64 = 64;
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_stop_handlers() {
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGTERM,
+            on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGINT,
+            on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+}
+
+/// Why the scheduler is stopping a child.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Kill {
+    Timeout,
+    Cancel,
+    Stop,
+}
+
+struct Supervised {
+    id: i64,
+    start: i32,
+    pipeline: Arc<Pipeline>,
+    child: Child,
+    started: Instant,
+    /// Why it is being stopped, when SIGTERM went, whether SIGKILL went.
+    kill: Option<(Kill, Instant, bool)>,
+}
+
+/// One attempt the heartbeat thread beats.
+#[derive(Clone)]
+struct Beat {
+    id: i64,
+    start: i32,
+    pid: i32,
+    tail: Arc<Tail>,
+}
+
+#[derive(Default)]
+struct Shared {
+    beats: Vec<Beat>,
+    cancels: HashSet<(i64, i32)>,
+    done: bool,
+}
+
+struct Sensor {
+    next: Instant,
+    child: Option<(Child, Instant)>,
+}
+
+/// A decision that could not be written yet: kept until it lands.
+enum Pending {
+    Finish(Outcome),
+    Requeue {
+        id: i64,
+        start: i32,
+        why: String,
+        output: Vec<u8>,
+    },
+}
+
+impl Pending {
+    fn key(&self) -> (i64, i32) {
+        match self {
+            Pending::Finish(o) => (o.id, o.start),
+            Pending::Requeue { id, start, .. } => (*id, *start),
+        }
+    }
+}
+
+/// The scheduler's state between ticks.
+pub struct Scheduler {
+    db: Db,
+    timing: Timing,
+    host: String,
+    /// The session number that holds `LEAD_LOCK`, and since when.
+    lead: Option<(u64, Instant)>,
+    /// Another process took the lead while this one was cut off.
+    lost_to: Option<String>,
+    running: Vec<Supervised>,
+    pending: Vec<Pending>,
+    shared: Arc<Mutex<Shared>>,
+    crons: HashMap<String, croner::Cron>,
+    sensors: HashMap<String, Sensor>,
+    /// Per tick: how long it took and how many statements it made, when
+    /// `ORCA_TICK_STATS` names a file to write their summary to at exit.
+    stats: Option<(String, Vec<(f64, u64)>)>,
+}
+
+/// Who holds `LEAD_LOCK`, as `host H pid P`, if anyone.
+pub fn lead_holder(client: &mut postgres::Client) -> Option<String> {
+    let row = client.query_opt(sql::LEAD_HOLDER, &[&LEAD_LOCK]).ok()??;
+    let app: Option<String> = row.get(0);
+    let addr: Option<String> = row.get(1);
+    let backend: i32 = row.get(2);
+    Some(match app {
+        Some(a) if a.starts_with("orca scheduler") => {
+            a.trim_start_matches("orca scheduler").trim().to_string()
+        }
+        _ => format!(
+            "a session from {} (backend pid {backend})",
+            addr.unwrap_or_else(|| "a local socket".into())
+        ),
+    })
+}
+
+/// `orca scheduler`: runs until SIGTERM or SIGINT. Returns the exit code.
+pub fn main(config_path: Option<&str>) -> i32 {
+    let timing = match Timing::from_env() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("orca: {e}");
+            return 2;
+        }
+    };
+    let config = match config_path.map(config::load) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(problems)) => {
+            for p in problems {
+                eprintln!("{p}");
+            }
+            return 2;
+        }
+    };
+    let host = runs::hostname();
+    let app = format!("orca scheduler host {host} pid {}", std::process::id());
+    let target = match Target::from_env() {
+        Ok(t) => t.with_application_name(&app),
+        Err(e) => {
+            eprintln!("orca: {e}");
+            return 2;
+        }
+    };
+    install_stop_handlers();
+    let mut db = Db::new(target.clone(), "scheduler");
+    // Wait for the database, however long: a scheduler started before its
+    // database (a reboot) should come up with it.
+    while !db.ensure() {
+        if STOP.load(Ordering::SeqCst) {
+            return 0;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let known = state::migrations_known();
+    match db.run(state::migrations_applied) {
+        Ok(n) if n >= known => {}
+        Ok(n) => {
+            eprintln!(
+                "orca: the database at {} has {n} of this binary's {known} migrations: run `orca migrate` first",
+                target.shown()
+            );
+            return 1;
+        }
+        Err(e) => {
+            eprintln!("orca: {e}");
+            return 1;
+        }
+    }
+    let session = db.sessions;
+    match db.run(|c| c.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])) {
+        Ok(row) if row.get::<_, bool>(0) => {}
+        Ok(_) => {
+            let who = db
+                .run(|c| Ok(lead_holder(c)))
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| "another process".into());
+            eprintln!("orca: another scheduler is running ({who}); it holds the lead");
+            return 1;
+        }
+        Err(e) => {
+            eprintln!("orca: {e}");
+            return 1;
+        }
+    }
+    if let Some(config) = &config {
+        if let Err(e) = db.run_fenced(session, |c| crate::commands::register_config(c, config)) {
+            eprintln!("orca: register: {e}");
+            return 1;
+        }
+    }
+    log::info!(
+        "scheduler on {host} (pid {}) leads; database {}",
+        std::process::id(),
+        target.shown()
+    );
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let beat_thread = {
+        let shared = shared.clone();
+        let db = Db::new(target.clone(), "heartbeat");
+        std::thread::Builder::new()
+            .name("heartbeat".into())
+            .spawn(move || heartbeat_loop(db, shared))
+            .expect("spawn heartbeat thread")
+    };
+    let alert_done = Arc::new(AtomicBool::new(false));
+    let alert_thread = {
+        let done = alert_done.clone();
+        let db = Db::new(target, "alerts");
+        std::thread::Builder::new()
+            .name("alerts".into())
+            .spawn(move || crate::alerts::run(db, done))
+            .expect("spawn alert thread")
+    };
+    let mut s = Scheduler {
+        db,
+        timing,
+        host,
+        lead: Some((session, Instant::now())),
+        lost_to: None,
+        running: Vec::new(),
+        pending: Vec::new(),
+        shared: shared.clone(),
+        crons: HashMap::new(),
+        sensors: HashMap::new(),
+        stats: std::env::var("ORCA_TICK_STATS")
+            .ok()
+            .map(|path| (path, Vec::new())),
+    };
+    let code = s.run_loop();
+    shared.lock().expect("shared").done = true;
+    alert_done.store(true, Ordering::SeqCst);
+    let _ = beat_thread.join();
+    let _ = alert_thread.join();
+    code
+}
+
+impl Scheduler {
+    fn run_loop(&mut self) -> i32 {
+        let tick = Duration::from_secs_f64(self.timing.tick);
+        let mut next = Instant::now();
+        loop {
+            if STOP.load(Ordering::SeqCst) {
+                return self.stop();
+            }
+            let (began, calls) = (Instant::now(), self.db.calls);
+            self.tick();
+            if let Some((_, ticks)) = &mut self.stats {
+                ticks.push((began.elapsed().as_secs_f64() * 1000.0, self.db.calls - calls));
+            }
+            if self.lost_to.is_some() && self.running.is_empty() && self.pending.is_empty() {
+                log::error!(
+                    "exiting: the lead was taken by {}",
+                    self.lost_to.as_deref().unwrap_or("?")
+                );
+                return 1;
+            }
+            next += tick;
+            let now = Instant::now();
+            if next < now {
+                next = now;
+            }
+            while Instant::now() < next && !STOP.load(Ordering::SeqCst) {
+                std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+            }
+        }
+    }
+
+    /// One tick: supervise, write what is pending, and decide if leading.
+    fn tick(&mut self) {
+        self.reap();
+        self.enforce();
+        self.flush();
+        let Some(session) = self.leading() else {
+            self.publish();
+            return;
+        };
+        let view = match self.db.run_fenced(session, |c| c.query(sql::TICK_PIPELINES, &[])) {
+            Ok(rows) => rows,
+            Err(e) => {
+                self.complain(e);
+                self.publish();
+                return;
+            }
+        };
+        let mut now: Option<DateTime<Utc>> = None;
+        let mut pipelines = HashMap::new();
+        for row in &view {
+            now = Some(row.get(0));
+            let name: String = row.get(1);
+            let spec: serde_json::Value = row.get(2);
+            let next_fire: Option<DateTime<Utc>> = row.get(6);
+            let paused: bool = row.get(7);
+            match serde_json::from_value::<Pipeline>(spec) {
+                Ok(p) => {
+                    pipelines.insert(name, (Arc::new(p), next_fire, paused));
+                }
+                Err(e) => log::error!("pipeline {name}: stored spec unreadable: {e}"),
+            }
+        }
+        if let Some(now) = now {
+            self.fire(session, now, &pipelines);
+        }
+        self.sense(session, &pipelines);
+        self.start(session, &pipelines);
+        self.sweep(session);
+        self.publish();
+    }
+
+    /// The session that holds the lead, taking the lock again after a
+    /// reconnect; `None` while not leading.
+    fn leading(&mut self) -> Option<u64> {
+        if self.lost_to.is_some() || STOP.load(Ordering::SeqCst) {
+            return None;
+        }
+        if !self.db.ensure() {
+            return None;
+        }
+        let session = self.db.sessions;
+        if let Some((s, _)) = self.lead {
+            if s == session {
+                return Some(session);
+            }
+        }
+        self.lead = None;
+        match self
+            .db
+            .run_fenced(session, |c| c.query_one(sql::LEAD_TRY, &[&LEAD_LOCK]))
+        {
+            Ok(row) if row.get::<_, bool>(0) => {
+                log::info!("lead taken again on a new session");
+                self.lead = Some((session, Instant::now()));
+                Some(session)
+            }
+            Ok(_) => {
+                let who = self
+                    .db
+                    .run_fenced(session, |c| Ok(lead_holder(c)))
+                    .ok()
+                    .flatten()
+                    .unwrap_or_else(|| "another process".into());
+                log::error!(
+                    "the lead was taken by {who} while this scheduler was cut off; \
+                     starting nothing more, finishing the {} runs it supervises",
+                    self.running.len()
+                );
+                self.lost_to = Some(who);
+                None
+            }
+            Err(e) => {
+                self.complain(e);
+                None
+            }
+        }
+    }
+
+    fn complain(&self, e: Fault) {
+        if let Fault::Sql(msg) = e {
+            log::error!("{msg}");
+        }
+    }
+
+    /// Reaps children that ended and turns them into pending outcomes.
+    fn reap(&mut self) {
+        let mut i = 0;
+        while i < self.running.len() {
+            let Some(exit) = self.running[i].child.try_exit() else {
+                i += 1;
+                continue;
+            };
+            let s = self.running.swap_remove(i);
+            let output = s.child.tail.snapshot();
+            let took = s.started.elapsed().as_secs_f64();
+            let pending = match s.kill {
+                Some((Kill::Stop, _, _)) => Pending::Requeue {
+                    id: s.id,
+                    start: s.start,
+                    why: format!("the scheduler on {} stopped", self.host),
+                    output,
+                },
+                Some((Kill::Timeout, _, _)) => Pending::Finish(Outcome::new(
+                    &s.pipeline,
+                    s.id,
+                    s.start,
+                    "failed",
+                    Some(exit),
+                    format!(
+                        "timed out after {}s ({exit})",
+                        s.pipeline.timeout.unwrap_or(0.0)
+                    ),
+                    output,
+                )),
+                Some((Kill::Cancel, _, _)) => Pending::Finish(Outcome::new(
+                    &s.pipeline,
+                    s.id,
+                    s.start,
+                    "cancelled",
+                    Some(exit),
+                    format!("cancelled ({exit})"),
+                    output,
+                )),
+                None if exit.success() => Pending::Finish(Outcome::new(
+                    &s.pipeline,
+                    s.id,
+                    s.start,
+                    "succeeded",
+                    Some(exit),
+                    format!("exit code 0 after {took:.1}s"),
+                    output,
+                )),
+                None => Pending::Finish(Outcome::new(
+                    &s.pipeline,
+                    s.id,
+                    s.start,
+                    "failed",
+                    Some(exit),
+                    format!("{exit} after {took:.1}s"),
+                    output,
+                )),
+            };
+            self.pending.push(pending);
+        }
+    }
+
+    /// Timeouts and cancels: SIGTERM to the group, SIGKILL after the grace.
+    fn enforce(&mut self) {
+        let cancels: HashSet<(i64, i32)> =
+            std::mem::take(&mut self.shared.lock().expect("shared").cancels);
+        let grace = Duration::from_secs_f64(self.timing.kill_grace);
+        for s in &mut self.running {
+            if s.kill.is_none() {
+                let why = if cancels.contains(&(s.id, s.start)) {
+                    Some(Kill::Cancel)
+                } else if s
+                    .pipeline
+                    .timeout
+                    .is_some_and(|t| s.started.elapsed().as_secs_f64() >= t)
+                {
+                    Some(Kill::Timeout)
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    log::info!("run {} attempt {}: {why:?}: SIGTERM", s.id, s.start);
+                    s.child.signal(libc::SIGTERM);
+                    s.kill = Some((why, Instant::now(), false));
+                }
+            }
+            if let Some((why, at, false)) = s.kill {
+                if at.elapsed() >= grace {
+                    log::info!("run {} attempt {}: still alive: SIGKILL", s.id, s.start);
+                    s.child.signal(libc::SIGKILL);
+                    s.kill = Some((why, at, true));
+                }
+            }
+        }
+    }
+
+    /// Writes pending outcomes; what can't be written now stays pending.
+    fn flush(&mut self) {
+        let mut left = Vec::new();
+        for p in std::mem::take(&mut self.pending) {
+            let result = match &p {
+                Pending::Finish(o) => self.db.run(|c| o.write(c)).map(|state| {
+                    match state {
+                        Some(state) => log::info!(
+                            "run {} attempt {}: {} ({}) -> {state}",
+                            o.id,
+                            o.start,
+                            o.state,
+                            o.why
+                        ),
+                        None => log::warn!(
+                            "run {} attempt {}: was no longer running; outcome dropped",
+                            o.id,
+                            o.start
+                        ),
+                    };
+                }),
+                Pending::Requeue {
+                    id,
+                    start,
+                    why,
+                    output,
+                } => self
+                    .db
+                    .run(|c| c.query_opt(sql::RUN_REQUEUE, &[id, start, why, output]))
+                    .map(|_| ()),
+            };
+            match result {
+                Ok(()) => {}
+                Err(Fault::Down) => left.push(p),
+                Err(Fault::Sql(e)) => {
+                    log::error!("run {:?}: can't record its end: {e}", p.key());
+                    left.push(p);
+                }
+            }
+        }
+        self.pending = left;
+    }
+
+    /// Hands the heartbeat thread the attempts to beat: the running ones and
+    /// those whose end is not written yet.
+    fn publish(&self) {
+        let mut beats: Vec<Beat> = self
+            .running
+            .iter()
+            .map(|s| Beat {
+                id: s.id,
+                start: s.start,
+                pid: s.child.pid(),
+                tail: s.child.tail.clone(),
+            })
+            .collect();
+        for p in &self.pending {
+            let (id, start) = p.key();
+            beats.push(Beat {
+                id,
+                start,
+                pid: 0,
+                tail: Arc::new(Tail::default()),
+            });
+        }
+        self.shared.lock().expect("shared").beats = beats;
+    }
+
+    /// The ids this process supervises (or holds an unwritten end for).
+    fn ours(&self) -> Vec<i64> {
+        self.running
+            .iter()
+            .map(|s| s.id)
+            .chain(self.pending.iter().map(|p| p.key().0))
+            .collect()
+    }
+
+    /// Fires due schedules: one run per slot; one catch-up after downtime.
+    fn fire(
+        &mut self,
+        session: u64,
+        now: DateTime<Utc>,
+        pipelines: &HashMap<String, (Arc<Pipeline>, Option<DateTime<Utc>>, bool)>,
+    ) {
+        for (name, (p, next_fire, paused)) in pipelines {
+            let Some(expr) = &p.schedule else { continue };
+            if !self.crons.contains_key(expr) {
+                match config::parse_schedule(expr) {
+                    Ok(c) => {
+                        self.crons.insert(expr.clone(), c);
+                    }
+                    Err(e) => {
+                        log::error!("pipeline {name}: {e}");
+                        continue;
+                    }
+                }
+            }
+            let cron = &self.crons[expr];
+            let Ok(after_now) = cron.find_next_occurrence(&now, false) else {
+                continue;
+            };
+            match next_fire {
+                None => {
+                    if let Err(e) = self.db.run_fenced(session, |c| {
+                        c.execute(sql::NEXT_FIRE_SET, &[name, &after_now])
+                    }) {
+                        self.complain(e);
+                    }
+                }
+                Some(slot) if *slot <= now && !paused => {
+                    let mut missed = 0u32;
+                    let mut t = *slot;
+                    while let Ok(n) = cron.find_next_occurrence(&t, false) {
+                        if n > now || missed >= 10_000 {
+                            break;
+                        }
+                        missed += 1;
+                        t = n;
+                    }
+                    let why = if missed == 0 {
+                        format!("schedule '{expr}', slot {}", slot.format("%Y-%m-%dT%H:%M:%SZ"))
+                    } else {
+                        format!(
+                            "schedule '{expr}', slot {}: one catch-up run for {} slots missed",
+                            slot.format("%Y-%m-%dT%H:%M:%SZ"),
+                            missed + 1
+                        )
+                    };
+                    match self.db.run_fenced(session, |c| {
+                        c.query_opt(sql::FIRE, &[name, slot, &after_now, &why])
+                    }) {
+                        Ok(Some(row)) => {
+                            log::info!("fired {name}: run {} ({why})", row.get::<_, i64>(0))
+                        }
+                        Ok(None) => {}
+                        Err(e) => self.complain(e),
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// Runs due sensors (never waiting on one) and queues a run for each
+    /// that said yes.
+    fn sense(
+        &mut self,
+        session: u64,
+        pipelines: &HashMap<String, (Arc<Pipeline>, Option<DateTime<Utc>>, bool)>,
+    ) {
+        self.sensors.retain(|name, s| {
+            let keep = pipelines
+                .get(name)
+                .is_some_and(|(p, _, _)| p.sensor.is_some());
+            if !keep {
+                if let Some((child, _)) = &s.child {
+                    child.signal(libc::SIGKILL);
+                }
+            }
+            keep
+        });
+        for (name, (p, _, paused)) in pipelines {
+            let Some(sensor) = &p.sensor else { continue };
+            let every = Duration::from_secs_f64(p.sensor_every);
+            let s = self.sensors.entry(name.clone()).or_insert(Sensor {
+                next: Instant::now(),
+                child: None,
+            });
+            if let Some((child, deadline)) = &mut s.child {
+                match child.try_exit() {
+                    Some(exit) => {
+                        s.child = None;
+                        if exit.success() {
+                            let why = "sensor said yes (exit 0)".to_string();
+                            match self
+                                .db
+                                .run_fenced(session, |c| c.query_opt(sql::SENSOR_QUEUE, &[name, &why]))
+                            {
+                                Ok(Some(row)) => log::info!(
+                                    "sensor of {name} queued run {}",
+                                    row.get::<_, i64>(0)
+                                ),
+                                Ok(None) => {}
+                                Err(e) => self.complain(e),
+                            }
+                        }
+                    }
+                    None if Instant::now() >= *deadline => {
+                        log::warn!("sensor of {name} took over {every:?}: killed");
+                        child.signal(libc::SIGKILL);
+                    }
+                    None => {}
+                }
+                continue;
+            }
+            if *paused || Instant::now() < s.next {
+                continue;
+            }
+            s.next = Instant::now() + every;
+            let env = vec![("ORCA_PIPELINE".to_string(), name.clone())];
+            match Child::spawn(&sensor.argv(&[]), &env) {
+                Ok(child) => s.child = Some((child, Instant::now() + every)),
+                Err(e) => log::error!("sensor of {name}: can't start: {e}"),
+            }
+        }
+    }
+
+    /// Starts queued local runs, oldest first, within `max_runs`.
+    fn start(
+        &mut self,
+        session: u64,
+        pipelines: &HashMap<String, (Arc<Pipeline>, Option<DateTime<Utc>>, bool)>,
+    ) {
+        let rows = match self.db.run_fenced(session, |c| {
+            c.query(sql::STARTABLE, &[&"local", &STARTS_PER_TICK])
+        }) {
+            Ok(rows) => rows,
+            Err(e) => return self.complain(e),
+        };
+        for row in rows {
+            if STOP.load(Ordering::SeqCst) {
+                return;
+            }
+            let id: i64 = row.get(0);
+            let name: String = row.get(1);
+            let args: Vec<String> = row.get(2);
+            let Some((p, _, _)) = pipelines.get(&name) else {
+                continue;
+            };
+            let start: i32 = match self.db.run_fenced(session, |c| {
+                c.query_opt(sql::RUN_START, &[&id, &self.host, &None::<i64>])
+            }) {
+                Ok(Some(row)) => row.get(0),
+                Ok(None) => continue,
+                Err(e) => return self.complain(e),
+            };
+            let mut env: Vec<(String, String)> = p
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            env.push(("ORCA_RUN_ID".into(), id.to_string()));
+            env.push(("ORCA_RUN_START".into(), start.to_string()));
+            env.push(("ORCA_PIPELINE".into(), name.clone()));
+            match Child::spawn(&p.command.argv(&args), &env) {
+                Ok(child) => {
+                    log::info!("started run {id} of {name} (attempt {start}, pid {})", child.pid());
+                    self.running.push(Supervised {
+                        id,
+                        start,
+                        pipeline: p.clone(),
+                        child,
+                        started: Instant::now(),
+                        kill: None,
+                    });
+                }
+                Err(e) => {
+                    log::error!("run {id} of {name}: can't start: {e}");
+                    self.pending.push(Pending::Finish(Outcome::new(
+                        p,
+                        id,
+                        start,
+                        "failed",
+                        None,
+                        format!("can't start: {e}"),
+                        Vec::new(),
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Queues again running local runs whose heartbeat went stale and that no
+    /// live process supervises. Not in the first stale limit after taking the
+    /// lead: a gone process can't be told from one that shared an outage.
+    fn sweep(&mut self, session: u64) {
+        let Some((_, since)) = self.lead else { return };
+        if since.elapsed().as_secs_f64() < self.timing.stale {
+            return;
+        }
+        let ours = self.ours();
+        match self.db.run_fenced(session, |c| {
+            c.query(sql::SWEEP, &[&self.timing.stale, &ours])
+        }) {
+            Ok(rows) => {
+                for r in rows {
+                    log::warn!(
+                        "run {}: heartbeat stale and no process supervises it: queued again",
+                        r.get::<_, i64>(0)
+                    );
+                }
+            }
+            Err(e) => self.complain(e),
+        }
+    }
+
+    /// SIGTERM or SIGINT: start nothing more, SIGTERM the children, wait up
+    /// to the stop grace, SIGKILL what is left, queue their runs again.
+    fn stop(&mut self) -> i32 {
+        log::info!(
+            "stopping: SIGTERM to {} runs, waiting up to {}s",
+            self.running.len(),
+            self.timing.stop_grace
+        );
+        for s in &mut self.running {
+            s.child.signal(libc::SIGTERM);
+            s.kill = Some((Kill::Stop, Instant::now(), false));
+        }
+        for s in self.sensors.values() {
+            if let Some((child, _)) = &s.child {
+                child.signal(libc::SIGKILL);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs_f64(self.timing.stop_grace);
+        while !self.running.is_empty() && Instant::now() < deadline {
+            self.reap();
+            self.publish();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for s in &self.running {
+            s.child.signal(libc::SIGKILL);
+        }
+        while !self.running.is_empty() {
+            self.reap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Write what is pending; give an outage a while, then leave the rest
+        // to the sweep (their heartbeats go stale once this process is gone).
+        let deadline = Instant::now() + Duration::from_secs_f64(self.timing.stale);
+        loop {
+            self.flush();
+            self.publish();
+            if self.pending.is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        if !self.pending.is_empty() {
+            log::warn!(
+                "{} run ends could not be written; the next scheduler queues them again",
+                self.pending.len()
+            );
+        }
+        self.write_stats();
+        0
+    }
+
+    /// Writes the tick figures `make bench` reads: one `key=value` line.
+    fn write_stats(&self) {
+        let Some((path, ticks)) = &self.stats else {
+            return;
+        };
+        let mut ms: Vec<f64> = ticks.iter().map(|t| t.0).collect();
+        ms.sort_by(|a, b| a.total_cmp(b));
+        let pick = |q: f64| ms.get(((ms.len() as f64 - 1.0) * q).round() as usize).copied();
+        let calls: u64 = ticks.iter().map(|t| t.1).sum();
+        let line = format!(
+            "ticks={} p50_ms={:.2} p99_ms={:.2} max_ms={:.2} statements_per_tick={:.2}\n",
+            ms.len(),
+            pick(0.5).unwrap_or(0.0),
+            pick(0.99).unwrap_or(0.0),
+            ms.last().copied().unwrap_or(0.0),
+            calls as f64 / ms.len().max(1) as f64,
+        );
+        if let Err(e) = std::fs::write(path, line) {
+            log::error!("ORCA_TICK_STATS {path}: {e}");
+        }
+    }
+}
+
+/// The heartbeat thread: every second, beats the attempts the main thread
+/// supervises, collects cancel requests, and writes output tails that grew.
+fn heartbeat_loop(mut db: Db, shared: Arc<Mutex<Shared>>) {
+    let mut written: HashMap<(i64, i32), u64> = HashMap::new();
+    loop {
+        let beats = {
+            let s = shared.lock().expect("shared");
+            if s.done {
+                return;
+            }
+            s.beats.clone()
+        };
+        if !beats.is_empty() {
+            let ids: Vec<i64> = beats.iter().map(|b| b.id).collect();
+            let starts: Vec<i32> = beats.iter().map(|b| b.start).collect();
+            let pids: Vec<i32> = beats.iter().map(|b| b.pid).collect();
+            if let Ok(rows) = db.run(|c| c.query(sql::HEARTBEAT, &[&ids, &starts, &pids])) {
+                let mut cancels = Vec::new();
+                for r in rows {
+                    if r.get::<_, bool>(1) {
+                        let id: i64 = r.get(0);
+                        if let Some(b) = beats.iter().find(|b| b.id == id) {
+                            cancels.push((id, b.start));
+                        }
+                    }
+                }
+                shared.lock().expect("shared").cancels.extend(cancels);
+            }
+            for b in &beats {
+                let generation = b.tail.generation();
+                if generation == 0 || written.get(&(b.id, b.start)) == Some(&generation) {
+                    continue;
+                }
+                let out = b.tail.snapshot();
+                if db
+                    .run(|c| c.execute(sql::OUTPUT_SET, &[&b.id, &b.start, &out]))
+                    .is_ok()
+                {
+                    written.insert((b.id, b.start), generation);
+                }
+            }
+            written.retain(|k, _| beats.iter().any(|b| (b.id, b.start) == *k));
+        }
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until {
+            if shared.lock().expect("shared").done {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

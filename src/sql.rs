@@ -1,0 +1,64 @@
+//! Every statement orca runs, one `.sql` file each under `sql/` (the file
+//! says what it does and what its parameters are), embedded at build time.
+//! Values always go in as bind parameters (`$1`, `$2`, ...).
+
+/// See `sql/alert_failed.sql`.
+pub const ALERT_FAILED: &str = include_str!("../sql/alert_failed.sql");
+/// See `sql/alert_sent.sql`.
+pub const ALERT_SENT: &str = include_str!("../sql/alert_sent.sql");
+/// See `sql/alerts_claim.sql`.
+pub const ALERTS_CLAIM: &str = include_str!("../sql/alerts_claim.sql");
+/// See `sql/events_list.sql`.
+pub const EVENTS_LIST: &str = include_str!("../sql/events_list.sql");
+/// See `sql/fire.sql`.
+pub const FIRE: &str = include_str!("../sql/fire.sql");
+/// See `sql/heartbeat.sql`.
+pub const HEARTBEAT: &str = include_str!("../sql/heartbeat.sql");
+/// See `sql/lead_holder.sql`.
+pub const LEAD_HOLDER: &str = include_str!("../sql/lead_holder.sql");
+/// See `sql/lead_try.sql`.
+pub const LEAD_TRY: &str = include_str!("../sql/lead_try.sql");
+/// See `sql/migrate_lock.sql`.
+pub const MIGRATE_LOCK: &str = include_str!("../sql/migrate_lock.sql");
+/// See `sql/migration_record.sql`.
+pub const MIGRATION_RECORD: &str = include_str!("../sql/migration_record.sql");
+/// See `sql/migrations_applied.sql`.
+pub const MIGRATIONS_APPLIED: &str = include_str!("../sql/migrations_applied.sql");
+/// See `sql/migrations_count.sql`.
+pub const MIGRATIONS_COUNT: &str = include_str!("../sql/migrations_count.sql");
+/// See `sql/migrations_table.sql`.
+pub const MIGRATIONS_TABLE: &str = include_str!("../sql/migrations_table.sql");
+/// See `sql/next_fire_set.sql`.
+pub const NEXT_FIRE_SET: &str = include_str!("../sql/next_fire_set.sql");
+/// See `sql/output_set.sql`.
+pub const OUTPUT_SET: &str = include_str!("../sql/output_set.sql");
+/// See `sql/pipeline_get.sql`.
+pub const PIPELINE_GET: &str = include_str!("../sql/pipeline_get.sql");
+/// See `sql/pipeline_pause.sql`.
+pub const PIPELINE_PAUSE: &str = include_str!("../sql/pipeline_pause.sql");
+/// See `sql/register_pipeline.sql`.
+pub const REGISTER_PIPELINE: &str = include_str!("../sql/register_pipeline.sql");
+/// See `sql/retire_pipelines.sql`.
+pub const RETIRE_PIPELINES: &str = include_str!("../sql/retire_pipelines.sql");
+/// See `sql/run_cancel.sql`.
+pub const RUN_CANCEL: &str = include_str!("../sql/run_cancel.sql");
+/// See `sql/run_finish.sql`.
+pub const RUN_FINISH: &str = include_str!("../sql/run_finish.sql");
+/// See `sql/run_output.sql`.
+pub const RUN_OUTPUT: &str = include_str!("../sql/run_output.sql");
+/// See `sql/run_queue.sql`.
+pub const RUN_QUEUE: &str = include_str!("../sql/run_queue.sql");
+/// See `sql/run_requeue.sql`.
+pub const RUN_REQUEUE: &str = include_str!("../sql/run_requeue.sql");
+/// See `sql/run_start.sql`.
+pub const RUN_START: &str = include_str!("../sql/run_start.sql");
+/// See `sql/runs_list.sql`.
+pub const RUNS_LIST: &str = include_str!("../sql/runs_list.sql");
+/// See `sql/sensor_queue.sql`.
+pub const SENSOR_QUEUE: &str = include_str!("../sql/sensor_queue.sql");
+/// See `sql/startable.sql`.
+pub const STARTABLE: &str = include_str!("../sql/startable.sql");
+/// See `sql/sweep.sql`.
+pub const SWEEP: &str = include_str!("../sql/sweep.sql");
+/// See `sql/tick_pipelines.sql`.
+pub const TICK_PIPELINES: &str = include_str!("../sql/tick_pipelines.sql");

@@ -1,0 +1,571 @@
+//! The state: the connection to Postgres (`ORCA_DATABASE_URL`, TLS, riding out
+//! outages) and the embedded migrations with their floor.
+//!
+//! Postgres is orca's only channel, so every part goes through here. Two ways
+//! of connecting exist, for two kinds of caller:
+//!
+//! * a one-shot command ([`connect_waiting`]) waits up to `--wait` seconds for
+//!   the database and then gives up with one line naming host and port;
+//! * a long-lived loop keeps a [`Db`], whose [`Db::run`] reconnects on demand
+//!   and reports [`Fault::Down`] while the database can't be reached, logging
+//!   once when an outage starts and once when it ends.
+//!
+//! Secrets never leave this module: [`Target::shown`] is `host:port/db`, and
+//! no error built here quotes the URL.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use postgres::Client;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::sql;
+
+/// The advisory lock `orca migrate` holds while it applies migrations.
+pub const MIGRATE_LOCK: i64 = 1869767524;
+
+/// An embedded migration: `sql/migrations/NNNN_name.sql`.
+pub struct Migration {
+    /// Its number, `NNNN`.
+    pub version: i32,
+    /// Its name, after the number.
+    pub name: &'static str,
+    /// Its statements.
+    pub sql: &'static str,
+}
+
+/// Every migration this binary knows, oldest first.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "core",
+    sql: include_str!("../sql/migrations/0001_core.sql"),
+}];
+
+/// The marker line by which a migration declares that it raises the floor:
+/// a binary that knows fewer migrations can't run beside one that knows it.
+pub const FLOOR_MARKER: &str = "-- orca:raises-floor";
+
+/// How many migrations this binary knows.
+pub fn migrations_known() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// The fewest migrations an older binary running beside this one must know:
+/// the newest migration that declares [`FLOOR_MARKER`].
+pub fn migration_floor() -> i32 {
+    MIGRATIONS
+        .iter()
+        .filter(|m| m.sql.lines().any(|l| l.trim() == FLOOR_MARKER))
+        .map(|m| m.version)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Where the database is and how to reach it, parsed once from the URL.
+#[derive(Clone)]
+pub struct Target {
+    config: postgres::Config,
+    tls: MakeRustlsConnect,
+    shown: String,
+}
+
+impl Target {
+    /// Parses a libpq URL (or `key=value` string). `sslmode` may be `disable`,
+    /// `prefer` (the default), `require` (encrypted, certificate not checked)
+    /// or `verify-full` (checked against `sslrootcert`, else
+    /// `~/.postgresql/root.crt`). The error never quotes the URL.
+    pub fn parse(url: &str) -> Result<Target, String> {
+        let mut verify = false;
+        let mut rootcert: Option<String> = None;
+        let cleaned = rewrite_params(url, |key, value| match key {
+            "sslmode" => match value {
+                "disable" | "prefer" | "require" => Ok(Some(value.to_string())),
+                "verify-full" => {
+                    verify = true;
+                    Ok(Some("require".into()))
+                }
+                other => Err(format!(
+                    "sslmode={other} is not supported (disable, prefer, require, verify-full)"
+                )),
+            },
+            "sslrootcert" => {
+                rootcert = Some(value.to_string());
+                Ok(None)
+            }
+            _ => Ok(Some(value.to_string())),
+        })?;
+        let mut config = postgres::Config::from_str(&cleaned)
+            .map_err(|e| format!("ORCA_DATABASE_URL is not a valid libpq URL: {e}"))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(5));
+        }
+        config.keepalives_idle(Duration::from_secs(10));
+        let shown = describe(&config);
+        let tls = if verify {
+            let path = rootcert.unwrap_or_else(|| {
+                let home = std::env::var("HOME").unwrap_or_default();
+                format!("{home}/.postgresql/root.crt")
+            });
+            verified_tls(&path)?
+        } else {
+            unverified_tls()
+        };
+        Ok(Target { config, tls, shown })
+    }
+
+    /// Reads `ORCA_DATABASE_URL`.
+    pub fn from_env() -> Result<Target, String> {
+        let url = std::env::var("ORCA_DATABASE_URL")
+            .map_err(|_| "ORCA_DATABASE_URL is not set".to_string())?;
+        Target::parse(&url)
+    }
+
+    /// `host:port/db`, for messages: never the user's password.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// Sets the `application_name` other sessions see in `pg_stat_activity`.
+    pub fn with_application_name(mut self, name: &str) -> Target {
+        self.config.application_name(name);
+        self
+    }
+
+    /// One attempt to connect.
+    pub fn connect(&self) -> Result<Client, String> {
+        self.config
+            .connect(self.tls.clone())
+            .map_err(|e| format!("can't reach the database at {}: {}", self.shown, plain(&e)))
+    }
+}
+
+/// Rewrites the parameters of a URL's query string (or a `key=value` string)
+/// through `f`, which may keep, change or drop each.
+fn rewrite_params(
+    url: &str,
+    mut f: impl FnMut(&str, &str) -> Result<Option<String>, String>,
+) -> Result<String, String> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let Some((base, query)) = url.split_once('?') else {
+            return Ok(url.to_string());
+        };
+        let mut kept = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            if let Some(v) = f(k, &percent_decode(v))? {
+                kept.push(format!("{k}={}", percent_encode(&v)));
+            }
+        }
+        if kept.is_empty() {
+            Ok(base.to_string())
+        } else {
+            Ok(format!("{base}?{}", kept.join("&")))
+        }
+    } else {
+        let mut kept = Vec::new();
+        for pair in url.split_whitespace() {
+            match pair.split_once('=') {
+                Some((k, v)) => {
+                    if let Some(v) = f(k, v)? {
+                        kept.push(format!("{k}={v}"));
+                    }
+                }
+                None => kept.push(pair.to_string()),
+            }
+        }
+        Ok(kept.join(" "))
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn describe(config: &postgres::Config) -> String {
+    use postgres::config::Host;
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let db = config
+        .get_dbname()
+        .or(config.get_user())
+        .unwrap_or("postgres");
+    format!("{host}:{port}/{db}")
+}
+
+/// A postgres error as one line, with the server's message where there is one.
+pub fn plain(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return db.message().to_string();
+    }
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        let text = inner.to_string();
+        if !s.contains(&text) {
+            s = format!("{s}: {text}");
+        }
+        src = inner.source();
+    }
+    s.replace('\n', " ")
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn unverified_tls() -> MakeRustlsConnect {
+    let provider = provider();
+    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default TLS versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(NoCertCheck(provider)))
+        .with_no_client_auth();
+    MakeRustlsConnect::new(config)
+}
+
+fn verified_tls(rootcert: &str) -> Result<MakeRustlsConnect, String> {
+    let pem = std::fs::read(rootcert)
+        .map_err(|e| format!("sslmode=verify-full: can't read sslrootcert {rootcert}: {e}"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+        let cert = cert.map_err(|e| format!("sslrootcert {rootcert}: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("sslrootcert {rootcert}: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("sslrootcert {rootcert} holds no certificate"));
+    }
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(MakeRustlsConnect::new(config))
+}
+
+/// `sslmode=require`, as libpq means it: encrypted, but the server's
+/// certificate is not checked (use `verify-full` for that). The handshake's
+/// signatures are still verified.
+#[derive(Debug)]
+struct NoCertCheck(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for NoCertCheck {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// Connects for a one-shot command: tries every second for up to `wait`
+/// seconds, then gives up with one line naming host and port.
+pub fn connect_waiting(target: &Target, wait: f64) -> Result<Client, String> {
+    let deadline = Instant::now() + Duration::from_secs_f64(wait.max(0.0));
+    loop {
+        match target.connect() {
+            Ok(c) => return Ok(c),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(format!("{e} (gave up after {wait}s)"));
+            }
+            Err(_) => std::thread::sleep(Duration::from_secs(1)),
+        }
+    }
+}
+
+/// Why a statement of a long-lived loop did not land.
+#[derive(Debug)]
+pub enum Fault {
+    /// The database can't be reached now; try again next time round.
+    Down,
+    /// The statement itself failed.
+    Sql(String),
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::Down => f.write_str("the database can't be reached"),
+            Fault::Sql(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Whether an error means the session is gone (as opposed to a statement
+/// that failed on a healthy session).
+pub fn is_connection_error(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        Some(code) => {
+            let c = code.code();
+            c.starts_with("08") || c.starts_with("57P")
+        }
+        None => e.as_db_error().is_none(),
+    }
+}
+
+/// A connection for a long-lived loop: reconnects on demand, never blocks
+/// longer than one connection attempt, and logs an outage once at its start
+/// and once at its end.
+pub struct Db {
+    target: Target,
+    client: Option<Client>,
+    down_since: Option<Instant>,
+    who: &'static str,
+    /// Counts how many times a fresh session was opened; callers that keep
+    /// session state (an advisory lock) compare it to know they must redo it.
+    pub sessions: u64,
+    /// Counts the statement calls made through this `Db` (for `make bench`).
+    pub calls: u64,
+}
+
+impl Db {
+    /// A `Db` for the loop named `who` (in log lines). Does not connect yet.
+    pub fn new(target: Target, who: &'static str) -> Db {
+        Db {
+            target,
+            client: None,
+            down_since: None,
+            who,
+            sessions: 0,
+            calls: 0,
+        }
+    }
+
+    /// Runs `f` on the session, connecting first if need be.
+    pub fn run<T>(
+        &mut self,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, Fault> {
+        self.ensure();
+        self.exec(f)
+    }
+
+    /// Runs `f` only on session number `session` (see [`Db::sessions`]):
+    /// never on a newer one. This is the fence for session state such as an
+    /// advisory lock: a statement that needs the lock can't land on a session
+    /// that doesn't hold it.
+    pub fn run_fenced<T>(
+        &mut self,
+        session: u64,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, Fault> {
+        if self.sessions != session {
+            return Err(Fault::Down);
+        }
+        self.exec(f)
+    }
+
+    /// Connects if there is no open session; true if there is one now.
+    pub fn ensure(&mut self) -> bool {
+        if self.client.as_ref().is_none_or(|c| c.is_closed()) {
+            self.client = None;
+            match self.target.connect() {
+                Ok(c) => {
+                    self.client = Some(c);
+                    self.sessions += 1;
+                    if let Some(since) = self.down_since.take() {
+                        log::warn!(
+                            "{}: database at {} reachable again after {:.1}s",
+                            self.who,
+                            self.target.shown,
+                            since.elapsed().as_secs_f64()
+                        );
+                    }
+                }
+                Err(e) => {
+                    self.went_down(&e);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn exec<T>(
+        &mut self,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, Fault> {
+        let Some(client) = self.client.as_mut() else {
+            return Err(Fault::Down);
+        };
+        self.calls += 1;
+        match f(client) {
+            Ok(v) => Ok(v),
+            Err(e) if is_connection_error(&e) => {
+                self.client = None;
+                self.went_down(&plain(&e));
+                Err(Fault::Down)
+            }
+            Err(e) => Err(Fault::Sql(plain(&e))),
+        }
+    }
+
+    fn went_down(&mut self, why: &str) {
+        if self.down_since.is_none() {
+            self.down_since = Some(Instant::now());
+            log::warn!(
+                "{}: database at {} can't be reached ({why}); retrying every second",
+                self.who,
+                self.target.shown
+            );
+        }
+    }
+}
+
+/// What `orca migrate` did.
+pub struct Migrated {
+    /// The migrations it applied now, by version and name.
+    pub applied: Vec<(i32, &'static str)>,
+    /// How many the database knew before.
+    pub before: i32,
+}
+
+/// Applies the missing migrations in one transaction under [`MIGRATE_LOCK`],
+/// so two at once are safe and a second run is a no-op.
+pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
+    let mut tx = client.transaction().map_err(|e| plain(&e))?;
+    tx.execute(sql::MIGRATE_LOCK, &[&MIGRATE_LOCK])
+        .map_err(|e| plain(&e))?;
+    tx.batch_execute(sql::MIGRATIONS_TABLE)
+        .map_err(|e| plain(&e))?;
+    let done: Vec<i32> = tx
+        .query(sql::MIGRATIONS_APPLIED, &[])
+        .map_err(|e| plain(&e))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let before = done.iter().copied().max().unwrap_or(0);
+    let mut applied = Vec::new();
+    for m in MIGRATIONS.iter().filter(|m| !done.contains(&m.version)) {
+        tx.batch_execute(m.sql)
+            .map_err(|e| format!("migration {:04}_{}: {}", m.version, m.name, plain(&e)))?;
+        tx.execute(sql::MIGRATION_RECORD, &[&m.version, &m.name])
+            .map_err(|e| plain(&e))?;
+        applied.push((m.version, m.name));
+    }
+    tx.commit().map_err(|e| plain(&e))?;
+    Ok(Migrated { applied, before })
+}
+
+/// How many migrations the database has had applied (0 before the first).
+pub fn migrations_applied(client: &mut Client) -> Result<i32, postgres::Error> {
+    client
+        .query_one(sql::MIGRATIONS_COUNT, &[])
+        .map(|r| r.get(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sslmode_verify_full_needs_a_root_certificate() {
+        let err = Target::parse(
+            "postgres://u:secretpw@db.example:6543/x?sslmode=verify-full&sslrootcert=/nonexistent",
+        )
+        .err()
+        .unwrap();
+        assert!(err.contains("sslrootcert"), "{err}");
+        assert!(!err.contains("secretpw"));
+    }
+
+    #[test]
+    fn shown_target_has_no_password() {
+        let t = Target::parse("postgres://u:secretpw@db.example:6543/x?sslmode=require").unwrap();
+        assert_eq!(t.shown(), "db.example:6543/x");
+        let t = Target::parse("host=h port=7 user=u password=secretpw dbname=d").unwrap();
+        assert_eq!(t.shown(), "h:7/d");
+    }
+
+    #[test]
+    fn unknown_sslmode_is_refused() {
+        let err = Target::parse("postgres://h/x?sslmode=verify-ca").err().unwrap();
+        assert!(err.contains("verify-ca"));
+    }
+
+    #[test]
+    fn percent_round_trip() {
+        assert_eq!(percent_decode("%2Ftmp%2Fx"), "/tmp/x");
+        assert_eq!(percent_encode("/tmp/a b"), "/tmp/a%20b");
+    }
+
+    #[test]
+    fn floor_is_a_known_migration() {
+        assert!(migration_floor() >= 1);
+        assert!(migration_floor() <= migrations_known());
+    }
+}
