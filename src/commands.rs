@@ -59,7 +59,11 @@ pub fn migrate(opts: &DbOpts) -> Outcome {
     };
     println!(
         "{}: this binary knows {} migrations (floor {}); the database had {}{newer}",
-        if m.applied.is_empty() { "nothing to apply" } else { "done" },
+        if m.applied.is_empty() {
+            "nothing to apply"
+        } else {
+            "done"
+        },
         state::migrations_known(),
         state::migration_floor(),
         m.before,
@@ -79,7 +83,10 @@ pub fn check(opts: &ConfigOpts) -> Outcome {
 
 /// Writes `config`'s pipelines in one transaction and retires the ones it
 /// no longer has. Returns the names retired.
-pub fn register_config(client: &mut Client, config: &Config) -> Result<Vec<String>, postgres::Error> {
+pub fn register_config(
+    client: &mut Client,
+    config: &Config,
+) -> Result<Vec<String>, postgres::Error> {
     let mut tx = client.transaction()?;
     let mut names = Vec::new();
     for p in &config.pipelines {
@@ -135,9 +142,9 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], opts: &DbOpts) -> Outcom
 
 fn unknown_pipeline(client: &mut Client, name: &str) -> Failure {
     match client.query_opt(sql::PIPELINE_GET, &[&name]) {
-        Ok(Some(r)) if r.get::<_, bool>(1) => {
-            bad(format!("pipeline {name} is retired (no longer in orca.toml)"))
-        }
+        Ok(Some(r)) if r.get::<_, bool>(1) => bad(format!(
+            "pipeline {name} is retired (no longer in orca.toml)"
+        )),
         _ => bad(format!("unknown pipeline: {name}")),
     }
 }
@@ -150,22 +157,25 @@ pub fn list_runs(
     json: bool,
     opts: &DbOpts,
 ) -> Outcome {
-    if let Some(s) = state {
-        if !STATES.contains(&s) {
-            return Err(bad(format!(
-                "unknown state: {s} (one of {})",
-                STATES.join(", ")
-            )));
-        }
+    if let Some(s) = state
+        && !STATES.contains(&s)
+    {
+        return Err(bad(format!(
+            "unknown state: {s} (one of {})",
+            STATES.join(", ")
+        )));
     }
     if limit < 1 {
         return Err(bad("--limit must be at least 1"));
     }
     let mut client = connect(opts)?;
-    if let Some(p) = pipeline {
-        if client.query_opt(sql::PIPELINE_GET, &[&p]).map_err(pg)?.is_none() {
-            return Err(bad(format!("unknown pipeline: {p}")));
-        }
+    if let Some(p) = pipeline
+        && client
+            .query_opt(sql::PIPELINE_GET, &[&p])
+            .map_err(pg)?
+            .is_none()
+    {
+        return Err(bad(format!("unknown pipeline: {p}")));
     }
     let rows = runs::list(&mut client, pipeline, state, limit).map_err(pg)?;
     if json {
@@ -219,10 +229,13 @@ pub fn events(run: Option<i64>, limit: i64, json: bool, opts: &DbOpts) -> Outcom
         return Err(bad("--limit must be at least 1"));
     }
     let mut client = connect(opts)?;
-    if let Some(id) = run {
-        if client.query_opt(sql::RUN_OUTPUT, &[&id]).map_err(pg)?.is_none() {
-            return Err(bad(format!("unknown run: {id}")));
-        }
+    if let Some(id) = run
+        && client
+            .query_opt(sql::RUN_STATE, &[&id])
+            .map_err(pg)?
+            .is_none()
+    {
+        return Err(bad(format!("unknown run: {id}")));
     }
     let rows = runs::events(&mut client, run, limit).map_err(pg)?;
     if json {
@@ -269,10 +282,7 @@ pub fn pause(pipeline: &str, paused: bool, opts: &DbOpts) -> Outcome {
         .map_err(pg)?;
     match row {
         Some(_) => {
-            println!(
-                "{pipeline} {}",
-                if paused { "paused" } else { "resumed" }
-            );
+            println!("{pipeline} {}", if paused { "paused" } else { "resumed" });
             Ok(())
         }
         None => Err(unknown_pipeline(&mut client, pipeline)),

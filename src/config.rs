@@ -267,7 +267,11 @@ impl Checker<'_> {
         }
     }
 
-    fn pipeline(&mut self, name: &Spanned<std::borrow::Cow<str>>, v: &Spanned<DeValue>) -> Option<Pipeline> {
+    fn pipeline(
+        &mut self,
+        name: &Spanned<std::borrow::Cow<str>>,
+        v: &Spanned<DeValue>,
+    ) -> Option<Pipeline> {
         if !valid_name(name.get_ref()) {
             self.say(
                 name,
@@ -356,7 +360,7 @@ impl Checker<'_> {
                         if s.starts_with("http://") || s.starts_with("https://") {
                             p.alert = Some(s);
                         } else {
-                            self.say(v, format!("alert must be an http:// or https:// URL"));
+                            self.say(v, "alert must be an http:// or https:// URL");
                         }
                     }
                 }
@@ -462,11 +466,34 @@ sensor_every = 5
             .iter()
             .map(|p| (p.line, p.message.as_str()))
             .collect();
-        assert!(lines.iter().any(|(l, m)| *l == 3 && m.contains("unknown key 'bogus'")), "{lines:?}");
-        assert!(lines.iter().any(|(l, m)| *l == 6 && m.contains("bad cron")), "{lines:?}");
-        assert!(lines.iter().any(|(l, m)| *l == 5 && m.contains("missing command")), "{lines:?}");
-        assert!(lines.iter().any(|(l, m)| *l == 10 && m.contains("negative")), "{lines:?}");
-        assert!(lines.iter().any(|(l, m)| *l == 11 && m.contains("bad placement")), "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .any(|(l, m)| *l == 3 && m.contains("unknown key 'bogus'")),
+            "{lines:?}"
+        );
+        assert!(
+            lines.iter().any(|(l, m)| *l == 6 && m.contains("bad cron")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|(l, m)| *l == 5 && m.contains("missing command")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|(l, m)| *l == 10 && m.contains("negative")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|(l, m)| *l == 11 && m.contains("bad placement")),
+            "{lines:?}"
+        );
     }
 
     #[test]

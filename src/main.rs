@@ -22,9 +22,11 @@ fn main() {
         let rest = rest.strip_prefix(&["--".to_string()]).unwrap_or(rest);
         std::process::exit(child::shim_main(rest));
     }
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info,tokio_postgres=warn,postgres=warn"))
-        .format_target(false)
-        .init();
+    env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or("info,tokio_postgres=warn,postgres=warn"),
+    )
+    .format_target(false)
+    .init();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -115,6 +115,16 @@ impl Pending {
     }
 }
 
+/// A pipeline as this tick sees it: its spec, next slot, and whether paused.
+struct View {
+    p: Arc<Pipeline>,
+    next_fire: Option<DateTime<Utc>>,
+    paused: bool,
+}
+
+/// This tick's pipelines, by name.
+type Views = HashMap<String, View>;
+
 /// The scheduler's state between ticks.
 pub struct Scheduler {
     db: Db,
@@ -221,11 +231,11 @@ pub fn main(config_path: Option<&str>) -> i32 {
             return 1;
         }
     }
-    if let Some(config) = &config {
-        if let Err(e) = db.run_fenced(session, |c| crate::commands::register_config(c, config)) {
-            eprintln!("orca: register: {e}");
-            return 1;
-        }
+    if let Some(config) = &config
+        && let Err(e) = db.run_fenced(session, |c| crate::commands::register_config(c, config))
+    {
+        eprintln!("orca: register: {e}");
+        return 1;
     }
     log::info!(
         "scheduler on {host} (pid {}) leads; database {}",
@@ -284,7 +294,10 @@ impl Scheduler {
             let (began, calls) = (Instant::now(), self.db.calls);
             self.tick();
             if let Some((_, ticks)) = &mut self.stats {
-                ticks.push((began.elapsed().as_secs_f64() * 1000.0, self.db.calls - calls));
+                ticks.push((
+                    began.elapsed().as_secs_f64() * 1000.0,
+                    self.db.calls - calls,
+                ));
             }
             if self.lost_to.is_some() && self.running.is_empty() && self.pending.is_empty() {
                 log::error!(
@@ -313,7 +326,10 @@ impl Scheduler {
             self.publish();
             return;
         };
-        let view = match self.db.run_fenced(session, |c| c.query(sql::TICK_PIPELINES, &[])) {
+        let view = match self
+            .db
+            .run_fenced(session, |c| c.query(sql::TICK_PIPELINES, &[]))
+        {
             Ok(rows) => rows,
             Err(e) => {
                 self.complain(e);
@@ -331,7 +347,14 @@ impl Scheduler {
             let paused: bool = row.get(7);
             match serde_json::from_value::<Pipeline>(spec) {
                 Ok(p) => {
-                    pipelines.insert(name, (Arc::new(p), next_fire, paused));
+                    pipelines.insert(
+                        name,
+                        View {
+                            p: Arc::new(p),
+                            next_fire,
+                            paused,
+                        },
+                    );
                 }
                 Err(e) => log::error!("pipeline {name}: stored spec unreadable: {e}"),
             }
@@ -355,10 +378,10 @@ impl Scheduler {
             return None;
         }
         let session = self.db.sessions;
-        if let Some((s, _)) = self.lead {
-            if s == session {
-                return Some(session);
-            }
+        if let Some((s, _)) = self.lead
+            && s == session
+        {
+            return Some(session);
         }
         self.lead = None;
         match self
@@ -484,12 +507,12 @@ impl Scheduler {
                     s.kill = Some((why, Instant::now(), false));
                 }
             }
-            if let Some((why, at, false)) = s.kill {
-                if at.elapsed() >= grace {
-                    log::info!("run {} attempt {}: still alive: SIGKILL", s.id, s.start);
-                    s.child.signal(libc::SIGKILL);
-                    s.kill = Some((why, at, true));
-                }
+            if let Some((why, at, false)) = s.kill
+                && at.elapsed() >= grace
+            {
+                log::info!("run {} attempt {}: still alive: SIGKILL", s.id, s.start);
+                s.child.signal(libc::SIGKILL);
+                s.kill = Some((why, at, true));
             }
         }
     }
@@ -572,13 +595,16 @@ impl Scheduler {
     }
 
     /// Fires due schedules: one run per slot; one catch-up after downtime.
-    fn fire(
-        &mut self,
-        session: u64,
-        now: DateTime<Utc>,
-        pipelines: &HashMap<String, (Arc<Pipeline>, Option<DateTime<Utc>>, bool)>,
-    ) {
-        for (name, (p, next_fire, paused)) in pipelines {
+    fn fire(&mut self, session: u64, now: DateTime<Utc>, pipelines: &Views) {
+        for (
+            name,
+            View {
+                p,
+                next_fire,
+                paused,
+            },
+        ) in pipelines
+        {
             let Some(expr) = &p.schedule else { continue };
             if !self.crons.contains_key(expr) {
                 match config::parse_schedule(expr) {
@@ -614,7 +640,10 @@ impl Scheduler {
                         t = n;
                     }
                     let why = if missed == 0 {
-                        format!("schedule '{expr}', slot {}", slot.format("%Y-%m-%dT%H:%M:%SZ"))
+                        format!(
+                            "schedule '{expr}', slot {}",
+                            slot.format("%Y-%m-%dT%H:%M:%SZ")
+                        )
                     } else {
                         format!(
                             "schedule '{expr}', slot {}: one catch-up run for {} slots missed",
@@ -639,23 +668,15 @@ impl Scheduler {
 
     /// Runs due sensors (never waiting on one) and queues a run for each
     /// that said yes.
-    fn sense(
-        &mut self,
-        session: u64,
-        pipelines: &HashMap<String, (Arc<Pipeline>, Option<DateTime<Utc>>, bool)>,
-    ) {
+    fn sense(&mut self, session: u64, pipelines: &Views) {
         self.sensors.retain(|name, s| {
-            let keep = pipelines
-                .get(name)
-                .is_some_and(|(p, _, _)| p.sensor.is_some());
-            if !keep {
-                if let Some((child, _)) = &s.child {
-                    child.signal(libc::SIGKILL);
-                }
+            let keep = pipelines.get(name).is_some_and(|v| v.p.sensor.is_some());
+            if !keep && let Some((child, _)) = &s.child {
+                child.signal(libc::SIGKILL);
             }
             keep
         });
-        for (name, (p, _, paused)) in pipelines {
+        for (name, View { p, paused, .. }) in pipelines {
             let Some(sensor) = &p.sensor else { continue };
             let every = Duration::from_secs_f64(p.sensor_every);
             let s = self.sensors.entry(name.clone()).or_insert(Sensor {
@@ -668,10 +689,9 @@ impl Scheduler {
                         s.child = None;
                         if exit.success() {
                             let why = "sensor said yes (exit 0)".to_string();
-                            match self
-                                .db
-                                .run_fenced(session, |c| c.query_opt(sql::SENSOR_QUEUE, &[name, &why]))
-                            {
+                            match self.db.run_fenced(session, |c| {
+                                c.query_opt(sql::SENSOR_QUEUE, &[name, &why])
+                            }) {
                                 Ok(Some(row)) => log::info!(
                                     "sensor of {name} queued run {}",
                                     row.get::<_, i64>(0)
@@ -702,11 +722,7 @@ impl Scheduler {
     }
 
     /// Starts queued local runs, oldest first, within `max_runs`.
-    fn start(
-        &mut self,
-        session: u64,
-        pipelines: &HashMap<String, (Arc<Pipeline>, Option<DateTime<Utc>>, bool)>,
-    ) {
+    fn start(&mut self, session: u64, pipelines: &Views) {
         let rows = match self.db.run_fenced(session, |c| {
             c.query(sql::STARTABLE, &[&"local", &STARTS_PER_TICK])
         }) {
@@ -720,7 +736,7 @@ impl Scheduler {
             let id: i64 = row.get(0);
             let name: String = row.get(1);
             let args: Vec<String> = row.get(2);
-            let Some((p, _, _)) = pipelines.get(&name) else {
+            let Some(View { p, .. }) = pipelines.get(&name) else {
                 continue;
             };
             let start: i32 = match self.db.run_fenced(session, |c| {
@@ -730,17 +746,17 @@ impl Scheduler {
                 Ok(None) => continue,
                 Err(e) => return self.complain(e),
             };
-            let mut env: Vec<(String, String)> = p
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+            let mut env: Vec<(String, String)> =
+                p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             env.push(("ORCA_RUN_ID".into(), id.to_string()));
             env.push(("ORCA_RUN_START".into(), start.to_string()));
             env.push(("ORCA_PIPELINE".into(), name.clone()));
             match Child::spawn(&p.command.argv(&args), &env) {
                 Ok(child) => {
-                    log::info!("started run {id} of {name} (attempt {start}, pid {})", child.pid());
+                    log::info!(
+                        "started run {id} of {name} (attempt {start}, pid {})",
+                        child.pid()
+                    );
                     self.running.push(Supervised {
                         id,
                         start,
@@ -848,7 +864,10 @@ impl Scheduler {
         };
         let mut ms: Vec<f64> = ticks.iter().map(|t| t.0).collect();
         ms.sort_by(|a, b| a.total_cmp(b));
-        let pick = |q: f64| ms.get(((ms.len() as f64 - 1.0) * q).round() as usize).copied();
+        let pick = |q: f64| {
+            ms.get(((ms.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
+        };
         let calls: u64 = ticks.iter().map(|t| t.1).sum();
         let line = format!(
             "ticks={} p50_ms={:.2} p99_ms={:.2} max_ms={:.2} statements_per_tick={:.2}\n",
@@ -876,7 +895,9 @@ fn heartbeat_loop(mut db: Db, shared: Arc<Mutex<Shared>>) {
             }
             s.beats.clone()
         };
-        if !beats.is_empty() {
+        // Reconnect even with nothing to beat, so an outage's end is seen
+        // (and logged) when it ends, not when the next run starts.
+        if db.ensure() && !beats.is_empty() {
             let ids: Vec<i64> = beats.iter().map(|b| b.id).collect();
             let starts: Vec<i32> = beats.iter().map(|b| b.start).collect();
             let pids: Vec<i32> = beats.iter().map(|b| b.pid).collect();

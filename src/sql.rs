@@ -52,6 +52,8 @@ pub const RUN_QUEUE: &str = include_str!("../sql/run_queue.sql");
 pub const RUN_REQUEUE: &str = include_str!("../sql/run_requeue.sql");
 /// See `sql/run_start.sql`.
 pub const RUN_START: &str = include_str!("../sql/run_start.sql");
+/// See `sql/run_state.sql`.
+pub const RUN_STATE: &str = include_str!("../sql/run_state.sql");
 /// See `sql/runs_list.sql`.
 pub const RUNS_LIST: &str = include_str!("../sql/runs_list.sql");
 /// See `sql/sensor_queue.sql`.

@@ -186,12 +186,15 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        if bytes[i] == b'%'
+            && let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(b);
+            i += 3;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;
@@ -553,7 +556,9 @@ mod tests {
 
     #[test]
     fn unknown_sslmode_is_refused() {
-        let err = Target::parse("postgres://h/x?sslmode=verify-ca").err().unwrap();
+        let err = Target::parse("postgres://h/x?sslmode=verify-ca")
+            .err()
+            .unwrap();
         assert!(err.contains("verify-ca"));
     }
 

@@ -1,0 +1,377 @@
+#!/usr/bin/env bash
+# orca's figures: tick cost against finished history, the tick's query plans,
+# runs started per second, the scheduler's peak RSS and the binary's size.
+#
+#   scripts/test-db.sh bench/bench.sh
+#
+# Needs ORCA_TEST_DATABASE_URL (a superuser URL ending in /postgres; test-db.sh
+# sets it) and the release binary (target/release/orca, or ORCA_BIN). Prints
+# `name: value` lines under `== heading ==` lines on stdout; figures, not
+# pass/fail (a goal is named next to the figure it applies to). Progress and
+# problems go to stderr. Makes databases orca_bench, orca_bench_small and
+# orca_bench_rate, and drops them at exit (ORCA_BENCH_KEEP=1 keeps them).
+#
+# Knobs: ORCA_BENCH_TICK_SECONDS (20): how long each tick measurement runs;
+# ORCA_BENCH_FINISHED (1000000): finished runs in the big database.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+: "${ORCA_TEST_DATABASE_URL:?run as scripts/test-db.sh bench/bench.sh}"
+ORCA_BIN=${ORCA_BIN:-target/release/orca}
+PSQL=${PSQL:-/usr/bin/psql}
+measure_s=${ORCA_BENCH_TICK_SECONDS:-20}
+big_n=${ORCA_BENCH_FINISHED:-1000000}
+small_n=10000
+queued_n=10000
+rate_n=2000
+
+if [ ! -x "$ORCA_BIN" ]; then
+  echo "bench: no orca binary at $ORCA_BIN: build it first (cargo build --release) or set ORCA_BIN" >&2
+  exit 2
+fi
+ORCA_BIN=$(cd "$(dirname "$ORCA_BIN")" && pwd)/$(basename "$ORCA_BIN")
+command -v "$PSQL" >/dev/null || { echo "bench: no psql at $PSQL" >&2; exit 2; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/orca-bench.XXXXXX")
+sched_pids=""   # schedulers this script started and has not seen exit
+made_dbs=""     # databases this script made
+
+log() { echo "bench: $*" >&2; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1048576 }'; }
+
+# The URL of database $1 on the test server: ORCA_TEST_DATABASE_URL with its
+# database name (the last path part) replaced, query string kept.
+db_url() {
+  local url=$ORCA_TEST_DATABASE_URL base query=""
+  base=${url%%\?*}
+  if [[ $url == *\?* ]]; then query="?${url#*\?}"; fi
+  printf '%s/%s%s' "${base%/*}" "$1" "$query"
+}
+
+# psql against URL $1 with the rest as arguments: no psqlrc, stop on the first
+# error, unaligned tuples only, every statement bounded.
+sql() {
+  local url=$1
+  shift
+  PGCONNECT_TIMEOUT=10 PGOPTIONS="-c statement_timeout=150s -c client_min_messages=warning" \
+    "$PSQL" "$url" -X -q -A -t -v ON_ERROR_STOP=1 "$@"
+}
+
+# A process is gone once it has no /proc entry or is a zombie.
+alive() {
+  local st=""
+  [ -r "/proc/$1/stat" ] || return 1
+  read -r _ _ st _ <"/proc/$1/stat" 2>/dev/null || return 1
+  [ "$st" != Z ] && [ "$st" != X ]
+}
+
+# Waits up to $2 seconds for process $1 to be gone.
+wait_gone() {
+  local pid=$1 deadline
+  deadline=$(awk -v t="$(now)" -v s="$2" 'BEGIN { printf "%.3f", t + s }')
+  while alive "$pid"; do
+    if awk -v t="$(now)" -v d="$deadline" 'BEGIN { exit !(t >= d) }'; then return 1; fi
+    sleep 0.1
+  done
+}
+
+forget_pid() {
+  local p out=""
+  for p in $sched_pids; do [ "$p" = "$1" ] || out="$out $p"; done
+  sched_pids=$out
+}
+
+# Stops scheduler $1: SIGTERM, up to $2 s for it to exit, then SIGKILL to it
+# and to the process groups of the runs it had started (each run is the
+# leader of a group of its own). Returns its exit code (137 if killed).
+stop_sched() {
+  local pid=$1 limit=$2 kids rc=0 k
+  kids=$(ps -o pid= --ppid "$pid" 2>/dev/null | tr -d ' ' || true)
+  if alive "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    if ! wait_gone "$pid" "$limit"; then
+      log "scheduler $pid still running ${limit}s after SIGTERM: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      wait_gone "$pid" 5 || true
+      for k in $kids; do kill -KILL -- "-$k" 2>/dev/null || true; done
+      rc=137
+    fi
+  fi
+  if [ "$rc" = 0 ]; then wait "$pid" 2>/dev/null || rc=$?; else wait "$pid" 2>/dev/null || true; fi
+  forget_pid "$pid"
+  return "$rc"
+}
+
+drop_db() {
+  sql "$ORCA_TEST_DATABASE_URL" -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null
+}
+
+cleanup() {
+  local rc=$? p d
+  trap - EXIT INT TERM
+  for p in $sched_pids; do stop_sched "$p" 5 >/dev/null 2>&1 || true; done
+  if [ "${ORCA_BENCH_KEEP:-0}" != 1 ]; then
+    for d in $made_dbs; do drop_db "$d" 2>/dev/null || log "could not drop database $d"; done
+  fi
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# A fresh database $1 with orca's schema and config file $2 registered.
+fresh_db() {
+  local name=$1 config=$2 url
+  url=$(db_url "$name")
+  drop_db "$name"
+  sql "$ORCA_TEST_DATABASE_URL" -c "CREATE DATABASE $name" >/dev/null
+  made_dbs="$made_dbs $name"
+  ORCA_DATABASE_URL=$url "$ORCA_BIN" migrate >"$tmp/migrate-$name.log" 2>&1 ||
+    { cat "$tmp/migrate-$name.log" >&2; return 1; }
+  ORCA_DATABASE_URL=$url "$ORCA_BIN" register -c "$config" >"$tmp/register-$name.log" 2>&1 ||
+    { cat "$tmp/register-$name.log" >&2; return 1; }
+}
+
+# Starts the scheduler against URL $1 with tick $2 s, stats to file $3, its
+# log to file $4; sets SCHED_PID to the scheduler process itself.
+start_sched() {
+  ORCA_DATABASE_URL=$1 ORCA_TICK_SECONDS=$2 ORCA_TICK_STATS=$3 \
+    ORCA_STOP_GRACE_SECONDS=2 ORCA_STALE_SECONDS=2 RUST_LOG=warn \
+    "$ORCA_BIN" scheduler >"$4" 2>&1 &
+  SCHED_PID=$!
+  sched_pids="$sched_pids $SCHED_PID"
+  # $! is the orca process itself (bash execs a simple background command in
+  # the child it forks), not a shell or a run: check, once the child has
+  # exec'd, so VmHWM is read from the right process.
+  local i exe argv1
+  for i in $(seq 1 50); do
+    exe=$(readlink "/proc/$SCHED_PID/exe" 2>/dev/null || true)
+    argv1=$(tr '\0' '\n' <"/proc/$SCHED_PID/cmdline" 2>/dev/null | sed -n 2p || true)
+    if [ "$exe" = "$ORCA_BIN" ] && [ "$argv1" = scheduler ]; then return 0; fi
+    alive "$SCHED_PID" || return 0  # exited at once: the caller sees it gone
+    sleep 0.05
+  done
+  log "pid $SCHED_PID is not the orca scheduler (exe $exe, argv[1] $argv1)"
+  return 1
+}
+
+# Peak resident set (VmHWM) of process $1, in MiB.
+peak_rss_mib() {
+  local kb
+  kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null || true)
+  if [ -n "$kb" ]; then awk -v k="$kb" 'BEGIN { printf "%.2f", k / 1024 }'; else echo "n/a"; fi
+}
+
+# Field $1 of the line the scheduler writes to ORCA_TICK_STATS (file $2).
+stat_field() {
+  sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" "$2" 2>/dev/null | head -n 1
+}
+
+# --------------------------------------------------------------------- setup
+pipelines_config() {  # the ~20 pipeline config of the tick measurement
+  {
+    printf '[pipelines.busy]\ncommand = "sleep 600"\nmax_runs = 4\n\n'
+    local i
+    for i in $(seq -w 1 19); do
+      printf '[pipelines.p%s]\ncommand = ["true"]\nmax_runs = 2\n\n' "$i"
+    done
+  } >"$1"
+}
+pipelines_config "$tmp/tick.toml"
+printf '[pipelines.t]\ncommand = ["true"]\nmax_runs = 64\n' >"$tmp/rate.toml"
+
+# Finished runs spread over the pipelines (one in ten failed), ended in the
+# past, and the queued runs of `busy`.
+load_runs() {  # url finished_count
+  sql "$1" <<SQL
+INSERT INTO orca.runs (pipeline, state, start, origin, queued_at, not_before,
+                       started_at, ended_at, host, exit_code, why)
+SELECT p.names[1 + g % array_length(p.names, 1)],
+       CASE WHEN g % 10 = 0 THEN 'failed' ELSE 'succeeded' END,
+       1, 'manual',
+       now() - interval '60 days' + g * interval '3 seconds',
+       now() - interval '60 days' + g * interval '3 seconds',
+       now() - interval '60 days' + g * interval '3 seconds' + interval '1 second',
+       now() - interval '60 days' + g * interval '3 seconds' + interval '2 seconds',
+       'bench', CASE WHEN g % 10 = 0 THEN 1 ELSE 0 END,
+       CASE WHEN g % 10 = 0 THEN 'exit code 1 after 1.0s' ELSE 'exit code 0 after 1.0s' END
+FROM generate_series(1, $2) g,
+     (SELECT array_agg(name ORDER BY name) AS names FROM orca.pipelines) p;
+INSERT INTO orca.runs (pipeline) SELECT 'busy' FROM generate_series(1, $queued_n);
+SQL
+  # VACUUM too, not just ANALYZE: autovacuum would otherwise pass over the new
+  # rows during a measurement (and the visibility map is set, as in a table
+  # that has lived a while).
+  sql "$1" -c "VACUUM (ANALYZE) orca.runs" -c "VACUUM (ANALYZE) orca.pipelines"
+}
+
+echo "== setup =="
+echo "cpus: $(nproc)"
+echo "postgres: $(sql "$ORCA_TEST_DATABASE_URL" -c 'SHOW server_version' | awk '{ print $1 }')"
+echo "orca binary: $ORCA_BIN"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+url_big=$(db_url orca_bench)
+url_small=$(db_url orca_bench_small)
+url_rate=$(db_url orca_bench_rate)
+
+log "making orca_bench_small ($small_n finished runs)"
+fresh_db orca_bench_small "$tmp/tick.toml"
+load_runs "$url_small" "$small_n"
+log "making orca_bench ($big_n finished runs)"
+fresh_db orca_bench "$tmp/tick.toml"
+t0=$(now)
+load_runs "$url_big" "$big_n"
+echo "load + vacuum $big_n finished runs s: $(since "$t0")"
+echo "orca.runs size MiB (1M finished, with indexes): $(mib "$(sql "$url_big" -c "SELECT pg_total_relation_size('orca.runs')")")"
+
+# ----------------------------------------------------------------- tick cost
+# Runs the scheduler against $1 for measure_s seconds: 4 runs of `busy`
+# running, the rest queued. Leaves key=value lines in $tmp/tick-$2.
+measure_ticks() {
+  local url=$1 tag=$2 t0 rss running queued rc=0
+  local stats="$tmp/stats-$tag" out="$tmp/tick-$tag" slog="$tmp/sched-$tag.log"
+  log "tick measurement on $tag finished runs: ${measure_s}s"
+  start_sched "$url" 0.1 "$stats" "$slog"
+  t0=$(now)
+  while awk -v e="$(since "$t0")" -v m="$measure_s" 'BEGIN { exit !(e < m) }'; do
+    if ! alive "$SCHED_PID"; then
+      log "the scheduler exited early; its log:"
+      tail -n 20 "$slog" >&2
+      break
+    fi
+    sleep 0.5
+  done
+  rss=$(peak_rss_mib "$SCHED_PID")
+  running=$(sql "$url" -c "SELECT count(*) FROM orca.runs WHERE state = 'running'")
+  queued=$(sql "$url" -c "SELECT count(*) FROM orca.runs WHERE state = 'queued'")
+  stop_sched "$SCHED_PID" 30 || rc=$?
+  {
+    echo "rss=$rss"
+    echo "running=$running"
+    echo "queued=$queued"
+    echo "exit=$rc"
+    if [ -s "$stats" ]; then cat "$stats"; else echo "nostats=1"; fi
+  } | tr '\n' ' ' >"$out"
+  if [ ! -s "$stats" ]; then
+    log "no ORCA_TICK_STATS line from the scheduler on $tag (exit $rc); its log:"
+    tail -n 20 "$slog" >&2
+  fi
+}
+measure_ticks "$url_small" small
+measure_ticks "$url_big" big
+
+show() {  # label field [goal]
+  local label=$1 field=$2 goal=${3:+ ($3)} s b
+  s=$(stat_field "$field" "$tmp/tick-small")
+  b=$(stat_field "$field" "$tmp/tick-big")
+  echo "$label, 10k finished$goal: ${s:-n/a}"
+  echo "$label, 1M finished$goal: ${b:-n/a}"
+}
+echo
+echo "== tick cost: $queued_n queued, 4 running, tick 0.1 s for ${measure_s} s =="
+show "ticks" ticks
+show "tick p50 ms" p50_ms
+show "tick p99 ms" p99_ms "goal <= 50"
+show "tick max ms" max_ms
+show "statements per tick" statements_per_tick
+show "runs running at stop" running
+show "runs queued at stop" queued
+show "scheduler exit code" exit
+s50=$(stat_field p50_ms "$tmp/tick-small")
+b50=$(stat_field p50_ms "$tmp/tick-big")
+if [ -n "$s50" ] && [ -n "$b50" ]; then
+  echo "tick p50 ratio 1M/10k finished: $(awk -v s="$s50" -v b="$b50" 'BEGIN { if (s > 0) printf "%.2f", b / s; else print "n/a" }')"
+fi
+
+# --------------------------------------------------------------- query plans
+# EXPLAIN (ANALYZE, BUFFERS) of one of the tick's statements on the 1M-row
+# database: PREPARE the file as it is, EXECUTE it with the parameters given.
+explain() {  # label file params [wrap: 1 = inside BEGIN/ROLLBACK]
+  local label=$1 file=$2 params=$3 wrap=${4:-0} plan="$tmp/plan-$1"
+  {
+    [ "$wrap" = 1 ] && echo "BEGIN;"
+    printf 'PREPARE bench_stmt AS\n%s\n;\n' "$(cat "$file")"
+    if [ -n "$params" ]; then
+      echo "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE bench_stmt($params);"
+    else
+      echo "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE bench_stmt;"
+    fi
+    [ "$wrap" = 1 ] && echo "ROLLBACK;"
+    echo "DEALLOCATE bench_stmt;"
+  } >"$tmp/explain-$label.sql"
+  if ! sql "$url_big" -f "$tmp/explain-$label.sql" >"$plan" 2>"$plan.err"; then
+    echo "$label: EXPLAIN failed: $(head -n 1 "$plan.err")"
+    return 0
+  fi
+  echo "$label execution ms: $(sed -n 's/.*Execution Time: \([0-9.]*\) ms.*/\1/p' "$plan")"
+  echo "$label buffers (top node): $(grep -m 1 'Buffers:' "$plan" | sed 's/^ *Buffers: //' || true)"
+  # Which indexes (and scans) it uses, and how many rows a filter threw away.
+  { grep -E 'Index|Seq Scan|Heap Scan|Rows Removed by Filter' "$plan" | grep -v 'Index Cond:' || true; } |
+    sed -e 's/^ *//' -e 's/^-> *//' -e 's/actual time=[0-9.]*\.\.[0-9.]* //' |
+    while IFS= read -r line; do echo "$label plan: $line"; done
+}
+echo
+echo "== query plans ($big_n finished, $queued_n queued) =="
+explain startable sql/startable.sql "'local', 64"
+explain sweep sql/sweep.sql "10, '{}'" 1
+explain tick_pipelines sql/tick_pipelines.sql ""
+
+# -------------------------------------------------------- runs started per s
+log "runs per second: $rate_n runs of ['true'], max_runs 64"
+fresh_db orca_bench_rate "$tmp/rate.toml"
+sql "$url_rate" -c "INSERT INTO orca.runs (pipeline) SELECT 't' FROM generate_series(1, $rate_n); ANALYZE orca.runs;"
+start_sched "$url_rate" 0.05 "$tmp/stats-rate" "$tmp/sched-rate.log"
+t0=$(now)
+done_n=0
+took=""
+while :; do
+  done_n=$(sql "$url_rate" -c "SELECT count(*) FROM orca.runs WHERE state = 'succeeded'" || echo 0)
+  if [ "$done_n" -ge "$rate_n" ]; then took=$(since "$t0"); break; fi
+  if ! alive "$SCHED_PID"; then log "the scheduler exited early; its log:"; tail -n 20 "$tmp/sched-rate.log" >&2; break; fi
+  if awk -v e="$(since "$t0")" 'BEGIN { exit !(e >= 120) }'; then log "deadline: $done_n of $rate_n succeeded after 120 s"; break; fi
+  sleep 0.2
+done
+rate_rss=$(peak_rss_mib "$SCHED_PID")
+rate_failed=$(sql "$url_rate" -c "SELECT count(*) FROM orca.runs WHERE state <> 'succeeded'")
+rate_exit=0
+stop_sched "$SCHED_PID" 30 || rate_exit=$?
+echo
+echo "== runs started per second: $rate_n runs of [\"true\"], max_runs 64, tick 0.05 s =="
+if [ -n "$took" ]; then
+  echo "time to $rate_n succeeded s: $took"
+  echo "runs per second: $(awk -v n="$rate_n" -v t="$took" 'BEGIN { printf "%.0f", n / t }')"
+else
+  echo "time to $rate_n succeeded s: n/a ($done_n succeeded before the deadline)"
+  echo "runs per second: n/a"
+fi
+echo "runs not succeeded: $rate_failed"
+echo "ticks: $(stat_field ticks "$tmp/stats-rate")"
+echo "tick p50 ms: $(stat_field p50_ms "$tmp/stats-rate")"
+echo "tick p99 ms: $(stat_field p99_ms "$tmp/stats-rate")"
+echo "statements per tick: $(stat_field statements_per_tick "$tmp/stats-rate")"
+echo "scheduler exit code: $rate_exit"
+
+# ------------------------------------------------------------------- memory
+echo
+echo "== scheduler peak RSS (VmHWM just before SIGTERM; goal <= 16 MiB) =="
+echo "tick, 10k finished MiB: $(stat_field rss "$tmp/tick-small")"
+echo "tick, 1M finished MiB: $(stat_field rss "$tmp/tick-big")"
+echo "runs per second MiB: $rate_rss"
+
+# ------------------------------------------------------------------- binary
+echo
+echo "== binary size (budget 4 MiB) =="
+static=target/x86_64-unknown-linux-musl/release/orca
+if [ -f "$static" ]; then
+  size=$(stat -c %s "$static")
+  echo "static binary bytes: $size"
+  echo "static binary MiB: $(mib "$size")"
+else
+  echo "static binary: not built (make static)"
+fi
+size=$(stat -c %s "$ORCA_BIN")
+echo "bench binary ($ORCA_BIN) MiB: $(mib "$size")"

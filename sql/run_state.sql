@@ -1,0 +1,1 @@
+SELECT state FROM orca.runs WHERE id = $1

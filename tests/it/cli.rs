@@ -1,0 +1,212 @@
+//! The one-shot commands: migrate, check, register, run, runs, logs, events,
+//! cancel, pause, and how they fail.
+
+use crate::harness::*;
+
+#[test]
+fn migrate_twice_and_concurrently() {
+    let db = TestDb::empty_on(&admin_url());
+    let procs: Vec<_> = (0..4)
+        .map(|_| db.orca(&["migrate"]).output_handle())
+        .collect();
+    for p in procs {
+        let out = p.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let applied: i64 = db.one("SELECT count(*) FROM orca.migrations");
+    assert_eq!(applied, 1, "each migration recorded once");
+    let again = db.ok(&["migrate"]);
+    assert!(again.contains("nothing to apply"), "{again}");
+    assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.migrations"), 1);
+}
+
+trait OutputHandle {
+    fn output_handle(&mut self) -> std::process::Child;
+}
+
+impl OutputHandle for std::process::Command {
+    fn output_handle(&mut self) -> std::process::Child {
+        self.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
+#[test]
+fn check_reports_every_problem_with_its_line() {
+    let dir = TempDir::new();
+    let path = dir.write(
+        "orca.toml",
+        "[pipelines.a]\ncommand = \"true\"\nbogus = 1\n\n[pipelines.b]\nschedule = \"99 * * * *\"\n\n[pipelines.c]\ncommand = \"true\"\nretries = -2\nplacement = \"moon\"\n",
+    );
+    let out = std::process::Command::new(bin())
+        .args(["check", "-c", &path])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    let want = [
+        (3, "unknown key 'bogus'"),
+        (5, "missing command"),
+        (6, "bad cron"),
+        (10, "negative"),
+        (11, "bad placement"),
+    ];
+    for (line, msg) in want {
+        let prefix = format!("{path}:{line}: ");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&prefix) && l.contains(msg)),
+            "no '{prefix}...{msg}' in:\n{err}"
+        );
+    }
+    assert_eq!(lines.len(), want.len(), "one line per problem:\n{err}");
+
+    let good = dir.write(
+        "good.toml",
+        "[pipelines.a]\ncommand = \"true\"\nschedule = \"0 3 * * *\"\n",
+    );
+    let out = std::process::Command::new(bin())
+        .args(["check", "-c", &good])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty());
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    for args in [
+        vec!["run", "nope"],
+        vec!["logs", "999999"],
+        vec!["cancel", "999999"],
+        vec!["pause", "nope"],
+        vec!["runs", "--state", "weird"],
+        vec!["runs", "--pipeline", "nope"],
+        vec!["runs", "--limit", "x"],
+        vec!["frobnicate"],
+        vec!["run"],
+    ] {
+        let out = db.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "orca {args:?}: {}",
+            text(&out.stderr)
+        );
+        let err = text(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "orca {args:?}: {err}");
+        assert!(err.starts_with("orca: "), "orca {args:?}: {err}");
+    }
+    // Nothing was written by the failed commands.
+    assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.runs"), 0);
+}
+
+#[test]
+fn an_unreachable_database_is_named_without_its_password() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // The port is closed again once the listener is dropped.
+    let url = format!("postgres://orca:hunter2secret@127.0.0.1:{port}/orca");
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(bin())
+        .args(["runs", "--wait", "1"])
+        .env("ORCA_DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    assert!(!err.contains("hunter2secret"), "{err}");
+    assert!(
+        started.elapsed().as_secs_f64() < 8.0,
+        "--wait 1 took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn register_upserts_and_retires() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        "[pipelines.a]\ncommand = \"true\"\n[pipelines.b]\ncommand = \"true\"\nmax_runs = 3\n",
+    );
+    let id = db.queue("b");
+    db.register(&dir, "[pipelines.a]\ncommand = \"echo changed\"\n");
+    let retired: bool = db.one("SELECT retired FROM orca.pipelines WHERE name = 'b'");
+    assert!(retired);
+    // Its history stays; it takes no new runs.
+    assert_eq!(db.state(id), "queued");
+    let out = db.run(&["run", "b"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("retired"));
+    let spec: serde_json::Value = db.one("SELECT spec FROM orca.pipelines WHERE name = 'a'");
+    assert_eq!(spec["command"], "echo changed");
+    // Back in the file: live again.
+    db.register(
+        &dir,
+        "[pipelines.a]\ncommand = \"true\"\n[pipelines.b]\ncommand = \"true\"\n",
+    );
+    assert!(!db.one::<bool>("SELECT retired FROM orca.pipelines WHERE name = 'b'"));
+}
+
+#[test]
+fn runs_logs_events_cancel_pause() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let fill_out = db.ok(&["run", "a", "--fill", "--", "x", "y z"]);
+    let id: i64 = fill_out.trim().parse().unwrap();
+    let json: serde_json::Value = serde_json::from_str(&db.ok(&["runs", "--json"])).unwrap();
+    assert_eq!(json[0]["id"], id);
+    assert_eq!(json[0]["state"], "queued");
+    assert_eq!(json[0]["fill"], true);
+    assert_eq!(json[0]["args"], serde_json::json!(["x", "y z"]));
+    let table = db.ok(&["runs", "--pipeline", "a", "--state", "queued"]);
+    assert!(table.lines().nth(1).unwrap().contains("queued"), "{table}");
+
+    assert_eq!(db.ok(&["pause", "a"]).trim(), "a paused");
+    assert!(db.one::<bool>("SELECT paused FROM orca.pipelines WHERE name = 'a'"));
+    assert_eq!(db.ok(&["resume", "a"]).trim(), "a resumed");
+
+    assert!(db.ok(&["cancel", &id.to_string()]).contains("cancelled"));
+    assert_eq!(db.state(id), "cancelled");
+    let again = db.run(&["cancel", &id.to_string()]);
+    assert_eq!(
+        again.status.code(),
+        Some(1),
+        "cancelling an ended run is a 'no'"
+    );
+
+    let events = db.ok(&["events", "--run", &id.to_string()]);
+    let kinds: Vec<&str> = events
+        .lines()
+        .map(|l| l.split_whitespace().nth(4).unwrap_or(""))
+        .collect();
+    assert!(
+        kinds.contains(&"queued") && kinds.contains(&"cancelled"),
+        "{events}"
+    );
+    let all: serde_json::Value = serde_json::from_str(&db.ok(&["events", "--json"])).unwrap();
+    assert!(
+        all.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "paused")
+    );
+    // An empty log is printed as nothing.
+    assert_eq!(db.ok(&["logs", &id.to_string()]), "");
+}

@@ -1,0 +1,483 @@
+//! What the integration tests share: a database of their own per test, the
+//! real `orca` binary as a process, clusters of their own for tests that
+//! restart Postgres or need TLS, and waiting on conditions with a deadline.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The orca binary cargo built for these tests.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_orca")
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// The server the tests run against (`scripts/test-db.sh` sets it).
+pub fn admin_url() -> String {
+    std::env::var("ORCA_TEST_DATABASE_URL")
+        .expect("ORCA_TEST_DATABASE_URL is not set: run the tests with `make test`")
+}
+
+/// `url` with its database name replaced by `db`.
+pub fn with_db(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let root = match base[scheme_end..].find('/') {
+        Some(i) => &base[..scheme_end + i],
+        None => base,
+    };
+    format!("{root}/{db}{query}")
+}
+
+/// Waits until `f` holds, polling every 100 ms; panics naming `what` when
+/// `secs` pass first.
+pub fn wait_until(what: &str, secs: f64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    loop {
+        if f() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!("timed out after {secs}s waiting for: {what}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A scratch directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A new empty directory under the system's temp dir.
+    pub fn new() -> TempDir {
+        let p = std::env::temp_dir().join(unique("orca-test"));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    /// A path inside it.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Writes `text` to `name` inside it and returns the path as a string.
+    pub fn write(&self, name: &str, text: &str) -> String {
+        let p = self.path(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A database of this test's own on a server, dropped at the end.
+pub struct TestDb {
+    /// Its URL.
+    pub url: String,
+    admin: String,
+    name: String,
+}
+
+impl TestDb {
+    /// A fresh, migrated database on the shared test server.
+    pub fn new() -> TestDb {
+        TestDb::on(&admin_url())
+    }
+
+    /// A fresh, migrated database on the server `admin` reaches.
+    pub fn on(admin: &str) -> TestDb {
+        let db = TestDb::empty_on(admin);
+        let out = db.orca(&["migrate"]).output().unwrap();
+        assert!(out.status.success(), "migrate: {}", text(&out.stderr));
+        db
+    }
+
+    /// A fresh database with nothing in it.
+    pub fn empty_on(admin: &str) -> TestDb {
+        let name = unique("orca_t");
+        let mut c = connect(admin);
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        TestDb {
+            url: with_db(admin, &name),
+            admin: admin.to_string(),
+            name,
+        }
+    }
+
+    /// A client on it.
+    pub fn client(&self) -> postgres::Client {
+        connect(&self.url)
+    }
+
+    /// The single value of a query with no parameters.
+    pub fn one<T: for<'a> postgres::types::FromSql<'a>>(&self, sql: &str) -> T {
+        self.client().query_one(sql, &[]).unwrap().get(0)
+    }
+
+    /// `orca ARGS` against this database.
+    pub fn orca(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(args)
+            .env("ORCA_DATABASE_URL", &self.url)
+            .env("RUST_LOG", "info")
+            .env_remove("ORCA_CONFIG")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// `orca ARGS`, waited for.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.orca(args).output().unwrap()
+    }
+
+    /// `orca ARGS` that must succeed; its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "orca {args:?} failed ({:?}): {}",
+            out.status,
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    /// Registers a config given as text.
+    pub fn register(&self, dir: &TempDir, toml: &str) {
+        let path = dir.write("orca.toml", toml);
+        self.ok(&["register", "-c", &path]);
+    }
+
+    /// Queues a run of `pipeline`; its id.
+    pub fn queue(&self, pipeline: &str) -> i64 {
+        self.ok(&["run", pipeline]).trim().parse().unwrap()
+    }
+
+    /// A scheduler with quick time constants (overridable with `env`).
+    pub fn scheduler(&self, dir: &TempDir, env: &[(&str, &str)]) -> Proc {
+        let mut c = self.orca(&["scheduler"]);
+        c.env("ORCA_TICK_SECONDS", "0.2")
+            .env("ORCA_STALE_SECONDS", "3")
+            .env("ORCA_KILL_GRACE_SECONDS", "2")
+            .env("ORCA_STOP_GRACE_SECONDS", "5");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Proc::spawn(c, &dir.path(&unique("scheduler.log")))
+    }
+
+    /// A run's state.
+    pub fn state(&self, run: i64) -> String {
+        self.client()
+            .query_one("SELECT state FROM orca.runs WHERE id = $1", &[&run])
+            .unwrap()
+            .get(0)
+    }
+
+    /// How many events of `kind` run `run` has.
+    pub fn events(&self, run: i64, kind: &str) -> i64 {
+        self.client()
+            .query_one(
+                "SELECT count(*) FROM orca.events WHERE run = $1 AND kind = $2",
+                &[&run, &kind],
+            )
+            .unwrap()
+            .get(0)
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+/// A plain connection (tests connect without TLS unless they test it).
+pub fn connect(url: &str) -> postgres::Client {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match postgres::Client::connect(url, postgres::NoTls) {
+            Ok(c) => return c,
+            Err(e) if Instant::now() >= deadline => panic!("connect {url}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// Bytes as text, for messages.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A running orca process, its output in a log file; killed (SIGKILL) on drop.
+pub struct Proc {
+    /// The process.
+    pub child: Child,
+    /// Where its stdout and stderr go.
+    pub log: PathBuf,
+}
+
+impl Proc {
+    /// Spawns `cmd` with its output in `log`.
+    pub fn spawn(mut cmd: Command, log: &Path) -> Proc {
+        let f = std::fs::File::create(log).unwrap();
+        cmd.stdout(f.try_clone().unwrap()).stderr(f);
+        let child = cmd.spawn().unwrap();
+        Proc {
+            child,
+            log: log.to_path_buf(),
+        }
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends a signal.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.pid(), sig);
+        }
+    }
+
+    /// Waits for it to exit, up to `secs`; its exit status.
+    pub fn wait(&mut self, secs: f64) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs_f64(secs);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "process did not exit within {secs}s; log:\n{}",
+                    self.output()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// What it has printed so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether process `pid` exists (a zombie counts as gone).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().next())
+                .unwrap_or("");
+            state != "Z" && state != "X"
+        }
+        Err(_) => false,
+    }
+}
+
+/// Reads pids written one per line into `path` (missing file: none).
+pub fn pids_in(path: &Path) -> Vec<i32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// A Postgres cluster of a test's own (to restart it, or to turn TLS on),
+/// made with initdb as the `postgres` user when the tests run as root.
+pub struct Cluster {
+    /// Its directory (data, socket, log).
+    pub dir: PathBuf,
+    /// Its TCP port on 127.0.0.1.
+    pub port: u16,
+    bindir: PathBuf,
+    root: bool,
+}
+
+fn bindir() -> PathBuf {
+    if let Ok(d) = std::env::var("ORCA_PG_BINDIR") {
+        return PathBuf::from(d);
+    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path().join("bin"))
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs.pop()
+        .expect("no PostgreSQL server binaries: install the postgresql package")
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+impl Cluster {
+    /// A new cluster (not started); `extra` is added to postgresql.conf.
+    pub fn new(extra: &str) -> Cluster {
+        // SAFETY: getuid(2) can't fail.
+        let root = unsafe { libc::getuid() } == 0;
+        let dir = std::env::temp_dir().join(unique("orca-pg"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = Cluster {
+            dir,
+            port: free_port(),
+            bindir: bindir(),
+            root,
+        };
+        if root {
+            c.sh(&["chown", "postgres", c.dir.to_str().unwrap()], false);
+        }
+        let initdb = c.bindir.join("initdb");
+        let data = c.data();
+        c.sh(
+            &[
+                initdb.to_str().unwrap(),
+                "-D",
+                &data,
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "--no-sync",
+            ],
+            true,
+        );
+        let mut conf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(format!("{data}/postgresql.conf"))
+            .unwrap();
+        writeln!(
+            conf,
+            "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{}'\nfsync = off\nmax_connections = 100\n{extra}",
+            c.port,
+            c.dir.display()
+        )
+        .unwrap();
+        c
+    }
+
+    fn data(&self) -> String {
+        format!("{}/data", self.dir.display())
+    }
+
+    /// Runs a command (as postgres when root and `as_pg`), which must succeed.
+    pub fn sh(&self, argv: &[&str], as_pg: bool) {
+        let mut cmd = if self.root && as_pg {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).args(argv);
+            c
+        } else {
+            let mut c = Command::new(argv[0]);
+            c.args(&argv[1..]);
+            c
+        };
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{argv:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+
+    /// Lets the server read a file the test wrote (a key, a certificate).
+    pub fn give(&self, path: &Path) {
+        if self.root {
+            self.sh(&["chown", "postgres", path.to_str().unwrap()], false);
+        }
+    }
+
+    fn ctl(&self, args: &[&str]) {
+        let pg_ctl = self.bindir.join("pg_ctl");
+        let data = self.data();
+        let log = format!("{}/server.log", self.dir.display());
+        let mut argv = vec![
+            pg_ctl.to_str().unwrap(),
+            "-D",
+            &data,
+            "-l",
+            &log,
+            "-w",
+            "-t",
+            "60",
+        ];
+        argv.extend_from_slice(args);
+        self.sh(&argv, true);
+    }
+
+    /// Starts it.
+    pub fn start(&self) {
+        self.ctl(&["start"]);
+    }
+
+    /// Stops it (fast: sessions are ended).
+    pub fn stop(&self) {
+        self.ctl(&["-m", "fast", "stop"]);
+    }
+
+    /// `pg_ctl restart`.
+    pub fn restart(&self) {
+        self.ctl(&["-m", "fast", "restart"]);
+    }
+
+    /// A superuser URL to its `postgres` database.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let pg_ctl = self.bindir.join("pg_ctl");
+        let data = self.data();
+        let mut cmd = if self.root {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&pg_ctl);
+            c
+        } else {
+            Command::new(&pg_ctl)
+        };
+        let _ = cmd.args(["-D", &data, "-m", "immediate", "stop"]).output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,7 @@
+//! orca's integration tests: the real binary, real processes, a real
+//! Postgres (see `harness`). One test crate, so the suite links once.
+
+mod cli;
+mod harness;
+mod outage;
+mod scheduler;

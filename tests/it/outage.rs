@@ -1,0 +1,234 @@
+//! Postgres going away and coming back, and TLS to Postgres: on clusters of
+//! the tests' own.
+
+use crate::harness::*;
+
+#[test]
+fn a_database_restart_loses_no_run_and_ends_each_once() {
+    let cluster = Cluster::new("");
+    cluster.start();
+    let db = TestDb::on(&cluster.url());
+    let dir = TempDir::new();
+    let ended = dir.path("ended");
+    // Odd runs fail, even ones succeed: the outcome is the run's own.
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.p]\nmax_runs = 6\ncommand = \"sleep 1.5; echo $ORCA_RUN_ID >> {}; exit $(( $ORCA_RUN_ID % 2 ))\"\n",
+            ended.display()
+        ),
+    );
+    let ids: Vec<i64> = (0..6).map(|_| db.queue("p")).collect();
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("six runs running", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'running'") == 6
+    });
+    cluster.stop();
+    // The runs end while the database is down: their ends wait in memory.
+    wait_until("all six commands ended", 30.0, || {
+        pids_in(&ended).len() == 6
+    });
+    cluster.start();
+    wait_until("every run's end is recorded", 60.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state IN ('succeeded', 'failed')") == 6
+    });
+    for id in &ids {
+        let want = if id % 2 == 0 { "succeeded" } else { "failed" };
+        assert_eq!(db.state(*id), want, "run {id}");
+        assert_eq!(db.events(*id, want), 1, "run {id} ends once");
+        assert_eq!(db.events(*id, "requeued"), 0, "run {id} was never requeued");
+        assert_eq!(
+            db.one::<i32>(&format!("SELECT start FROM orca.runs WHERE id = {id}")),
+            1
+        );
+    }
+    // And a restart while runs are in flight: they too end once, for real.
+    let more: Vec<i64> = (0..4).map(|_| db.queue("p")).collect();
+    wait_until("four runs running", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'running'") == 4
+    });
+    cluster.restart();
+    wait_until("the four end", 60.0, || {
+        more.iter().all(|id| {
+            let s = db.state(*id);
+            s == "succeeded" || s == "failed"
+        })
+    });
+    for id in &more {
+        assert_eq!(db.events(*id, "started"), 1, "run {id} started once");
+    }
+    // Each loop (tick, heartbeat, alerts) logs an outage once as it starts
+    // and once as it ends.
+    let log = s.output();
+    assert!(
+        log.contains("can't be reached"),
+        "the outage is logged:\n{log}"
+    );
+    let balanced = || {
+        let log = s.output();
+        log.matches("can't be reached").count() == log.matches("reachable again").count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !balanced() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "every loop logs the outage's end:\n{}",
+            s.output()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let log = s.output();
+    for who in ["scheduler", "heartbeat"] {
+        let starts = log.matches(&format!("{who}: database at")).count();
+        assert!(
+            (2..=4).contains(&starts),
+            "{who} logs each outage twice, not every second:\n{log}"
+        );
+    }
+    s.signal(libc::SIGTERM);
+    assert!(s.wait(30.0).success());
+}
+
+fn openssl(dir: &TempDir, args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(&dir.0)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn tls_require_and_verify_full() {
+    let certs = TempDir::new();
+    openssl(
+        &certs,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=orca test CA",
+        ],
+    );
+    openssl(
+        &certs,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+    );
+    certs.write("ext.cnf", "subjectAltName = DNS:localhost\n");
+    openssl(
+        &certs,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+    openssl(
+        &certs,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "other.key",
+            "-out",
+            "other.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=some other CA",
+        ],
+    );
+
+    let cluster = Cluster::new("ssl = on\n");
+    for f in ["server.pem", "server.key"] {
+        let dest = cluster.dir.join(f);
+        std::fs::copy(certs.path(f), &dest).unwrap();
+        std::fs::set_permissions(&dest, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        cluster.give(&dest);
+    }
+    let data = cluster.dir.join("data");
+    let mut conf = std::fs::read_to_string(data.join("postgresql.conf")).unwrap();
+    conf.push_str(&format!(
+        "ssl_cert_file = '{}'\nssl_key_file = '{}'\n",
+        cluster.dir.join("server.pem").display(),
+        cluster.dir.join("server.key").display()
+    ));
+    std::fs::write(data.join("postgresql.conf"), conf).unwrap();
+    // Over TCP, only TLS sessions are let in.
+    std::fs::write(
+        data.join("pg_hba.conf"),
+        "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n",
+    )
+    .unwrap();
+    cluster.start();
+
+    let base = format!("postgres://postgres@localhost:{}/postgres", cluster.port);
+    let try_url = |url: &str| {
+        std::process::Command::new(bin())
+            .args(["migrate", "--wait", "0"])
+            .env("ORCA_DATABASE_URL", url)
+            .output()
+            .unwrap()
+    };
+    let plain = try_url(&format!("{base}?sslmode=disable"));
+    assert_eq!(plain.status.code(), Some(1), "a non-TLS session is refused");
+    let required = try_url(&format!("{base}?sslmode=require"));
+    assert!(required.status.success(), "{}", text(&required.stderr));
+    let verified = try_url(&format!(
+        "{base}?sslmode=verify-full&sslrootcert={}",
+        certs.path("ca.pem").display()
+    ));
+    assert!(verified.status.success(), "{}", text(&verified.stderr));
+    let wrong_ca = try_url(&format!(
+        "{base}?sslmode=verify-full&sslrootcert={}",
+        certs.path("other.pem").display()
+    ));
+    assert_eq!(
+        wrong_ca.status.code(),
+        Some(1),
+        "a certificate from another CA is refused"
+    );
+    // The default (prefer) uses TLS when the server has it.
+    let preferred = try_url(&base);
+    assert!(preferred.status.success(), "{}", text(&preferred.stderr));
+}

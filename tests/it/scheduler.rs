@@ -1,0 +1,475 @@
+//! The scheduler as real processes: schedules, max_runs, retries and alerts,
+//! timeouts, cancels, sensors, output, kill -9 and SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use crate::harness::*;
+
+#[test]
+fn a_second_scheduler_is_refused_and_names_the_first() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let mut first = db.scheduler(&dir, &[]);
+    wait_until("the first scheduler leads", 20.0, || {
+        first.output().contains("leads")
+    });
+    let out = db.orca(&["scheduler"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("pid {}", first.pid())), "{err}");
+    first.signal(libc::SIGTERM);
+    assert!(first.wait(20.0).success());
+}
+
+#[test]
+fn a_schedule_fires_once_per_slot_across_restarts() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        "[pipelines.tick]\ncommand = \"true\"\nschedule = \"* * * * * *\"\nmax_runs = 5\n",
+    );
+    let fired =
+        |db: &TestDb| db.one::<i64>("SELECT count(*) FROM orca.runs WHERE origin = 'schedule'");
+    let mut a = db.scheduler(&dir, &[]);
+    wait_until("three slots fired", 20.0, || fired(&db) >= 3);
+    // A clean stop, then a few slots of downtime (by the database's clock).
+    a.signal(libc::SIGTERM);
+    assert!(a.wait(20.0).success());
+    let stopped: f64 = db.one("SELECT extract(epoch FROM now())::float8");
+    wait_until("3.5 s of downtime", 20.0, || {
+        db.one::<f64>("SELECT extract(epoch FROM now())::float8") > stopped + 3.5
+    });
+    let before = fired(&db);
+    let mut b = db.scheduler(&dir, &[]);
+    wait_until("three more slots", 20.0, || fired(&db) >= before + 3);
+    // A crash, and a restart at once.
+    b.signal(libc::SIGKILL);
+    b.wait(10.0);
+    let before = fired(&db);
+    let mut c = db.scheduler(&dir, &[]);
+    wait_until("three more slots", 20.0, || fired(&db) >= before + 3);
+    c.signal(libc::SIGTERM);
+    assert!(c.wait(20.0).success());
+
+    let slots: Vec<f64> = db
+        .client()
+        .query(
+            "SELECT extract(epoch FROM scheduled_for)::float8 FROM orca.runs \
+             WHERE origin = 'schedule' ORDER BY scheduled_for",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let distinct: std::collections::BTreeSet<i64> = slots.iter().map(|s| *s as i64).collect();
+    assert_eq!(distinct.len(), slots.len(), "a slot fired twice: {slots:?}");
+    // The downtime of 3.5 s+ left one gap (slots skipped, one catch-up);
+    // elsewhere every second has its run.
+    let gaps: Vec<f64> = slots
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|g| *g > 1.0)
+        .collect();
+    assert!(
+        gaps.iter().any(|g| *g >= 3.0),
+        "the downtime should skip slots, not fire each: {slots:?}"
+    );
+    let catch_ups: i64 =
+        db.one("SELECT count(*) FROM orca.events WHERE kind = 'fired' AND why LIKE '%catch-up%'");
+    assert!(
+        catch_ups >= 1,
+        "the restart after downtime fires one catch-up run"
+    );
+    assert!(
+        gaps.len() <= 2,
+        "gaps only where a scheduler was down: {slots:?}"
+    );
+}
+
+/// Reads `start ID T` / `end ID T` lines and returns the most runs that
+/// were inside their command at once.
+fn max_overlap(log: &str) -> usize {
+    let mut points: Vec<(f64, i32)> = log
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let kind = w.next()?;
+            let _id = w.next()?;
+            let t: f64 = w.next()?.parse().ok()?;
+            Some((t, if kind == "start" { 1 } else { -1 }))
+        })
+        .collect();
+    // Ends sort before starts at the same instant.
+    points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut most) = (0, 0);
+    for (_, d) in points {
+        now += d;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+#[test]
+fn max_runs_holds_with_twenty_queued() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let log = dir.path("spans");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.m]\nmax_runs = 3\ncommand = \"echo start $ORCA_RUN_ID $(date +%s.%N) >> {0}; sleep 0.4; echo end $ORCA_RUN_ID $(date +%s.%N) >> {0}\"\n",
+            log.display()
+        ),
+    );
+    let ids: Vec<i64> = (0..20).map(|_| db.queue("m")).collect();
+    let fill = db
+        .ok(&["run", "m", "--fill"])
+        .trim()
+        .parse::<i64>()
+        .unwrap();
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("all 21 runs succeeded", 60.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'succeeded'") == 21
+    });
+    let spans = std::fs::read_to_string(&log).unwrap();
+    let most = max_overlap(&spans);
+    // 3 by max_runs, plus the fill run on top.
+    assert!(most <= 4, "more than max_runs at once: {most}\n{spans}");
+    assert!(most >= 3, "max_runs was never reached: {most}");
+    // Oldest first.
+    let order: Vec<i64> = spans
+        .lines()
+        .filter(|l| l.starts_with("start"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .filter(|id| *id != fill)
+        .collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order.len(), ids.len());
+    // Started in id order, up to the jitter of three starting in one tick.
+    for (i, id) in order.iter().enumerate() {
+        let pos = sorted.iter().position(|x| x == id).unwrap();
+        assert!(
+            (pos as i64 - i as i64).abs() < 3,
+            "run {id} started out of order: {order:?}"
+        );
+    }
+    s.signal(libc::SIGTERM);
+    assert!(s.wait(20.0).success());
+}
+
+/// A tiny HTTP receiver: records each request's body and answers with the
+/// next status in `statuses` (then 200).
+fn receiver(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}/hook",
+        listener.local_addr().unwrap().port()
+    );
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let seen = got.clone();
+    std::thread::spawn(move || {
+        let mut statuses = statuses.into_iter();
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0u8; len];
+            let _ = reader.read_exact(&mut body);
+            seen.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&body).into_owned());
+            let status = statuses.next().unwrap_or(200);
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
+    });
+    (url, got)
+}
+
+#[test]
+fn retries_then_one_alert_on_final_failure() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    // The receiver fails the first delivery: the alert is retried.
+    let (url, got) = receiver(vec![500]);
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.flaky]\ncommand = \"echo attempt $ORCA_RUN_START; exit 3\"\nretries = 2\nretry_delay = 0.5\nalert = \"{url}\"\n"
+        ),
+    );
+    let id = db.queue("flaky");
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("the alert is delivered", 60.0, || {
+        db.events(id, "alert sent") == 1
+    });
+    assert_eq!(db.state(id), "failed");
+    assert_eq!(
+        db.one::<i32>(&format!("SELECT start FROM orca.runs WHERE id = {id}")),
+        3
+    );
+    assert_eq!(db.events(id, "retried"), 2);
+    assert_eq!(db.events(id, "failed"), 3);
+    assert_eq!(db.events(id, "alert failed"), 1, "the 500 was retried");
+    let bodies = got.lock().unwrap().clone();
+    assert_eq!(
+        bodies.len(),
+        2,
+        "one failed delivery, one delivered: {bodies:?}"
+    );
+    let body: serde_json::Value = serde_json::from_str(&bodies[1]).unwrap();
+    assert_eq!(body["pipeline"], "flaky");
+    assert_eq!(body["run"], id);
+    assert_eq!(body["start"], 3);
+    assert_eq!(body["state"], "failed");
+    assert_eq!(body["exit_code"], 3);
+    assert!(body["output"].as_str().unwrap().contains("attempt 3"));
+    assert_eq!(
+        db.one::<i64>("SELECT count(*) FROM orca.alerts"),
+        1,
+        "one alert for the run"
+    );
+    s.signal(libc::SIGTERM);
+    assert!(s.wait(20.0).success());
+}
+
+#[test]
+fn a_timeout_kills_the_whole_process_group() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    // The command ignores SIGTERM (and so does its child): SIGKILL follows.
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.slow]\ncommand = \"trap '' TERM; sleep 300 & echo $! >> {0}; echo $$ >> {0}; wait\"\ntimeout = 1\n",
+            pids.display()
+        ),
+    );
+    let id = db.queue("slow");
+    let mut s = db.scheduler(&dir, &[("ORCA_KILL_GRACE_SECONDS", "1")]);
+    wait_until("the run ends", 30.0, || {
+        !["running", "queued"].contains(&db.state(id).as_str())
+    });
+    assert_eq!(db.state(id), "failed");
+    let why: String = db.one(&format!("SELECT why FROM orca.runs WHERE id = {id}"));
+    assert!(why.contains("timed out"), "{why}");
+    let sig: Option<i32> = db.one(&format!(
+        "SELECT exit_signal FROM orca.runs WHERE id = {id}"
+    ));
+    assert_eq!(sig, Some(libc::SIGKILL), "SIGTERM was ignored, so SIGKILL");
+    assert_eq!(db.events(id, "failed"), 1);
+    let pids = pids_in(&pids);
+    assert_eq!(pids.len(), 2);
+    wait_until("no process of the run is left", 10.0, || {
+        pids.iter().all(|p| !alive(*p))
+    });
+    s.signal(libc::SIGTERM);
+    assert!(s.wait(20.0).success());
+}
+
+#[test]
+fn cancel_stops_a_running_run() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.long]\ncommand = \"sleep 300 & echo $! >> {}; wait\"\n",
+            pids.display()
+        ),
+    );
+    let id = db.queue("long");
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("the run is running", 30.0, || !pids_in(&pids).is_empty());
+    assert_eq!(db.state(id), "running");
+    let out = db.ok(&["cancel", &id.to_string()]);
+    assert!(out.contains("SIGTERM"), "{out}");
+    wait_until("the run is cancelled", 20.0, || db.state(id) == "cancelled");
+    assert_eq!(db.events(id, "cancelled"), 1);
+    let pid = pids_in(&pids)[0];
+    wait_until("its process is gone", 10.0, || !alive(pid));
+    s.signal(libc::SIGTERM);
+    assert!(s.wait(20.0).success());
+}
+
+#[test]
+fn kill_9_of_the_scheduler_leaves_no_child_and_the_next_one_finishes_the_runs() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    // The first attempt hangs (with a grandchild); a later one succeeds.
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.p]\nmax_runs = 3\ncommand = \"if [ $ORCA_RUN_START = 1 ]; then sleep 300 & echo $! >> {}; wait; fi; echo done $ORCA_RUN_START\"\n",
+            pids.display()
+        ),
+    );
+    let ids: Vec<i64> = (0..3).map(|_| db.queue("p")).collect();
+    let mut a = db.scheduler(&dir, &[]);
+    wait_until("three runs running", 30.0, || pids_in(&pids).len() == 3);
+    a.signal(libc::SIGKILL);
+    a.wait(10.0);
+    let grandchildren = pids_in(&pids);
+    wait_until("no child of the killed scheduler is left", 10.0, || {
+        grandchildren.iter().all(|p| !alive(*p))
+    });
+    let mut b = db.scheduler(&dir, &[]);
+    wait_until("the runs are finished by the next scheduler", 60.0, || {
+        ids.iter().all(|id| db.state(*id) == "succeeded")
+    });
+    for id in &ids {
+        assert_eq!(db.events(*id, "requeued"), 1, "run {id} requeued once");
+        assert_eq!(db.events(*id, "succeeded"), 1);
+        assert_eq!(
+            db.one::<i32>(&format!("SELECT start FROM orca.runs WHERE id = {id}")),
+            2
+        );
+        assert_eq!(db.ok(&["logs", &id.to_string()]), "done 2\n");
+    }
+    b.signal(libc::SIGTERM);
+    assert!(b.wait(20.0).success());
+}
+
+#[test]
+fn sigterm_stops_children_and_queues_their_runs_again() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.p]\ncommand = \"sleep 300 & echo $! >> {}; wait\"\n",
+            pids.display()
+        ),
+    );
+    let id = db.queue("p");
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("the run is running", 30.0, || !pids_in(&pids).is_empty());
+    s.signal(libc::SIGTERM);
+    assert!(s.wait(30.0).success());
+    assert_eq!(db.state(id), "queued");
+    assert_eq!(db.events(id, "requeued"), 1);
+    assert!(!alive(pids_in(&pids)[0]));
+}
+
+#[test]
+fn a_sensor_queues_one_run_at_a_time() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let flag = dir.path("flag");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.s]\ncommand = \"sleep 300\"\nsensor = \"test -f {}\"\nsensor_every = 0.3\n",
+            flag.display()
+        ),
+    );
+    db.ok(&["pause", "s"]);
+    db.ok(&["resume", "s"]);
+    let mut s = db.scheduler(&dir, &[]);
+    let count = || db.one::<i64>("SELECT count(*) FROM orca.runs WHERE origin = 'sensor'");
+    // No file, no run: give the sensor several chances first.
+    wait_until("the sensor has run a few times", 20.0, || {
+        s.output().contains("leads")
+    });
+    std::fs::write(&flag, "").unwrap();
+    wait_until("the sensor queues a run", 20.0, || count() >= 1);
+    // One starts (max_runs 1); the next sensor run queues one more, and no
+    // more while that one waits.
+    wait_until("a second run waits", 20.0, || count() >= 2);
+    let waiting = || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE origin = 'sensor' AND state = 'queued'")
+    };
+    for _ in 0..10 {
+        assert!(waiting() <= 1, "more than one sensor run waiting");
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    s.signal(libc::SIGTERM);
+    assert!(s.wait(30.0).success());
+}
+
+#[test]
+fn output_tail_is_kept_and_live() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        "[pipelines.big]\ncommand = \"seq 1 30000; echo stderr-line >&2\"\n[pipelines.live]\ncommand = \"echo early; sleep 300\"\n[pipelines.argv]\ncommand = [\"printf\", \"%s|\"]\n[pipelines.env]\ncommand = \"echo $ORCA_PIPELINE $ORCA_RUN_ID $ORCA_RUN_START $GREETING $1\"\nenv = { GREETING = \"hi\" }\n",
+    );
+    let big = db.queue("big");
+    let live = db.queue("live");
+    let env = db
+        .ok(&["run", "env", "--", "arg1"])
+        .trim()
+        .parse::<i64>()
+        .unwrap();
+    let argv = db
+        .ok(&["run", "argv", "--", "a b", "c"])
+        .trim()
+        .parse::<i64>()
+        .unwrap();
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("argv ends", 30.0, || db.state(argv) == "succeeded");
+    assert_eq!(db.ok(&["logs", &argv.to_string()]), "a b|c|");
+    wait_until("big and env end", 30.0, || {
+        db.state(big) == "succeeded" && db.state(env) == "succeeded"
+    });
+    let out = db.ok(&["logs", &big.to_string()]);
+    assert!(
+        out.len() <= 64 * 1024 && out.len() > 60 * 1024,
+        "{}",
+        out.len()
+    );
+    assert!(out.ends_with("30000\nstderr-line\n"));
+    assert_eq!(
+        db.ok(&["logs", &env.to_string()]),
+        format!("env {env} 1 hi arg1\n")
+    );
+    wait_until("a running run's output is visible", 20.0, || {
+        db.ok(&["logs", &live.to_string()]) == "early\n"
+    });
+    s.signal(libc::SIGTERM);
+    assert!(s.wait(30.0).success());
+}
+
+#[test]
+fn paused_pipelines_start_nothing() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        "[pipelines.p]\ncommand = \"true\"\n[pipelines.q]\ncommand = \"true\"\n",
+    );
+    db.ok(&["pause", "p"]);
+    let p = db.queue("p");
+    let q = db.queue("q");
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("q runs", 30.0, || db.state(q) == "succeeded");
+    assert_eq!(db.state(p), "queued");
+    db.ok(&["resume", "p"]);
+    wait_until("p runs once resumed", 30.0, || db.state(p) == "succeeded");
+    s.signal(libc::SIGTERM);
+    assert!(s.wait(30.0).success());
+}
