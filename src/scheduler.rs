@@ -488,6 +488,7 @@ impl Scheduler {
         let cancels: HashSet<(i64, i32)> =
             std::mem::take(&mut self.shared.lock().expect("shared").cancels);
         let grace = Duration::from_secs_f64(self.timing.kill_grace);
+        let mut timed_out = Vec::new();
         for s in &mut self.running {
             if s.kill.is_none() {
                 let why = if cancels.contains(&(s.id, s.start)) {
@@ -505,6 +506,9 @@ impl Scheduler {
                     log::info!("run {} attempt {}: {why:?}: SIGTERM", s.id, s.start);
                     s.child.signal(libc::SIGTERM);
                     s.kill = Some((why, Instant::now(), false));
+                    if why == Kill::Timeout {
+                        timed_out.push((s.id, s.pipeline.name.clone(), s.pipeline.timeout));
+                    }
                 }
             }
             if let Some((why, at, false)) = s.kill
@@ -514,6 +518,17 @@ impl Scheduler {
                 s.child.signal(libc::SIGKILL);
                 s.kill = Some((why, at, true));
             }
+        }
+        for (id, pipeline, limit) in timed_out {
+            let why = format!(
+                "ran past its timeout of {}s: SIGTERM to its process group, SIGKILL {}s later",
+                limit.unwrap_or(0.0),
+                self.timing.kill_grace
+            );
+            // Informational: the run's end says "timed out" in any case.
+            let _ = self
+                .db
+                .run(|c| c.execute(sql::EVENT_ADD, &[&id, &pipeline, &"timed out", &why]));
         }
     }
 

@@ -8,6 +8,8 @@ pub const ALERT_FAILED: &str = include_str!("../sql/alert_failed.sql");
 pub const ALERT_SENT: &str = include_str!("../sql/alert_sent.sql");
 /// See `sql/alerts_claim.sql`.
 pub const ALERTS_CLAIM: &str = include_str!("../sql/alerts_claim.sql");
+/// See `sql/event_add.sql`.
+pub const EVENT_ADD: &str = include_str!("../sql/event_add.sql");
 /// See `sql/events_list.sql`.
 pub const EVENTS_LIST: &str = include_str!("../sql/events_list.sql");
 /// See `sql/fire.sql`.

@@ -278,6 +278,7 @@ fn a_timeout_kills_the_whole_process_group() {
     ));
     assert_eq!(sig, Some(libc::SIGKILL), "SIGTERM was ignored, so SIGKILL");
     assert_eq!(db.events(id, "failed"), 1);
+    assert_eq!(db.events(id, "timed out"), 1);
     let pids = pids_in(&pids);
     assert_eq!(pids.len(), 2);
     wait_until("no process of the run is left", 10.0, || {

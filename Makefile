@@ -1,0 +1,51 @@
+# orca: the whole set-up is `make demo` and `make test` (see README.md).
+
+MUSL := x86_64-unknown-linux-musl
+STATIC := target/$(MUSL)/release/orca
+BUDGET := 4194304
+
+.PHONY: all build release test demo static bench lint fmt clean
+
+all: build
+
+build:
+	cargo build
+
+release:
+	cargo build --release
+
+# The whole suite against a real Postgres (scripts/test-db.sh finds or makes one).
+# Built once first, then run; the tests mostly wait on processes, so they run
+# more at once than there are cores.
+test:
+	cargo build --all-targets
+	scripts/test-db.sh cargo test -- --test-threads=6
+
+# A throwaway Postgres, migrate, register examples/orca.toml, the scheduler
+# for about a minute, then `orca runs`. Nothing is left running.
+demo: release
+	scripts/test-db.sh scripts/demo.sh
+
+# The static musl binary: release, opt-level z, LTO, stripped; within budget.
+static:
+	@command -v rustup >/dev/null && rustup target add $(MUSL) >/dev/null 2>&1 || true
+	CC_x86_64_unknown_linux_musl=$${CC_x86_64_unknown_linux_musl:-$$(command -v musl-gcc || echo gcc)} \
+		cargo build --release --target $(MUSL)
+	@size=$$(stat -c %s $(STATIC)); \
+	echo "$(STATIC): $$size bytes ($$(awk "BEGIN{printf \"%.2f\", $$size/1048576}") MiB; budget 4 MiB)"; \
+	ldd $(STATIC) 2>&1 | sed 's/^/ldd: /'; \
+	test $$size -le $(BUDGET) || { echo "over budget" >&2; exit 1; }
+
+# Figures, not pass/fail: tick cost, start rate, memory, binary size.
+bench: release
+	scripts/test-db.sh bench/bench.sh
+
+lint:
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+
+fmt:
+	cargo fmt
+
+clean:
+	cargo clean
