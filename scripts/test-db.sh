@@ -8,8 +8,9 @@
 # run a cluster of their own). The database is, in this order:
 #   1. ORCA_TEST_DATABASE_URL, if set;
 #   2. a server answering on localhost:5432 that lets user postgres in;
-#   3. a throwaway cluster made with initdb under target/pg on a port of its
-#      own (as the postgres user when run as root), stopped afterwards.
+#   3. a throwaway cluster made with initdb under target/pg/PID on a port of
+#      its own (as the postgres user when run as root), stopped and removed
+#      afterwards; several can run at once.
 # With no Postgres server binaries: one line naming the package, exit 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,27 +40,34 @@ export ORCA_PG_BINDIR="$bindir"
 as_pg=()
 if [ "$(id -u)" = 0 ]; then as_pg=(runuser -u postgres --); fi
 
-root="$PWD/target/pg"
+root="$PWD/target/pg/$$"
 data="$root/data"
 mkdir -p "$root"
-if [ "$(id -u)" = 0 ]; then chown postgres "$root"; chmod o+x "$PWD" "$PWD/target" 2>/dev/null || true; fi
+if [ "$(id -u)" = 0 ]; then
+  chown postgres "$root"
+  chmod o+x "$PWD" "$PWD/target" "$PWD/target/pg" 2>/dev/null || true
+fi
 
 # A port no one listens on.
 port=${ORCA_TEST_PG_PORT:-}
 if [ -z "$port" ]; then
   for p in $(seq 54321 54399); do
-    if ! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then port=$p; break; fi
+    if ! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && ! ls /tmp/.s.PGSQL.$p target/pg/*/.s.PGSQL.$p >/dev/null 2>&1; then
+      port=$p; break
+    fi
   done
 fi
 
 stop() {
   "${as_pg[@]}" "$bindir/pg_ctl" -D "$data" -m immediate stop >/dev/null 2>&1 || true
 }
+cleanup() {
+  stop
+  if [ -n "${ORCA_KEEP_TEST_DB:-}" ]; then echo "test-db.sh: kept $root" >&2; else rm -rf "$root"; fi
+}
 
-if [ -f "$data/postmaster.pid" ]; then stop; fi
-rm -rf "$data"
 "${as_pg[@]}" "$bindir/initdb" -D "$data" -U postgres -A trust -E UTF8 --no-sync >"$root/initdb.log" 2>&1 ||
-  { echo "test-db.sh: initdb failed; see $root/initdb.log" >&2; exit 1; }
+  { echo "test-db.sh: initdb failed:" >&2; tail -5 "$root/initdb.log" >&2; rm -rf "$root"; exit 1; }
 cat >>"$data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
 port = $port
@@ -69,8 +77,8 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 CONF
-trap stop EXIT
+trap cleanup EXIT
 "${as_pg[@]}" "$bindir/pg_ctl" -D "$data" -l "$root/server.log" -w -t 60 start >/dev/null ||
-  { echo "test-db.sh: the throwaway cluster did not start; see $root/server.log" >&2; exit 1; }
+  { echo "test-db.sh: the throwaway cluster did not start:" >&2; tail -5 "$root/server.log" >&2; exit 1; }
 export ORCA_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
 "$@"

@@ -133,6 +133,7 @@ impl Child {
         let sink = tail.clone();
         std::thread::Builder::new()
             .name("output".into())
+            .stack_size(64 * 1024)
             .spawn(move || {
                 let mut reader = reader;
                 let mut buf = [0u8; 8192];
@@ -165,6 +166,12 @@ impl Child {
             Ok(None) => None,
             Err(_) => Some(Exit::Code(-1)),
         }
+    }
+
+    /// Kills its whole group and waits for the shim, leaving no zombie.
+    pub fn kill(mut self) {
+        signal_group(self.pgid, libc::SIGKILL);
+        let _ = self.inner.wait();
     }
 
     /// Sends `sig` to its whole process group.

@@ -684,13 +684,21 @@ impl Scheduler {
     /// Runs due sensors (never waiting on one) and queues a run for each
     /// that said yes.
     fn sense(&mut self, session: u64, pipelines: &Views) {
-        self.sensors.retain(|name, s| {
-            let keep = pipelines.get(name).is_some_and(|v| v.p.sensor.is_some());
-            if !keep && let Some((child, _)) = &s.child {
-                child.signal(libc::SIGKILL);
+        let gone: Vec<String> = self
+            .sensors
+            .keys()
+            .filter(|name| pipelines.get(*name).is_none_or(|v| v.p.sensor.is_none()))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(Sensor {
+                child: Some((child, _)),
+                ..
+            }) = self.sensors.remove(&name)
+            {
+                child.kill();
             }
-            keep
-        });
+        }
         for (name, View { p, paused, .. }) in pipelines {
             let Some(sensor) = &p.sensor else { continue };
             let every = Duration::from_secs_f64(p.sensor_every);
@@ -833,9 +841,9 @@ impl Scheduler {
             s.child.signal(libc::SIGTERM);
             s.kill = Some((Kill::Stop, Instant::now(), false));
         }
-        for s in self.sensors.values() {
-            if let Some((child, _)) = &s.child {
-                child.signal(libc::SIGKILL);
+        for (_, s) in self.sensors.drain() {
+            if let Some((child, _)) = s.child {
+                child.kill();
             }
         }
         let deadline = Instant::now() + Duration::from_secs_f64(self.timing.stop_grace);
