@@ -30,6 +30,7 @@ if [ ! -x "$ORCA_BIN" ]; then
   exit 2
 fi
 ORCA_BIN=$(cd "$(dirname "$ORCA_BIN")" && pwd)/$(basename "$ORCA_BIN")
+orca_exe=$(readlink -f "$ORCA_BIN")  # what /proc/PID/exe of the scheduler shows
 command -v "$PSQL" >/dev/null || { echo "bench: no psql at $PSQL" >&2; exit 2; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/orca-bench.XXXXXX")
@@ -136,10 +137,13 @@ fresh_db() {
 }
 
 # Starts the scheduler against URL $1 with tick $2 s, stats to file $3, its
-# log to file $4; sets SCHED_PID to the scheduler process itself.
+# log to file $4; sets SCHED_PID to the scheduler process itself. A stop grace
+# of 2 s (not 30) so stopping is quick; a stale limit of 2 s (not 10) so the
+# sweep, which is skipped for one stale limit after taking the lead, is part
+# of nearly every measured tick.
 start_sched() {
   ORCA_DATABASE_URL=$1 ORCA_TICK_SECONDS=$2 ORCA_TICK_STATS=$3 \
-    ORCA_STOP_GRACE_SECONDS=2 ORCA_STALE_SECONDS=2 RUST_LOG=warn \
+    ORCA_STOP_GRACE_SECONDS=2 ORCA_STALE_SECONDS=2 \
     "$ORCA_BIN" scheduler >"$4" 2>&1 &
   SCHED_PID=$!
   sched_pids="$sched_pids $SCHED_PID"
@@ -150,7 +154,7 @@ start_sched() {
   for i in $(seq 1 50); do
     exe=$(readlink "/proc/$SCHED_PID/exe" 2>/dev/null || true)
     argv1=$(tr '\0' '\n' <"/proc/$SCHED_PID/cmdline" 2>/dev/null | sed -n 2p || true)
-    if [ "$exe" = "$ORCA_BIN" ] && [ "$argv1" = scheduler ]; then return 0; fi
+    if [ "$exe" = "$orca_exe" ] && [ "$argv1" = scheduler ]; then return 0; fi
     alive "$SCHED_PID" || return 0  # exited at once: the caller sees it gone
     sleep 0.05
   done

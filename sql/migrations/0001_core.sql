@@ -43,6 +43,7 @@ CREATE TABLE orca.runs (
 -- independent of finished history.
 CREATE INDEX runs_queued ON orca.runs (pipeline, id) WHERE state = 'queued';
 CREATE INDEX runs_running ON orca.runs (pipeline) WHERE state = 'running';
+CREATE INDEX runs_queued_fill ON orca.runs (pipeline, id) WHERE state = 'queued' AND fill;
 CREATE UNIQUE INDEX runs_slot ON orca.runs (pipeline, scheduled_for) WHERE scheduled_for IS NOT NULL;
 CREATE INDEX runs_sensor_queued ON orca.runs (pipeline) WHERE state = 'queued' AND origin = 'sensor';
 CREATE INDEX runs_pipeline_id ON orca.runs (pipeline, id);
