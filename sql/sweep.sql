@@ -1,13 +1,19 @@
--- Running local runs whose heartbeat is older than the stale limit ($1 s) and
--- that this process does not supervise ($2): no live process does, so they
--- are queued again.
+-- Running local runs whose heartbeat is older than the stale limit ($1 s)
+-- and that no live process supervises: not this process's ($2), and not held
+-- by a live scheduler instance that lists them (the runs-held condition).
+-- They are queued again.
 WITH r AS (
     UPDATE orca.runs SET state = 'queued', heartbeat = NULL, ended_at = now(),
-        why = format('heartbeat stale for over %ss', $1::float8)
+        why = format('heartbeat stale for over %ss and no live scheduler holds it', $1::float8)
     WHERE state = 'running'
       AND heartbeat < now() - make_interval(secs => $1)
       AND NOT (id = ANY($2))
       AND pipeline IN (SELECT name FROM orca.pipelines WHERE placement = 'local')
+      AND NOT EXISTS (
+          SELECT 1 FROM orca.schedulers s
+          WHERE s.id = orca.runs.instance AND s.ended_at IS NULL
+            AND s.seen_at > now() - make_interval(secs => $1)
+            AND orca.runs.id = ANY(s.running))
     RETURNING id, pipeline, why
 ), e AS (
     INSERT INTO orca.events (run, pipeline, kind, why)

@@ -123,10 +123,62 @@ pub enum Cmd {
         #[command(flatten)]
         db: DbOpts,
     },
-    /// Run the scheduler until SIGTERM or SIGINT.
+    /// Run the scheduler until SIGTERM or SIGINT (ORCA_OVERLAP=on: SIGTERM drains).
     Scheduler {
-        /// Register this config file first (by default the database's pipelines are used as they are).
+        /// Register this config file once it leads (by default the database's pipelines are used as they are).
         #[arg(short = 'c', long = "config", value_name = "FILE")]
         config: Option<String>,
+        /// Act on running schedulers instead.
+        #[command(subcommand)]
+        action: Option<SchedulerCmd>,
+    },
+    /// Scheduler instances (ORCA_OVERLAP=on), oldest first.
+    Instances {
+        /// One JSON document.
+        #[arg(long)]
+        json: bool,
+        /// Database options.
+        #[command(flatten)]
+        db: DbOpts,
+    },
+    /// Deploying a new scheduler beside the running one (docs/deploy.md).
+    Deploy {
+        /// What to do.
+        #[command(subcommand)]
+        action: DeployCmd,
+    },
+}
+
+/// `orca scheduler ...` actions.
+#[derive(Subcommand, Debug)]
+pub enum SchedulerCmd {
+    /// Ask a live instance (default: the leader) to drain: it starts nothing
+    /// more, lets its runs end, and exits.
+    Drain {
+        /// The instance's id (see orca instances).
+        id: Option<i64>,
+        /// Database options.
+        #[command(flatten)]
+        db: DbOpts,
+    },
+}
+
+/// `orca deploy ...` actions.
+#[derive(Subcommand, Debug)]
+pub enum DeployCmd {
+    /// Why this binary can't start beside the scheduler going now (exit 1), or nothing (exit 0).
+    Check {
+        /// Database options.
+        #[command(flatten)]
+        db: DbOpts,
+    },
+    /// Wait for the newest live instance to lead (exit 1 on timeout).
+    Wait {
+        /// Seconds to wait at most.
+        #[arg(long, default_value_t = 60.0, value_name = "S")]
+        timeout: f64,
+        /// Database options.
+        #[command(flatten)]
+        db: DbOpts,
     },
 }

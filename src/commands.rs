@@ -7,6 +7,7 @@ use postgres::Client;
 
 use crate::cli::{ConfigOpts, DbOpts};
 use crate::config::{self, Config};
+use crate::overlap;
 use crate::runs::{self, Cancelled, STATES};
 use crate::sql;
 use crate::state::{self, Target};
@@ -286,5 +287,93 @@ pub fn pause(pipeline: &str, paused: bool, opts: &DbOpts) -> Outcome {
             Ok(())
         }
         None => Err(unknown_pipeline(&mut client, pipeline)),
+    }
+}
+
+fn stale() -> Result<f64, Failure> {
+    crate::settings::Timing::from_env()
+        .map(|t| t.stale)
+        .map_err(bad)
+}
+
+/// `orca scheduler drain [ID]`.
+pub fn drain(id: Option<i64>, opts: &DbOpts) -> Outcome {
+    let stale = stale()?;
+    let mut client = connect(opts)?;
+    match overlap::ask_drain(&mut client, id, stale, &runs::whoami()).map_err(pg)? {
+        Some(asked) => {
+            println!("asked scheduler {asked} to drain");
+            Ok(())
+        }
+        None => Err(no(match id {
+            Some(id) => format!("no live scheduler instance {id}"),
+            None => "no live scheduler instance leads".to_string(),
+        })),
+    }
+}
+
+/// `orca instances`. With overlap off there are no instance rows; the
+/// scheduler holding the lead is shown from the lock itself.
+pub fn instances(json: bool, opts: &DbOpts) -> Outcome {
+    let stale = stale()?;
+    let mut client = connect(opts)?;
+    let rows = overlap::instances(&mut client, stale).map_err(pg)?;
+    let unlisted_holder = if rows.iter().any(|r| r.role == "leader") {
+        None
+    } else {
+        crate::scheduler::lead_holder(&mut client)
+    };
+    if json {
+        let doc = serde_json::json!({
+            "instances": rows,
+            "lead_held_by_overlap_off_scheduler": unlisted_holder,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
+        return Ok(());
+    }
+    println!(
+        "{:>5}  {:<28} {:<9} {:<16} {:>10}  {:>4}  LAST SEEN",
+        "ID", "HOST PID", "ROLE", "IMAGE", "MIGRATIONS", "RUNS"
+    );
+    for r in &rows {
+        println!(
+            "{:>5}  {:<28} {:<9} {:<16} {:>10}  {:>4}  {} ({:.0}s ago)",
+            r.id,
+            format!("{} {}", r.host, r.pid),
+            r.role,
+            if r.image.is_empty() { "-" } else { &r.image },
+            r.migrations,
+            r.runs,
+            r.last_seen,
+            r.seen_ago
+        );
+    }
+    if let Some(holder) = unlisted_holder {
+        println!("    -  {holder:<28} leader    (a scheduler with ORCA_OVERLAP=off)");
+    }
+    Ok(())
+}
+
+/// `orca deploy check`: nothing printed and exit 0 when this binary can start
+/// beside the scheduler going now; else why, and exit 1.
+pub fn deploy_check(opts: &DbOpts) -> Outcome {
+    let stale = stale()?;
+    let mut client = connect(opts)?;
+    match overlap::overlap_refusal(&mut client, stale, state::migration_floor()).map_err(pg)? {
+        None => Ok(()),
+        Some(why) => Err(no(why)),
+    }
+}
+
+/// `orca deploy wait`.
+pub fn deploy_wait(timeout: f64, opts: &DbOpts) -> Outcome {
+    let stale = stale()?;
+    let mut client = connect(opts)?;
+    if overlap::wait_for_lead(&mut client, stale, timeout).map_err(pg)? {
+        Ok(())
+    } else {
+        Err(no(format!(
+            "the newest live scheduler instance does not lead after {timeout}s"
+        )))
     }
 }

@@ -6,6 +6,7 @@ mod child;
 mod cli;
 mod commands;
 mod config;
+mod overlap;
 mod runs;
 mod scheduler;
 mod settings;
@@ -68,7 +69,21 @@ fn main() {
         Cmd::Cancel { run, db } => commands::cancel(*run, db),
         Cmd::Pause { pipeline, db } => commands::pause(pipeline, true, db),
         Cmd::Resume { pipeline, db } => commands::pause(pipeline, false, db),
-        Cmd::Scheduler { config } => std::process::exit(scheduler::main(config.as_deref())),
+        Cmd::Scheduler {
+            action: Some(cli::SchedulerCmd::Drain { id, db }),
+            ..
+        } => commands::drain(*id, db),
+        Cmd::Scheduler {
+            config,
+            action: None,
+        } => std::process::exit(scheduler::main(config.as_deref())),
+        Cmd::Instances { json, db } => commands::instances(*json, db),
+        Cmd::Deploy {
+            action: cli::DeployCmd::Check { db },
+        } => commands::deploy_check(db),
+        Cmd::Deploy {
+            action: cli::DeployCmd::Wait { timeout, db },
+        } => commands::deploy_wait(*timeout, db),
     };
     if let Err(f) = result {
         for line in f.message.lines() {

@@ -17,7 +17,7 @@
 //!   ([`crate::child`]): they can't outlive the scheduler.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,10 +36,16 @@ pub const LEAD_LOCK: i64 = 1869767525;
 /// How many runs one tick starts at most (the rest wait a tick).
 const STARTS_PER_TICK: i64 = 64;
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// How many SIGTERM/SIGINT arrived. With overlap on, the first means drain
+/// and a second means stop now.
+static STOPS: AtomicUsize = AtomicUsize::new(0);
 
 extern "C" fn on_stop(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
+    STOPS.fetch_add(1, Ordering::SeqCst);
+}
+
+fn stops() -> usize {
+    STOPS.load(Ordering::SeqCst)
 }
 
 fn install_stop_handlers() {
@@ -62,6 +68,9 @@ enum Kill {
     Timeout,
     Cancel,
     Stop,
+    /// Its run was queued again elsewhere (its start is no longer ours):
+    /// killed at once, and nothing is recorded for it.
+    Lost,
 }
 
 struct Supervised {
@@ -87,7 +96,19 @@ struct Beat {
 struct Shared {
     beats: Vec<Beat>,
     cancels: HashSet<(i64, i32)>,
+    /// Attempts the heartbeat found no longer running at their start.
+    lost: HashSet<(i64, i32)>,
     done: bool,
+}
+
+/// This process as a scheduler instance (overlap on).
+struct Instance {
+    id: i64,
+    draining: bool,
+    /// The last beat that landed, by this process's monotonic clock.
+    last_beat: Instant,
+    /// Whether "waiting for the lead" was logged since the last change.
+    said_waiting: bool,
 }
 
 struct Sensor {
@@ -134,6 +155,12 @@ pub struct Scheduler {
     lead: Option<(u64, Instant)>,
     /// Another process took the lead while this one was cut off.
     lost_to: Option<String>,
+    /// This process's instance row, with overlap on.
+    instance: Option<Instance>,
+    /// A config to register once this process leads (`-c`, overlap on).
+    register: Option<config::Config>,
+    /// The instance drained and ended its row: time to exit 0.
+    ended: bool,
     running: Vec<Supervised>,
     pending: Vec<Pending>,
     shared: Arc<Mutex<Shared>>,
@@ -189,12 +216,19 @@ pub fn main(config_path: Option<&str>) -> i32 {
             return 2;
         }
     };
+    let overlap = match crate::overlap::overlap_on() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("orca: {e}");
+            return 2;
+        }
+    };
     install_stop_handlers();
     let mut db = Db::new(target.clone(), "scheduler");
     // Wait for the database, however long: a scheduler started before its
     // database (a reboot) should come up with it.
     while !db.ensure() {
-        if STOP.load(Ordering::SeqCst) {
+        if stops() > 0 {
             return 0;
         }
         std::thread::sleep(Duration::from_secs(1));
@@ -213,6 +247,31 @@ pub fn main(config_path: Option<&str>) -> i32 {
             eprintln!("orca: {e}");
             return 1;
         }
+    }
+    if overlap {
+        let id = loop {
+            match db.run(|c| crate::overlap::join(c, &host, known)) {
+                Ok(id) => break id,
+                Err(Fault::Down) if stops() == 0 => std::thread::sleep(Duration::from_secs(1)),
+                Err(e) => {
+                    eprintln!("orca: {e}");
+                    return 1;
+                }
+            }
+        };
+        log::info!(
+            "scheduler instance {id} on {host} (pid {}, image {}) joined; database {}",
+            std::process::id(),
+            crate::overlap::image(),
+            target.shown()
+        );
+        let instance = Instance {
+            id,
+            draining: false,
+            last_beat: Instant::now(),
+            said_waiting: false,
+        };
+        return run(db, target, timing, host, None, Some(instance), config);
     }
     let session = db.sessions;
     match db.run(|c| c.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])) {
@@ -242,6 +301,19 @@ pub fn main(config_path: Option<&str>) -> i32 {
         std::process::id(),
         target.shown()
     );
+    run(db, target, timing, host, Some(session), None, None)
+}
+
+/// Starts the heartbeat and alert threads, runs the tick loop, and stops them.
+fn run(
+    db: Db,
+    target: Target,
+    timing: Timing,
+    host: String,
+    lead_session: Option<u64>,
+    instance: Option<Instance>,
+    register: Option<config::Config>,
+) -> i32 {
     let shared = Arc::new(Mutex::new(Shared::default()));
     let beat_thread = {
         let shared = shared.clone();
@@ -264,8 +336,11 @@ pub fn main(config_path: Option<&str>) -> i32 {
         db,
         timing,
         host,
-        lead: Some((session, Instant::now())),
+        lead: lead_session.map(|s| (s, Instant::now())),
         lost_to: None,
+        instance,
+        register,
+        ended: false,
         running: Vec::new(),
         pending: Vec::new(),
         shared: shared.clone(),
@@ -288,7 +363,8 @@ impl Scheduler {
         let tick = Duration::from_secs_f64(self.timing.tick);
         let mut next = Instant::now();
         loop {
-            if STOP.load(Ordering::SeqCst) {
+            let signals = stops();
+            if signals > 0 && (self.instance.is_none() || signals > 1) {
                 return self.stop();
             }
             let (began, calls) = (Instant::now(), self.db.calls);
@@ -298,6 +374,10 @@ impl Scheduler {
                     began.elapsed().as_secs_f64() * 1000.0,
                     self.db.calls - calls,
                 ));
+            }
+            if self.ended {
+                log::info!("drained: exiting");
+                return 0;
             }
             if self.lost_to.is_some() && self.running.is_empty() && self.pending.is_empty() {
                 log::error!(
@@ -311,7 +391,7 @@ impl Scheduler {
             if next < now {
                 next = now;
             }
-            while Instant::now() < next && !STOP.load(Ordering::SeqCst) {
+            while Instant::now() < next && stops() == signals {
                 std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
             }
         }
@@ -322,10 +402,30 @@ impl Scheduler {
         self.reap();
         self.enforce();
         self.flush();
-        let Some(session) = self.leading() else {
+        let lead = if self.instance.is_some() {
+            self.overlap_step()
+        } else {
+            self.leading()
+        };
+        let Some(session) = lead else {
             self.publish();
             return;
         };
+        if let Some(config) = self.register.take() {
+            match self
+                .db
+                .run_fenced(session, |c| crate::commands::register_config(c, &config))
+            {
+                Ok(retired) => log::info!(
+                    "registered {} pipelines; retired {retired:?}",
+                    config.pipelines.len()
+                ),
+                Err(e) => {
+                    log::error!("register: {e}");
+                    self.register = Some(config);
+                }
+            }
+        }
         let view = match self
             .db
             .run_fenced(session, |c| c.query(sql::TICK_PIPELINES, &[]))
@@ -371,7 +471,7 @@ impl Scheduler {
     /// The session that holds the lead, taking the lock again after a
     /// reconnect; `None` while not leading.
     fn leading(&mut self) -> Option<u64> {
-        if self.lost_to.is_some() || STOP.load(Ordering::SeqCst) {
+        if self.lost_to.is_some() || stops() > 0 {
             return None;
         }
         if !self.db.ensure() {
@@ -415,6 +515,110 @@ impl Scheduler {
         }
     }
 
+    /// With overlap on: beats this instance, drains when a newer one is live
+    /// or it is asked to (or got SIGTERM), and otherwise takes the lead when
+    /// it is free, or held by a gone instance. Returns the leading session.
+    fn overlap_step(&mut self) -> Option<u64> {
+        let stale = self.timing.stale;
+        let ours = self.ours();
+        let Some(inst) = self.instance.as_mut() else {
+            return None;
+        };
+        let id = inst.id;
+        // A leader that could not beat for the stale limit stops deciding by
+        // itself: another instance may have taken over meanwhile.
+        if self.lead.is_some() && inst.last_beat.elapsed().as_secs_f64() > stale {
+            log::warn!("no beat landed for over {stale}s: deciding nothing until one does");
+            self.lead = None;
+        }
+        let beat = match self.db.run(|c| crate::overlap::beat(c, id, &ours, stale)) {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                log::error!("instance {id}'s row has ended: draining");
+                crate::overlap::Beat {
+                    drain_asked: true,
+                    newer: None,
+                }
+            }
+            Err(e) => {
+                self.complain(e);
+                return None;
+            }
+        };
+        let inst = self.instance.as_mut().expect("checked above");
+        inst.last_beat = Instant::now();
+        let why = if stops() > 0 {
+            Some("got SIGTERM or SIGINT".to_string())
+        } else if beat.drain_asked {
+            Some("asked to drain (orca scheduler drain)".to_string())
+        } else {
+            beat.newer
+                .map(|n| format!("a newer instance ({n}) is live"))
+        };
+        if let Some(why) = why
+            && !inst.draining
+        {
+            match self.db.run(|c| crate::overlap::step_down(c, id, &why)) {
+                Ok(()) => {
+                    log::info!(
+                        "draining: {why}; supervising {} runs to their end",
+                        self.running.len()
+                    );
+                    inst.draining = true;
+                    self.lead = None;
+                }
+                Err(e) => {
+                    self.complain(e);
+                    return None;
+                }
+            }
+        }
+        if inst.draining {
+            if self.running.is_empty() && self.pending.is_empty() {
+                match self.db.run(|c| crate::overlap::end(c, id)) {
+                    Ok(()) => self.ended = true,
+                    Err(e) => self.complain(e),
+                }
+            }
+            return None;
+        }
+        let session = self.db.sessions;
+        if let Some((s, _)) = self.lead
+            && s == session
+        {
+            return Some(session);
+        }
+        self.lead = None;
+        match self
+            .db
+            .run_fenced(session, |c| crate::overlap::try_lead(c, id, stale))
+        {
+            Ok(crate::overlap::Lead::Taken) => {
+                log::info!("instance {id} leads");
+                inst.said_waiting = false;
+                self.lead = Some((session, Instant::now()));
+                Some(session)
+            }
+            Ok(crate::overlap::Lead::Held) => {
+                if !inst.said_waiting {
+                    let who = self
+                        .db
+                        .run_fenced(session, |c| Ok(lead_holder(c)))
+                        .ok()
+                        .flatten()
+                        .unwrap_or_else(|| "another process".into());
+                    log::info!("instance {id} waits for the lead, held by {who}");
+                    inst.said_waiting = true;
+                }
+                None
+            }
+            Err(e) => {
+                self.complain(e);
+                None
+            }
+        }
+    }
+
     fn complain(&self, e: Fault) {
         if let Fault::Sql(msg) = e {
             log::error!("{msg}");
@@ -430,9 +634,18 @@ impl Scheduler {
                 continue;
             };
             let s = self.running.swap_remove(i);
+            if matches!(s.kill, Some((Kill::Lost, _, _))) {
+                log::warn!(
+                    "run {} attempt {}: was queued again elsewhere; its process was killed, nothing recorded",
+                    s.id,
+                    s.start
+                );
+                continue;
+            }
             let output = s.child.tail.snapshot();
             let took = s.started.elapsed().as_secs_f64();
             let pending = match s.kill {
+                Some((Kill::Lost, _, _)) => continue,
                 Some((Kill::Stop, _, _)) => Pending::Requeue {
                     id: s.id,
                     start: s.start,
@@ -485,8 +698,19 @@ impl Scheduler {
 
     /// Timeouts and cancels: SIGTERM to the group, SIGKILL after the grace.
     fn enforce(&mut self) {
-        let cancels: HashSet<(i64, i32)> =
-            std::mem::take(&mut self.shared.lock().expect("shared").cancels);
+        let (cancels, lost) = {
+            let mut shared = self.shared.lock().expect("shared");
+            (
+                std::mem::take(&mut shared.cancels),
+                std::mem::take(&mut shared.lost),
+            )
+        };
+        for s in &mut self.running {
+            if lost.contains(&(s.id, s.start)) && !matches!(s.kill, Some((Kill::Lost, _, _))) {
+                s.child.signal(libc::SIGKILL);
+                s.kill = Some((Kill::Lost, Instant::now(), true));
+            }
+        }
         let grace = Duration::from_secs_f64(self.timing.kill_grace);
         let mut timed_out = Vec::new();
         for s in &mut self.running {
@@ -753,7 +977,7 @@ impl Scheduler {
             Err(e) => return self.complain(e),
         };
         for row in rows {
-            if STOP.load(Ordering::SeqCst) {
+            if stops() > 0 {
                 return;
             }
             let id: i64 = row.get(0);
@@ -763,7 +987,10 @@ impl Scheduler {
                 continue;
             };
             let start: i32 = match self.db.run_fenced(session, |c| {
-                c.query_opt(sql::RUN_START, &[&id, &self.host, &None::<i64>])
+                c.query_opt(
+                    sql::RUN_START,
+                    &[&id, &self.host, &self.instance.as_ref().map(|i| i.id)],
+                )
             }) {
                 Ok(Some(row)) => row.get(0),
                 Ok(None) => continue,
@@ -876,6 +1103,12 @@ impl Scheduler {
                 self.pending.len()
             );
         }
+        if let Some(instance) = &self.instance {
+            let id = instance.id;
+            if let Err(e) = self.db.run(|c| crate::overlap::end(c, id)) {
+                log::warn!("can't end instance {id}'s row ({e}); it goes stale by itself");
+            }
+        }
         self.write_stats();
         0
     }
@@ -926,15 +1159,25 @@ fn heartbeat_loop(mut db: Db, shared: Arc<Mutex<Shared>>) {
             let pids: Vec<i32> = beats.iter().map(|b| b.pid).collect();
             if let Ok(rows) = db.run(|c| c.query(sql::HEARTBEAT, &[&ids, &starts, &pids])) {
                 let mut cancels = Vec::new();
+                let mut beaten = HashSet::new();
                 for r in rows {
-                    if r.get::<_, bool>(1) {
-                        let id: i64 = r.get(0);
-                        if let Some(b) = beats.iter().find(|b| b.id == id) {
-                            cancels.push((id, b.start));
-                        }
+                    let id: i64 = r.get(0);
+                    beaten.insert(id);
+                    if r.get::<_, bool>(1)
+                        && let Some(b) = beats.iter().find(|b| b.id == id)
+                    {
+                        cancels.push((id, b.start));
                     }
                 }
-                shared.lock().expect("shared").cancels.extend(cancels);
+                // A process whose attempt is no longer running at its start
+                // (queued again and started elsewhere): the main thread kills it.
+                let lost = beats
+                    .iter()
+                    .filter(|b| b.pid != 0 && !beaten.contains(&b.id))
+                    .map(|b| (b.id, b.start));
+                let mut shared = shared.lock().expect("shared");
+                shared.cancels.extend(cancels);
+                shared.lost.extend(lost);
             }
             for b in &beats {
                 let generation = b.tail.generation();

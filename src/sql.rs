@@ -8,6 +8,10 @@ pub const ALERT_FAILED: &str = include_str!("../sql/alert_failed.sql");
 pub const ALERT_SENT: &str = include_str!("../sql/alert_sent.sql");
 /// See `sql/alerts_claim.sql`.
 pub const ALERTS_CLAIM: &str = include_str!("../sql/alerts_claim.sql");
+/// See `sql/deploy_check.sql`.
+pub const DEPLOY_CHECK: &str = include_str!("../sql/deploy_check.sql");
+/// See `sql/deploy_wait.sql`.
+pub const DEPLOY_WAIT: &str = include_str!("../sql/deploy_wait.sql");
 /// See `sql/event_add.sql`.
 pub const EVENT_ADD: &str = include_str!("../sql/event_add.sql");
 /// See `sql/events_list.sql`.
@@ -16,8 +20,26 @@ pub const EVENTS_LIST: &str = include_str!("../sql/events_list.sql");
 pub const FIRE: &str = include_str!("../sql/fire.sql");
 /// See `sql/heartbeat.sql`.
 pub const HEARTBEAT: &str = include_str!("../sql/heartbeat.sql");
+/// See `sql/instance_ask_drain.sql`.
+pub const INSTANCE_ASK_DRAIN: &str = include_str!("../sql/instance_ask_drain.sql");
+/// See `sql/instance_beat.sql`.
+pub const INSTANCE_BEAT: &str = include_str!("../sql/instance_beat.sql");
+/// See `sql/instance_drain.sql`.
+pub const INSTANCE_DRAIN: &str = include_str!("../sql/instance_drain.sql");
+/// See `sql/instance_end.sql`.
+pub const INSTANCE_END: &str = include_str!("../sql/instance_end.sql");
+/// See `sql/instance_join.sql`.
+pub const INSTANCE_JOIN: &str = include_str!("../sql/instance_join.sql");
+/// See `sql/instance_lead.sql`.
+pub const INSTANCE_LEAD: &str = include_str!("../sql/instance_lead.sql");
+/// See `sql/instances_list.sql`.
+pub const INSTANCES_LIST: &str = include_str!("../sql/instances_list.sql");
 /// See `sql/lead_holder.sql`.
 pub const LEAD_HOLDER: &str = include_str!("../sql/lead_holder.sql");
+/// See `sql/lead_release.sql`.
+pub const LEAD_RELEASE: &str = include_str!("../sql/lead_release.sql");
+/// See `sql/lead_takeover.sql`.
+pub const LEAD_TAKEOVER: &str = include_str!("../sql/lead_takeover.sql");
 /// See `sql/lead_try.sql`.
 pub const LEAD_TRY: &str = include_str!("../sql/lead_try.sql");
 /// See `sql/migrate_lock.sql`.

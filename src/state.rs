@@ -39,11 +39,18 @@ pub struct Migration {
 }
 
 /// Every migration this binary knows, oldest first.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "core",
-    sql: include_str!("../sql/migrations/0001_core.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "core",
+        sql: include_str!("../sql/migrations/0001_core.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "overlap",
+        sql: include_str!("../sql/migrations/0002_overlap.sql"),
+    },
+];
 
 /// The marker line by which a migration declares that it raises the floor:
 /// a binary that knows fewer migrations can't run beside one that knows it.

@@ -1,0 +1,219 @@
+//! Scheduler instances (seed 002, `orca.instances`): several `orca
+//! scheduler`s on one Postgres during a deploy, one leading, the older
+//! draining, nothing lost or run twice.
+//!
+//! With `ORCA_OVERLAP=on` each scheduler has a row in `orca.schedulers`,
+//! beaten every tick with the runs its processes are. The newest live
+//! instance that isn't draining leads: it holds `LEAD_LOCK` on the session it
+//! decides on. An older instance that sees a newer live one (or is asked to)
+//! gives the lock up and drains: it starts nothing, supervises its runs to
+//! their end, ends its row and exits 0.
+//!
+//! Live means: not ended, and seen within the stale limit by the database's
+//! clock. A run is held while the live instance that started it lists it; only
+//! a gone instance's runs, once their heartbeats are stale too, are queued
+//! again (the sweep in `sql/sweep.sql`).
+
+use postgres::Client;
+use serde::Serialize;
+
+use crate::scheduler::LEAD_LOCK;
+use crate::sql;
+
+/// `ORCA_OVERLAP`: `off` (the default: one scheduler at a time) or `on`.
+pub fn overlap_on() -> Result<bool, String> {
+    match std::env::var("ORCA_OVERLAP").as_deref() {
+        Err(_) | Ok("") | Ok("off") => Ok(false),
+        Ok("on") => Ok(true),
+        Ok(other) => Err(format!("ORCA_OVERLAP={other}: want on or off")),
+    }
+}
+
+/// `ORCA_IMAGE`: what this binary is (an image tag, a version), for `orca instances`.
+pub fn image() -> String {
+    std::env::var("ORCA_IMAGE").unwrap_or_default()
+}
+
+/// Adds this process's row; returns its id.
+pub fn join(client: &mut Client, host: &str, migrations: i32) -> Result<i64, postgres::Error> {
+    let pid = std::process::id() as i32;
+    client
+        .query_one(sql::INSTANCE_JOIN, &[&host, &pid, &image(), &migrations])
+        .map(|r| r.get(0))
+}
+
+/// What a beat learned.
+pub struct Beat {
+    /// The instance was asked to drain.
+    pub drain_asked: bool,
+    /// The newest live instance after this one that isn't draining.
+    pub newer: Option<i64>,
+}
+
+/// Marks instance `id` seen with `running` its processes' runs. `None` when
+/// its row has ended.
+pub fn beat(
+    client: &mut Client,
+    id: i64,
+    running: &[i64],
+    stale: f64,
+) -> Result<Option<Beat>, postgres::Error> {
+    Ok(client
+        .query_opt(sql::INSTANCE_BEAT, &[&id, &running, &stale])?
+        .map(|r| Beat {
+            drain_asked: r.get(0),
+            newer: r.get(1),
+        }))
+}
+
+/// What taking the lead came to.
+pub enum Lead {
+    /// This session holds `LEAD_LOCK` now.
+    Taken,
+    /// Another session holds it.
+    Held,
+}
+
+/// Takes the lead for instance `id` if no one holds it; if a gone instance
+/// holds it (hung, or cut off), ends that holder's session first.
+pub fn try_lead(client: &mut Client, id: i64, stale: f64) -> Result<Lead, postgres::Error> {
+    let take = |c: &mut Client| -> Result<bool, postgres::Error> {
+        Ok(c.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])?.get(0))
+    };
+    let mut taken = take(client)?;
+    if !taken {
+        for row in client.query(sql::LEAD_TAKEOVER, &[&LEAD_LOCK, &stale])? {
+            let gone: i64 = row.get(0);
+            log::warn!("scheduler {gone} holds the lead but is gone: its session was ended");
+        }
+        taken = take(client)?;
+    }
+    if taken {
+        client.execute(sql::INSTANCE_LEAD, &[&id])?;
+        Ok(Lead::Taken)
+    } else {
+        Ok(Lead::Held)
+    }
+}
+
+/// Instance `id` drains: gives up the lead (if it held it) and records why.
+pub fn step_down(client: &mut Client, id: i64, why: &str) -> Result<(), postgres::Error> {
+    client.query_one(sql::LEAD_RELEASE, &[])?;
+    client.execute(sql::INSTANCE_DRAIN, &[&id, &why])?;
+    Ok(())
+}
+
+/// Instance `id` has ended: gone at once.
+pub fn end(client: &mut Client, id: i64) -> Result<(), postgres::Error> {
+    client.execute(sql::INSTANCE_END, &[&id]).map(|_| ())
+}
+
+/// Asks live instance `id` (the leader when `None`) to drain; the id asked,
+/// or `None` if there is no such live instance.
+pub fn ask_drain(
+    client: &mut Client,
+    id: Option<i64>,
+    stale: f64,
+    by: &str,
+) -> Result<Option<i64>, postgres::Error> {
+    Ok(client
+        .query_opt(sql::INSTANCE_ASK_DRAIN, &[&id, &stale, &by])?
+        .map(|r| r.get(0)))
+}
+
+/// An instance as `orca instances` shows it.
+#[derive(Serialize, Debug)]
+pub struct InstanceRow {
+    /// Its id (join order).
+    pub id: i64,
+    /// Its host.
+    pub host: String,
+    /// Its pid there.
+    pub pid: i32,
+    /// leader, standby, draining, or gone.
+    pub role: String,
+    /// `ORCA_IMAGE` it runs.
+    pub image: String,
+    /// Migrations its binary knows.
+    pub migrations: i32,
+    /// Runs its processes are.
+    pub runs: i32,
+    /// Seconds since it was last seen (the database's clock).
+    pub seen_ago: f64,
+    /// When it was last seen (UTC).
+    pub last_seen: String,
+}
+
+/// Every instance not long gone (ended or unseen within the last hour), oldest first.
+pub fn instances(client: &mut Client, stale: f64) -> Result<Vec<InstanceRow>, postgres::Error> {
+    Ok(client
+        .query(sql::INSTANCES_LIST, &[&stale])?
+        .iter()
+        .map(|r| {
+            let live: bool = r.get(7);
+            let leading: bool = r.get(8);
+            let draining: bool = r.get(9);
+            let role = match (live, leading, draining) {
+                (false, _, _) => "gone",
+                (true, _, true) => "draining",
+                (true, true, false) => "leader",
+                (true, false, false) => "standby",
+            };
+            InstanceRow {
+                id: r.get(0),
+                host: r.get(1),
+                pid: r.get(2),
+                role: role.into(),
+                image: r.get(3),
+                migrations: r.get(4),
+                runs: r.get(5),
+                seen_ago: r.get(6),
+                last_seen: r.get(11),
+            }
+        })
+        .collect())
+}
+
+/// Why this binary can't start beside the scheduler going now, or `None` if
+/// it can: a live instance must lead, and none may know fewer migrations
+/// than this binary's floor. Doesn't migrate.
+pub fn overlap_refusal(
+    client: &mut Client,
+    stale: f64,
+    floor: i32,
+) -> Result<Option<String>, postgres::Error> {
+    let row = client.query_one(sql::DEPLOY_CHECK, &[&stale, &floor])?;
+    let led: bool = row.get(0);
+    let behind: Option<String> = row.get(1);
+    Ok(if !led {
+        Some("no live scheduler instance leads (is one running with ORCA_OVERLAP=on?)".to_string())
+    } else {
+        behind.map(|b| {
+            format!(
+                "{b} migrations, fewer than this binary's floor of {floor}: it can't run beside this binary; stop it first"
+            )
+        })
+    })
+}
+
+/// Waits up to `timeout` seconds for the newest live instance to lead (a
+/// handover over); true at once with no instance live.
+pub fn wait_for_lead(
+    client: &mut Client,
+    stale: f64,
+    timeout: f64,
+) -> Result<bool, postgres::Error> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout);
+    loop {
+        if client
+            .query_one(sql::DEPLOY_WAIT, &[&stale])?
+            .get::<_, bool>(0)
+        {
+            return Ok(true);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
