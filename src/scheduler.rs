@@ -521,9 +521,7 @@ impl Scheduler {
     fn overlap_step(&mut self) -> Option<u64> {
         let stale = self.timing.stale;
         let ours = self.ours();
-        let Some(inst) = self.instance.as_mut() else {
-            return None;
-        };
+        let inst = self.instance.as_mut()?;
         let id = inst.id;
         // A leader that could not beat for the stale limit stops deciding by
         // itself: another instance may have taken over meanwhile.
