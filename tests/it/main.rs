@@ -4,4 +4,5 @@
 mod cli;
 mod harness;
 mod outage;
+mod overlap;
 mod scheduler;

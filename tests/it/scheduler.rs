@@ -92,7 +92,7 @@ fn a_schedule_fires_once_per_slot_across_restarts() {
 
 /// Reads `start ID T` / `end ID T` lines and returns the most runs that
 /// were inside their command at once.
-fn max_overlap(log: &str) -> usize {
+pub fn max_overlap(log: &str) -> usize {
     let mut points: Vec<(f64, i32)> = log
         .lines()
         .filter_map(|l| {

@@ -1,0 +1,370 @@
+//! Scheduler overlap (ORCA_OVERLAP=on): deploys, crashes, hangs and outages
+//! with several real `orca scheduler` processes on one database.
+
+use crate::harness::*;
+
+fn overlap(db: &TestDb, dir: &TempDir, image: &str) -> Proc {
+    db.scheduler(dir, &[("ORCA_OVERLAP", "on"), ("ORCA_IMAGE", image)])
+}
+
+/// The id of the instance with pid `pid`.
+fn instance_of(db: &TestDb, pid: i32) -> i64 {
+    let mut id = 0;
+    wait_until("the instance joins", 30.0, || {
+        let row = db
+            .client()
+            .query_opt("SELECT id FROM orca.schedulers WHERE pid = $1", &[&pid])
+            .unwrap();
+        if let Some(r) = row {
+            id = r.get(0);
+        }
+        id != 0
+    });
+    id
+}
+
+fn leads(db: &TestDb, id: i64) -> bool {
+    db.client()
+        .query_one("SELECT leads FROM orca.schedulers WHERE id = $1", &[&id])
+        .unwrap()
+        .get(0)
+}
+
+/// Seconds from joining to taking the lead, by the database's clock.
+fn join_to_lead(db: &TestDb, id: i64) -> f64 {
+    db.client()
+        .query_one(
+            "SELECT extract(epoch FROM lead_since - joined_at)::float8 FROM orca.schedulers WHERE id = $1",
+            &[&id],
+        )
+        .unwrap()
+        .get(0)
+}
+
+fn spans_config(log: &std::path::Path, max_runs: u32, secs: f64) -> String {
+    format!(
+        "[pipelines.p]\nmax_runs = {max_runs}\ncommand = \"echo start $ORCA_RUN_ID $(date +%s.%N) >> {0}; sleep {secs}; echo end $ORCA_RUN_ID $(date +%s.%N) >> {0}\"\n",
+        log.display()
+    )
+}
+
+#[test]
+fn a_deploy_hands_over_without_losing_or_doubling_a_run() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let log = dir.path("spans");
+    db.register(&dir, &spans_config(&log, 5, 1.5));
+    let ids: Vec<i64> = (0..20).map(|_| db.queue("p")).collect();
+    let mut a = overlap(&db, &dir, "a");
+    let a_id = instance_of(&db, a.pid());
+    wait_until("A runs five", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'running'") == 5
+    });
+    let mut b = overlap(&db, &dir, "b");
+    let b_id = instance_of(&db, b.pid());
+    assert!(b_id > a_id);
+    wait_until("B leads", 30.0, || leads(&db, b_id));
+    // A drains: it lets its runs end, then exits 0.
+    assert!(
+        a.wait(60.0).success(),
+        "A drains and exits 0:\n{}",
+        a.output()
+    );
+    wait_until("all twenty succeed", 90.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'succeeded'") == 20
+    });
+    for id in &ids {
+        assert_eq!(db.events(*id, "started"), 1, "run {id} started once");
+        assert_eq!(db.events(*id, "succeeded"), 1, "run {id} ended once");
+        assert_eq!(db.events(*id, "requeued"), 0, "run {id} was not requeued");
+    }
+    let spans = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        spans.lines().filter(|l| l.starts_with("start")).count(),
+        20,
+        "no run ran twice"
+    );
+    assert!(
+        crate::scheduler::max_overlap(&spans) <= 5,
+        "max_runs held across A and B:\n{spans}"
+    );
+    let by_b: i64 = db.one(&format!(
+        "SELECT count(*) FROM orca.runs WHERE instance = {b_id}"
+    ));
+    let by_a: i64 = db.one(&format!(
+        "SELECT count(*) FROM orca.runs WHERE instance = {a_id}"
+    ));
+    assert!(
+        by_a >= 5 && by_b >= 1 && by_a + by_b == 20,
+        "A started {by_a}, B {by_b}"
+    );
+    let instances: serde_json::Value =
+        serde_json::from_str(&db.ok(&["instances", "--json"])).unwrap();
+    let roles: Vec<(i64, String, String)> = instances["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["id"].as_i64().unwrap(),
+                i["role"].as_str().unwrap().to_string(),
+                i["image"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        vec![
+            (a_id, "gone".into(), "a".into()),
+            (b_id, "leader".into(), "b".into())
+        ]
+    );
+    b.signal(libc::SIGTERM);
+    assert!(b.wait(30.0).success());
+}
+
+#[test]
+fn a_crashed_leader_restarted_at_once_leads_and_its_runs_finish_once() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.p]\nmax_runs = 3\ncommand = \"if [ $ORCA_RUN_START = 1 ]; then sleep 300 & echo $! >> {}; wait; fi; echo done $ORCA_RUN_START\"\n",
+            pids.display()
+        ),
+    );
+    let ids: Vec<i64> = (0..3).map(|_| db.queue("p")).collect();
+    let mut a = overlap(&db, &dir, "a");
+    wait_until("three runs running", 30.0, || pids_in(&pids).len() == 3);
+    a.signal(libc::SIGKILL);
+    a.wait(10.0);
+    let started = std::time::Instant::now();
+    let b = overlap(&db, &dir, "a");
+    let b_id = instance_of(&db, b.pid());
+    wait_until("the restarted scheduler leads", 20.0, || leads(&db, b_id));
+    let took = join_to_lead(&db, b_id);
+    assert!(
+        took < 2.0,
+        "joined to leading took {took}s (wall {:?})",
+        started.elapsed()
+    );
+    wait_until("the dead one's runs finish, once each", 60.0, || {
+        ids.iter().all(|id| db.state(*id) == "succeeded")
+    });
+    for id in &ids {
+        assert_eq!(db.events(*id, "requeued"), 1);
+        assert_eq!(db.events(*id, "succeeded"), 1);
+        assert_eq!(
+            db.one::<i32>(&format!("SELECT start FROM orca.runs WHERE id = {id}")),
+            2
+        );
+    }
+    assert!(pids_in(&pids).iter().all(|p| !alive(*p)));
+}
+
+#[test]
+fn a_hung_leader_is_fenced_off_and_drains_after_it_wakes() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.p]\nmax_runs = 2\ncommand = \"sleep 300 & echo $! >> {}; wait\"\n[pipelines.q]\ncommand = \"echo q\"\n",
+            pids.display()
+        ),
+    );
+    let first: Vec<i64> = (0..2).map(|_| db.queue("p")).collect();
+    let mut a = overlap(&db, &dir, "a");
+    let a_id = instance_of(&db, a.pid());
+    wait_until("two runs running", 30.0, || pids_in(&pids).len() == 2);
+    let old_processes = pids_in(&pids);
+    a.signal(libc::SIGSTOP);
+    let b = overlap(&db, &dir, "b");
+    let b_id = instance_of(&db, b.pid());
+    wait_until("B takes the lead from the hung A", 30.0, || {
+        leads(&db, b_id)
+    });
+    let stale = 3.0;
+    let took = join_to_lead(&db, b_id);
+    assert!(
+        took <= stale + 2.0,
+        "took {took}s to lead (stale limit {stale}s)"
+    );
+    // A's runs: A is gone and their heartbeats are stale: B runs them again.
+    wait_until("B starts A's runs again", 60.0, || {
+        first.iter().all(|id| {
+            db.client()
+                .query_one("SELECT start, instance FROM orca.runs WHERE id = $1", &[id])
+                .map(|r| r.get::<_, i32>(0) == 2 && r.get::<_, Option<i64>>(1) == Some(b_id))
+                .unwrap()
+        })
+    });
+    a.signal(libc::SIGCONT);
+    let q = db.queue("q");
+    wait_until("q succeeds", 30.0, || db.state(q) == "succeeded");
+    // A wakes, finds its session ended and a newer instance: it decides
+    // nothing, kills the processes whose runs moved on, drains and exits.
+    let status = a.wait(60.0);
+    assert!(status.success(), "A drains and exits 0:\n{}", a.output());
+    wait_until("A's old processes are gone", 10.0, || {
+        old_processes.iter().all(|p| !alive(*p))
+    });
+    let by_a: i64 = db.one(&format!(
+        "SELECT count(*) FROM orca.runs WHERE instance = {a_id}"
+    ));
+    assert_eq!(by_a, 0, "every run is B's now");
+    let q_by: Option<i64> = db.one(&format!("SELECT instance FROM orca.runs WHERE id = {q}"));
+    assert_eq!(q_by, Some(b_id));
+    for id in &first {
+        assert_eq!(db.state(*id), "running", "run {id} still runs under B");
+        assert_eq!(db.events(*id, "started"), 2);
+    }
+    assert!(
+        a.output().contains("queued again elsewhere"),
+        "{}",
+        a.output()
+    );
+}
+
+#[test]
+fn a_database_restart_with_two_instances_requeues_nothing() {
+    let cluster = Cluster::new("");
+    cluster.start();
+    let db = TestDb::on(&cluster.url());
+    let dir = TempDir::new();
+    let done = dir.path("done");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.p]\nmax_runs = 4\ncommand = \"sleep 8; echo $ORCA_RUN_ID >> {}\"\n",
+            done.display()
+        ),
+    );
+    let ids: Vec<i64> = (0..4).map(|_| db.queue("p")).collect();
+    let mut a = overlap(&db, &dir, "a");
+    wait_until("four running", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'running'") == 4
+    });
+    let mut b = overlap(&db, &dir, "b");
+    let b_id = instance_of(&db, b.pid());
+    wait_until("B leads, A drains its runs", 30.0, || leads(&db, b_id));
+    cluster.restart();
+    wait_until("the four runs end", 60.0, || {
+        ids.iter().all(|id| db.state(*id) == "succeeded")
+    });
+    assert!(
+        a.wait(30.0).success(),
+        "A drains and exits:\n{}",
+        a.output()
+    );
+    for id in &ids {
+        assert_eq!(
+            db.events(*id, "requeued"),
+            0,
+            "run {id} requeued while A lived"
+        );
+        assert_eq!(db.events(*id, "started"), 1);
+        assert_eq!(db.events(*id, "succeeded"), 1);
+    }
+    b.signal(libc::SIGTERM);
+    assert!(b.wait(30.0).success());
+}
+
+#[test]
+fn instances_drain_and_deploy_commands() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    // Overlap off: no instance rows, but `orca instances` names the scheduler.
+    let mut off = db.scheduler(&dir, &[]);
+    wait_until("the overlap-off scheduler leads", 20.0, || {
+        off.output().contains("leads")
+    });
+    let text_out = db.ok(&["instances"]);
+    assert!(
+        text_out.contains(&format!("pid {}", off.pid())) && text_out.contains("ORCA_OVERLAP=off"),
+        "{text_out}"
+    );
+    off.signal(libc::SIGTERM);
+    assert!(off.wait(30.0).success());
+
+    let check = db.run(&["deploy", "check"]);
+    assert_eq!(check.status.code(), Some(1));
+    assert!(text(&check.stderr).contains("no live scheduler instance leads"));
+    let none = db.run(&["scheduler", "drain"]);
+    assert_eq!(none.status.code(), Some(1), "no leader to drain");
+    assert!(
+        db.run(&["deploy", "wait", "--timeout", "1"])
+            .status
+            .success(),
+        "no instance: at once"
+    );
+
+    let mut a = overlap(&db, &dir, "img-a");
+    let a_id = instance_of(&db, a.pid());
+    wait_until("A leads", 20.0, || leads(&db, a_id));
+    let check = db.run(&["deploy", "check"]);
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));
+    assert!(check.stdout.is_empty() && check.stderr.is_empty());
+    assert!(
+        db.run(&["deploy", "wait", "--timeout", "5"])
+            .status
+            .success()
+    );
+
+    // A live (draining) instance that knows fewer migrations than the floor.
+    db.client()
+        .execute(
+            "INSERT INTO orca.schedulers (host, pid, image, migrations, draining) VALUES ('old-host', 4242, 'old', 1, true)",
+            &[],
+        )
+        .unwrap();
+    let check = db.run(&["deploy", "check"]);
+    assert_eq!(check.status.code(), Some(1));
+    let why = text(&check.stderr);
+    assert!(why.contains("old-host") && why.contains("floor"), "{why}");
+    let listing = db.ok(&["instances"]);
+    let lines: Vec<&str> = listing.lines().collect();
+    assert!(
+        lines[1].contains("leader") && lines[1].contains("img-a"),
+        "{listing}"
+    );
+    assert!(
+        lines[2].contains("draining") && lines[2].contains("old-host 4242"),
+        "{listing}"
+    );
+    db.client()
+        .execute("DELETE FROM orca.schedulers WHERE pid = 4242", &[])
+        .unwrap();
+
+    // A newer live instance that never takes the lead: A drains for it, and
+    // `deploy wait` times out.
+    db.client()
+        .execute(
+            "INSERT INTO orca.schedulers (host, pid, image, migrations) VALUES ('new-host', 4343, 'new', 2)",
+            &[],
+        )
+        .unwrap();
+    let wait = db.run(&["deploy", "wait", "--timeout", "1"]);
+    assert_eq!(wait.status.code(), Some(1));
+    assert!(a.wait(30.0).success(), "A drains for the newer instance");
+    db.client()
+        .execute("DELETE FROM orca.schedulers WHERE pid = 4343", &[])
+        .unwrap();
+
+    // `orca scheduler drain` asks the leader.
+    let mut c = overlap(&db, &dir, "img-c");
+    let c_id = instance_of(&db, c.pid());
+    wait_until("C leads", 20.0, || leads(&db, c_id));
+    let asked = db.ok(&["scheduler", "drain"]);
+    assert!(asked.contains(&c_id.to_string()), "{asked}");
+    assert!(c.wait(30.0).success(), "C drains and exits 0");
+    let again = db.run(&["scheduler", "drain", &c_id.to_string()]);
+    assert_eq!(again.status.code(), Some(1), "C is gone");
+    let events = db.ok(&["events"]);
+    for kind in ["lead taken", "draining", "drain asked", "ended"] {
+        assert!(events.contains(kind), "no '{kind}' event:\n{events}");
+    }
+}
