@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # orca's figures: tick cost against finished history, the tick's query plans,
-# runs started per second, the scheduler's peak RSS and the binary's size.
+# runs started per second, the scheduler's peak RSS, the binary's size, and
+# the leaderless gaps of scheduler overlap (deploy handover, crash, hang).
 #
 #   scripts/test-db.sh bench/bench.sh
 #
@@ -8,11 +9,13 @@
 # sets it) and the release binary (target/release/orca, or ORCA_BIN). Prints
 # `name: value` lines under `== heading ==` lines on stdout; figures, not
 # pass/fail (a goal is named next to the figure it applies to). Progress and
-# problems go to stderr. Makes databases orca_bench, orca_bench_small and
-# orca_bench_rate, and drops them at exit (ORCA_BENCH_KEEP=1 keeps them).
+# problems go to stderr. Makes databases orca_bench, orca_bench_small,
+# orca_bench_rate and orca_bench_overlap, and drops them at exit
+# (ORCA_BENCH_KEEP=1 keeps them).
 #
 # Knobs: ORCA_BENCH_TICK_SECONDS (20): how long each tick measurement runs;
-# ORCA_BENCH_FINISHED (1000000): finished runs in the big database.
+# ORCA_BENCH_FINISHED (1000000): finished runs in the big database;
+# ORCA_BENCH_OVERLAP_REPS (5): repetitions of each overlap figure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +38,7 @@ command -v "$PSQL" >/dev/null || { echo "bench: no psql at $PSQL" >&2; exit 2; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/orca-bench.XXXXXX")
 sched_pids=""   # schedulers this script started and has not seen exit
+stopped_pids="" # those of them it has SIGSTOPped and not yet SIGCONTed
 made_dbs=""     # databases this script made
 
 log() { echo "bench: $*" >&2; }
@@ -112,7 +116,16 @@ drop_db() {
 cleanup() {
   local rc=$? p d
   trap - EXIT INT TERM
-  for p in $sched_pids; do stop_sched "$p" 5 >/dev/null 2>&1 || true; done
+  # A stopped process acts on no signal but SIGKILL (SIGTERM would wait for a
+  # SIGCONT): wake it, and kill it, hung as it is.
+  for p in $stopped_pids; do
+    kill -CONT "$p" 2>/dev/null || true
+    kill -KILL "$p" 2>/dev/null || true
+  done
+  for p in $sched_pids; do
+    kill -CONT "$p" 2>/dev/null || true
+    stop_sched "$p" 5 >/dev/null 2>&1 || true
+  done
   if [ "${ORCA_BENCH_KEEP:-0}" != 1 ]; then
     for d in $made_dbs; do drop_db "$d" 2>/dev/null || log "could not drop database $d"; done
   fi
@@ -128,8 +141,8 @@ fresh_db() {
   local name=$1 config=$2 url
   url=$(db_url "$name")
   drop_db "$name"
+  case " $made_dbs " in *" $name "*) ;; *) made_dbs="$made_dbs $name" ;; esac
   sql "$ORCA_TEST_DATABASE_URL" -c "CREATE DATABASE $name" >/dev/null
-  made_dbs="$made_dbs $name"
   ORCA_DATABASE_URL=$url "$ORCA_BIN" migrate >"$tmp/migrate-$name.log" 2>&1 ||
     { cat "$tmp/migrate-$name.log" >&2; return 1; }
   ORCA_DATABASE_URL=$url "$ORCA_BIN" register -c "$config" >"$tmp/register-$name.log" 2>&1 ||
@@ -147,18 +160,23 @@ start_sched() {
     "$ORCA_BIN" scheduler >"$4" 2>&1 &
   SCHED_PID=$!
   sched_pids="$sched_pids $SCHED_PID"
-  # $! is the orca process itself (bash execs a simple background command in
-  # the child it forks), not a shell or a run: check, once the child has
-  # exec'd, so VmHWM is read from the right process.
-  local i exe argv1
+  is_sched "$SCHED_PID"
+}
+
+# $! is the orca process itself (bash execs a simple background command in
+# the child it forks), not a shell or a run: check, once the child has
+# exec'd, that process $1 is the scheduler, so VmHWM is read (and signals go
+# to) the right process.
+is_sched() {
+  local pid=$1 i exe argv1
   for i in $(seq 1 50); do
-    exe=$(readlink "/proc/$SCHED_PID/exe" 2>/dev/null || true)
-    argv1=$(tr '\0' '\n' <"/proc/$SCHED_PID/cmdline" 2>/dev/null | sed -n 2p || true)
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
+    argv1=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n 2p || true)
     if [ "$exe" = "$orca_exe" ] && [ "$argv1" = scheduler ]; then return 0; fi
-    alive "$SCHED_PID" || return 0  # exited at once: the caller sees it gone
+    alive "$pid" || return 0  # exited at once: the caller sees it gone
     sleep 0.05
   done
-  log "pid $SCHED_PID is not the orca scheduler (exe $exe, argv[1] $argv1)"
+  log "pid $pid is not the orca scheduler (exe $exe, argv[1] $argv1)"
   return 1
 }
 
@@ -379,3 +397,275 @@ else
 fi
 size=$(stat -c %s "$ORCA_BIN")
 echo "bench binary ($ORCA_BIN) MiB: $(mib "$size")"
+
+# -------------------------------------------------------- scheduler overlap
+# With ORCA_OVERLAP=on, how long no scheduler leads, from real processes, each
+# figure repeated overlap_reps times on a fresh orca_bench_overlap (its one
+# pipeline never fires: no runs, so a draining scheduler ends at once):
+#   - deploy handover: A leads, B starts; B's 'lead taken' event at minus A's
+#     'draining' event at (the database's clock);
+#   - crash: A leads, kill -9 A, start C at once; wall time from the kill to
+#     C's row leading, polled every 0.05 s (each poll is a psql, so the figure
+#     is late by up to ~0.1 s);
+#   - hang: as crash, with SIGSTOP instead, a stale limit of 3 s; then SIGCONT
+#     and A should drain and exit by itself.
+# The tick is the default 1 s, as in production; the stale limit the default
+# 10 s but for the hang. The figures depend on where in A's tick B starts, or
+# A dies or hangs (ticks run on a fixed 1 s grid); a deploy or a crash comes
+# at any moment of it, so repetition i waits (i - 0.5) / reps s after seeing
+# A lead (which A does on its first tick) before it acts: phases spread over
+# the tick, not all just after it.
+overlap_reps=${ORCA_BENCH_OVERLAP_REPS:-5}
+url_overlap=$(db_url orca_bench_overlap)
+printf '[pipelines.t]\ncommand = "true"\n' >"$tmp/overlap.toml"
+
+since3() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
+phase() { awk -v i="$1" -v n="$overlap_reps" 'BEGIN { printf "%.2f", (i - 0.5) / n }'; }
+deadline_in() { awk -v t="$(now)" -v s="$1" 'BEGIN { printf "%.3f", t + s }'; }
+passed() { awk -v t="$(now)" -v d="$1" 'BEGIN { exit !(t >= d) }'; }
+
+# Starts an overlap scheduler on orca_bench_overlap with ORCA_IMAGE $1, stale
+# limit $2 s, its log to file $3; sets SCHED_PID.
+start_instance() {
+  ORCA_DATABASE_URL=$url_overlap ORCA_OVERLAP=on ORCA_IMAGE=$1 \
+    ORCA_TICK_SECONDS=1 ORCA_STALE_SECONDS=$2 \
+    "$ORCA_BIN" scheduler >"$3" 2>&1 &
+  SCHED_PID=$!
+  sched_pids="$sched_pids $SCHED_PID"
+  is_sched "$SCHED_PID"
+}
+
+# Column expression $2 of the newest orca.schedulers row of pid $1.
+inst() {
+  sql "$url_overlap" -c "SELECT $2 FROM orca.schedulers WHERE pid = $1 ORDER BY id DESC LIMIT 1"
+}
+
+# Waits up to $2 s for scheduler $1's row to lead; its log is file $3.
+wait_leads() {
+  local pid=$1 deadline leads
+  deadline=$(deadline_in "$2")
+  while :; do
+    leads=$(inst "$pid" leads 2>/dev/null || true)
+    [ "$leads" = t ] && return 0
+    if ! alive "$pid"; then
+      log "scheduler $pid exited before it led; its log:"
+      tail -n 20 "$3" >&2
+      return 1
+    fi
+    if passed "$deadline"; then
+      log "scheduler $pid did not lead within $2 s; its log:"
+      tail -n 20 "$3" >&2
+      return 1
+    fi
+    sleep 0.05
+  done
+}
+
+# Waits up to $2 s for scheduler $1 to exit by itself; sets EXIT_RC to its
+# exit code, or "none" (and SIGKILLs it) if it did not; its log is file $3.
+wait_exit() {
+  local pid=$1
+  EXIT_RC=0
+  if wait_gone "$pid" "$2"; then
+    wait "$pid" 2>/dev/null || EXIT_RC=$?
+    forget_pid "$pid"
+  else
+    EXIT_RC=none
+    log "scheduler $pid still running ${2}s after it should have exited by itself; its log:"
+    tail -n 20 "$3" >&2
+    stop_sched "$pid" 5 >/dev/null || true
+  fi
+}
+
+# SIGTERM to scheduler $1 (with overlap on: drain), up to 30 s for it to exit;
+# sets TERM_RC to its exit code (137: it did not, and was SIGKILLed). Not in a
+# $(...): the wait and the forgetting must happen in this shell.
+term_rc() {
+  TERM_RC=0
+  stop_sched "$1" 30 || TERM_RC=$?
+}
+
+# Stops what repetition left running (after a failure): SIGCONT, SIGTERM,
+# SIGKILL 5 s later.
+rep_cleanup() {
+  local p
+  stopped_pids=""
+  for p in "$@"; do
+    case " $sched_pids " in
+      *" $p "*) kill -CONT "$p" 2>/dev/null || true; stop_sched "$p" 5 >/dev/null || true ;;
+    esac
+  done
+}
+
+ov_phase="" ov_gap="" ov_join_lead="" ov_a_exit="" ov_b_exit=""
+ov_crash="" ov_crash_ls="" ov_c_exit=""
+ov_hang="" ov_hang_ls="" ov_hung_gone="" ov_hung_exit="" ov_hung_took="" ov_d_exit=""
+
+# Deploy handover, repetition $1.
+overlap_deploy() {
+  local i=$1 a b v la="$tmp/ov-deploy-a-$1.log" lb="$tmp/ov-deploy-b-$1.log"
+  fresh_db orca_bench_overlap "$tmp/overlap.toml"
+  start_instance a 10 "$la"
+  a=$SCHED_PID
+  if ! wait_leads "$a" 30 "$la"; then
+    rep_cleanup "$a"
+    ov_gap="$ov_gap n/a" ov_join_lead="$ov_join_lead n/a"
+    return 0
+  fi
+  ov_phase="$ov_phase $(phase "$i")"
+  sleep "$(phase "$i")"
+  start_instance b 10 "$lb"
+  b=$SCHED_PID
+  if ! wait_leads "$b" 30 "$lb"; then
+    rep_cleanup "$a" "$b"
+    ov_gap="$ov_gap n/a" ov_join_lead="$ov_join_lead n/a"
+    return 0
+  fi
+  v=$(sql "$url_overlap" -c "
+    SELECT round(extract(epoch FROM l.at - d.at)::numeric, 3)
+    FROM orca.schedulers sa, orca.schedulers sb, orca.events d, orca.events l
+    WHERE sa.pid = $a AND sb.pid = $b
+      AND d.kind = 'draining' AND d.why LIKE 'scheduler ' || sa.id || ' on %'
+      AND l.kind = 'lead taken' AND l.why LIKE 'scheduler ' || sb.id || ' on %'
+    ORDER BY d.id DESC, l.id DESC LIMIT 1")
+  ov_gap="$ov_gap ${v:-n/a}"
+  v=$(inst "$b" "round(extract(epoch FROM lead_since - joined_at)::numeric, 3)")
+  ov_join_lead="$ov_join_lead ${v:-n/a}"
+  wait_exit "$a" 30 "$la"
+  ov_a_exit="$ov_a_exit $EXIT_RC"
+  term_rc "$b"
+  ov_b_exit="$ov_b_exit $TERM_RC"
+  log "overlap deploy $i: gap $(echo "$ov_gap" | awk '{ print $NF }') s"
+}
+
+# Crash (kill -9) of the leader, repetition $1.
+overlap_crash() {
+  local i=$1 a c t0 v la="$tmp/ov-crash-a-$1.log" lc="$tmp/ov-crash-c-$1.log"
+  fresh_db orca_bench_overlap "$tmp/overlap.toml"
+  start_instance a 10 "$la"
+  a=$SCHED_PID
+  if ! wait_leads "$a" 30 "$la"; then
+    rep_cleanup "$a"
+    ov_crash="$ov_crash n/a" ov_crash_ls="$ov_crash_ls n/a"
+    return 0
+  fi
+  sleep "$(phase "$i")"
+  t0=$(now)
+  kill -KILL "$a" 2>/dev/null || true
+  start_instance c 10 "$lc"
+  c=$SCHED_PID
+  if ! wait_leads "$c" 30 "$lc"; then
+    rep_cleanup "$a" "$c"
+    ov_crash="$ov_crash n/a" ov_crash_ls="$ov_crash_ls n/a"
+    return 0
+  fi
+  ov_crash="$ov_crash $(since3 "$t0")"
+  v=$(inst "$c" "round(extract(epoch FROM lead_since - joined_at)::numeric, 3)")
+  ov_crash_ls="$ov_crash_ls ${v:-n/a}"
+  wait_gone "$a" 5 || log "scheduler $a still there 5 s after SIGKILL"
+  wait "$a" 2>/dev/null || true
+  forget_pid "$a"
+  term_rc "$c"
+  ov_c_exit="$ov_c_exit $TERM_RC"
+  log "overlap crash $i: $(echo "$ov_crash" | awk '{ print $NF }') s"
+}
+
+# Hang (SIGSTOP) of the leader, repetition $1.
+overlap_hang() {
+  local i=$1 a d t0 v la="$tmp/ov-hang-a-$1.log" ld="$tmp/ov-hang-d-$1.log"
+  fresh_db orca_bench_overlap "$tmp/overlap.toml"
+  start_instance a 3 "$la"
+  a=$SCHED_PID
+  if ! wait_leads "$a" 30 "$la"; then
+    rep_cleanup "$a"
+    ov_hang="$ov_hang n/a" ov_hang_ls="$ov_hang_ls n/a"
+    return 0
+  fi
+  sleep "$(phase "$i")"
+  t0=$(now)
+  stopped_pids="$stopped_pids $a"
+  kill -STOP "$a" 2>/dev/null || true
+  start_instance d 3 "$ld"
+  d=$SCHED_PID
+  if ! wait_leads "$d" 30 "$ld"; then
+    rep_cleanup "$a" "$d"
+    ov_hang="$ov_hang n/a" ov_hang_ls="$ov_hang_ls n/a"
+    return 0
+  fi
+  ov_hang="$ov_hang $(since3 "$t0")"
+  v=$(inst "$d" "round(extract(epoch FROM lead_since - joined_at)::numeric, 3)")
+  ov_hang_ls="$ov_hang_ls ${v:-n/a}"
+  t0=$(now)
+  kill -CONT "$a" 2>/dev/null || true
+  stopped_pids=""
+  wait_exit "$a" 30 "$la"
+  if [ "$EXIT_RC" = none ]; then
+    ov_hung_gone="$ov_hung_gone no" ov_hung_took="$ov_hung_took n/a"
+  else
+    ov_hung_gone="$ov_hung_gone yes" ov_hung_took="$ov_hung_took $(since3 "$t0")"
+  fi
+  ov_hung_exit="$ov_hung_exit $EXIT_RC"
+  term_rc "$d"
+  ov_d_exit="$ov_d_exit $TERM_RC"
+  log "overlap hang $i: $(echo "$ov_hang" | awk '{ print $NF }') s"
+}
+
+# `$1, median ($2): m`, `$1, max ($2): x` and `$1, each: ...` of the figures
+# $3...; n/a ones (a repetition that failed) are left out of median and max.
+figures() {
+  local label=$1 goal=${2:+ ($2)} ok n med max
+  shift 2
+  ok=$(printf '%s\n' "$@" | grep -E '^-?[0-9.]+$' | sort -g || true)
+  n=$(printf '%s' "$ok" | grep -c . || true)
+  med=$(printf '%s\n' "$ok" | awk 'NF { a[++k] = $1 } END {
+    if (k == 0) print "n/a"; else if (k % 2) print a[(k + 1) / 2]; else printf "%.3f\n", (a[k / 2] + a[k / 2 + 1]) / 2 }')
+  max=$(printf '%s\n' "$ok" | awk 'NF { m = $1 } END { print (m == "" ? "n/a" : m) }')
+  if [ "$n" -lt "$#" ]; then med="$med ($n of $# measured)"; max="$max ($n of $# measured)"; fi
+  echo "$label, median$goal: $med"
+  echo "$label, max$goal: $max"
+  echo "$label, each: $*"
+}
+
+# How many of the words $2... are $1, as "k of n".
+count_of() {
+  local want=$1 k=0 w
+  shift
+  for w in "$@"; do [ "$w" = "$want" ] && k=$((k + 1)); done
+  echo "$k of $#"
+}
+
+log "scheduler overlap: $overlap_reps repetitions each of deploy handover, crash, hang"
+t0_overlap=$(now)
+for i in $(seq 1 "$overlap_reps"); do overlap_deploy "$i"; done
+for i in $(seq 1 "$overlap_reps"); do overlap_crash "$i"; done
+for i in $(seq 1 "$overlap_reps"); do overlap_hang "$i"; done
+overlap_took=$(since "$t0_overlap")
+drop_db orca_bench_overlap || true
+
+echo
+echo "== scheduler overlap (ORCA_OVERLAP=on) =="
+echo "repetitions: $overlap_reps"
+echo "tick s: 1 (the default)"
+echo "stale limit s: 10 (the default); 3 for the hang"
+# shellcheck disable=SC2086  # word lists on purpose
+{
+  figures "deploy handover gap s (A's draining to B's lead taken)" "goal <= 1 s" $ov_gap
+  figures "deploy: B joined to B leading s (lead_since - joined_at)" "" $ov_join_lead
+  echo "deploy: B started s after A was seen leading, each: ${ov_phase# }"
+  echo "deploy: old leader A exited by itself, exit codes: ${ov_a_exit# }"
+  echo "deploy: new leader B exit codes on SIGTERM: ${ov_b_exit# }"
+  figures "crash (kill -9) to restarted C leading s" "goal <= 2 s" $ov_crash
+  figures "crash: C's lead_since - joined_at s" "" $ov_crash_ls
+  echo "crash: C exit codes on SIGTERM: ${ov_c_exit# }"
+  figures "hang (SIGSTOP) to new D leading s, stale limit 3 s" "goal <= 5 s" $ov_hang
+  figures "hang: D's lead_since - joined_at s" "" $ov_hang_ls
+  if [ -n "$ov_hung_gone" ] && [ "$(count_of yes $ov_hung_gone)" = "$overlap_reps of $overlap_reps" ]; then
+    echo "hung leader exited after SIGCONT: yes"
+  else
+    echo "hung leader exited after SIGCONT: no ($(count_of yes $ov_hung_gone) exited within 30 s)"
+  fi
+  figures "hang: SIGCONT to hung leader's exit s" "" $ov_hung_took
+  echo "hang: hung leader exit codes: ${ov_hung_exit# }"
+  echo "hang: D exit codes on SIGTERM: ${ov_d_exit# }"
+  echo "section wall time s: $overlap_took"
+}

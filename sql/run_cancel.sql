@@ -1,5 +1,7 @@
 -- Cancels run $1: a queued one at once; a running one is flagged for the
--- process that supervises it. Returns the state it was in (NULL: no such run).
+-- process that supervises it. Returns 'now:cancelled' or 'now:asked' for
+-- what it did, else the run's state (NULL: no such run; queued or running:
+-- it changed under this statement, try again).
 WITH q AS (
     UPDATE orca.runs SET state = 'cancelled', ended_at = now(), why = 'cancelled before it started'
     WHERE id = $1 AND state = 'queued'
@@ -14,4 +16,6 @@ WITH q AS (
     UNION ALL
     SELECT id, pipeline, 'cancel asked', $2 FROM r
 )
-SELECT state FROM orca.runs WHERE id = $1
+SELECT CASE WHEN EXISTS (SELECT 1 FROM q) THEN 'now:cancelled'
+            WHEN EXISTS (SELECT 1 FROM r) THEN 'now:asked'
+            ELSE (SELECT state FROM orca.runs WHERE id = $1) END

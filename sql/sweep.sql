@@ -1,9 +1,10 @@
 -- Running local runs whose heartbeat is older than the stale limit ($1 s)
 -- and that no live process supervises: not this process's ($2), and not held
 -- by a live scheduler instance that lists them (the runs-held condition).
--- They are queued again.
+-- They are queued again (cancelled, if a cancel was asked for).
 WITH r AS (
-    UPDATE orca.runs SET state = 'queued', heartbeat = NULL, ended_at = now(),
+    UPDATE orca.runs SET state = CASE WHEN cancel THEN 'cancelled' ELSE 'queued' END,
+        heartbeat = NULL, ended_at = now(),
         why = format('heartbeat stale for over %ss and no live scheduler holds it', $1::float8)
     WHERE state = 'running'
       AND heartbeat < now() - make_interval(secs => $1)
@@ -14,9 +15,9 @@ WITH r AS (
           WHERE s.id = orca.runs.instance AND s.ended_at IS NULL
             AND s.seen_at > now() - make_interval(secs => $1)
             AND orca.runs.id = ANY(s.running))
-    RETURNING id, pipeline, why
+    RETURNING id, pipeline, why, state
 ), e AS (
     INSERT INTO orca.events (run, pipeline, kind, why)
-    SELECT id, pipeline, 'requeued', why FROM r
+    SELECT id, pipeline, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'requeued' END, why FROM r
 )
 SELECT id FROM r ORDER BY id

@@ -23,6 +23,9 @@ pub fn run(mut db: Db, done: Arc<AtomicBool>) {
     while !done.load(Ordering::SeqCst) {
         if let Ok(rows) = db.run(|c| c.query(sql::ALERTS_CLAIM, &[])) {
             for r in rows {
+                if done.load(Ordering::SeqCst) {
+                    break;
+                }
                 let id: i64 = r.get(0);
                 let url: String = r.get(3);
                 let body: serde_json::Value = r.get(4);

@@ -112,6 +112,8 @@ pub fn signal_name(sig: i32) -> &'static str {
 
 impl Child {
     /// Starts `argv` under the shim with `env` added, in a new process group.
+    /// orca's own secrets (`ORCA_DATABASE_URL`, AWS keys) are not passed on;
+    /// a pipeline that needs them sets them in its `env`.
     /// Call from a thread that lives as long as the process (the main
     /// thread): the parent-death signal fires when the starting thread ends.
     pub fn spawn(argv: &[String], env: &[(String, String)]) -> std::io::Result<Child> {
@@ -122,6 +124,10 @@ impl Child {
             .arg("--")
             .args(argv)
             .env(SHIM_PARENT, std::process::id().to_string())
+            .env_remove("ORCA_DATABASE_URL")
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_SESSION_TOKEN")
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(writer.try_clone()?)

@@ -42,6 +42,9 @@ fn pg(e: postgres::Error) -> Failure {
 
 /// Connects for a one-shot command, waiting up to `--wait` seconds.
 fn connect(opts: &DbOpts) -> Result<Client, Failure> {
+    if !(opts.wait.is_finite() && (0.0..=86_400.0).contains(&opts.wait)) {
+        return Err(bad("--wait takes a number of seconds from 0 to 86400"));
+    }
     let target = Target::from_env().map_err(bad)?;
     state::connect_waiting(&target, opts.wait).map_err(no)
 }

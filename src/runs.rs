@@ -226,13 +226,17 @@ pub enum Cancelled {
 /// Cancels a run (see [`Cancelled`]).
 pub fn cancel(client: &mut Client, id: i64) -> Result<Cancelled, postgres::Error> {
     let why = format!("orca cancel by {}", whoami());
-    let row = client.query_opt(sql::RUN_CANCEL, &[&id, &why])?;
-    Ok(match row.map(|r| r.get::<_, String>(0)) {
-        None => Cancelled::Unknown,
-        Some(s) if s == "queued" => Cancelled::Now,
-        Some(s) if s == "running" => Cancelled::Asked,
-        Some(s) => Cancelled::AlreadyEnded(s),
-    })
+    loop {
+        let state: Option<String> = client.query_one(sql::RUN_CANCEL, &[&id, &why])?.get(0);
+        return Ok(match state.as_deref() {
+            None => Cancelled::Unknown,
+            Some("now:cancelled") => Cancelled::Now,
+            Some("now:asked") => Cancelled::Asked,
+            // Started (or queued again) while the statement ran: again.
+            Some("queued") | Some("running") => continue,
+            Some(s) => Cancelled::AlreadyEnded(s.to_string()),
+        });
+    }
 }
 
 /// Who is at the keyboard, for events: `user@host`.

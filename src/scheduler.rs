@@ -114,6 +114,8 @@ struct Instance {
 struct Sensor {
     next: Instant,
     child: Option<(Child, Instant)>,
+    /// It said yes and the run is not queued yet (the database was away).
+    yes: bool,
 }
 
 /// A decision that could not be written yet: kept until it lands.
@@ -161,6 +163,8 @@ pub struct Scheduler {
     register: Option<config::Config>,
     /// The instance drained and ended its row: time to exit 0.
     ended: bool,
+    /// Pipelines whose stored spec this binary can't read (logged once).
+    unreadable: HashSet<String>,
     running: Vec<Supervised>,
     pending: Vec<Pending>,
     shared: Arc<Mutex<Shared>>,
@@ -186,6 +190,57 @@ pub fn lead_holder(client: &mut postgres::Client) -> Option<String> {
             addr.unwrap_or_else(|| "a local socket".into())
         ),
     })
+}
+
+/// If `LEAD_LOCK` is held by a session that was this very process's (left
+/// behind by a network cut the server has not noticed yet) or a dead
+/// process's on this host (a crash or reboot), ends that session so the lock
+/// is free. Returns whether it did.
+pub fn free_own_stale_lead(client: &mut postgres::Client, host: &str) -> bool {
+    let Ok(Some(row)) = client.query_opt(sql::LEAD_HOLDER, &[&LEAD_LOCK]) else {
+        return false;
+    };
+    let app: Option<String> = row.get(0);
+    let backend: i32 = row.get(2);
+    let Some(rest) = app
+        .as_deref()
+        .and_then(|a| a.strip_prefix(&format!("orca scheduler host {host} pid ")))
+    else {
+        return false;
+    };
+    let Ok(pid) = rest.trim().parse::<i32>() else {
+        return false;
+    };
+    let ours = pid == std::process::id() as i32;
+    // SAFETY: kill(2) with signal 0 only checks that the process exists.
+    let dead = unsafe { libc::kill(pid, 0) } != 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    if !(ours || dead) {
+        return false;
+    }
+    log::warn!(
+        "the lead is held by a stale session of {} (pid {pid} on this host): ending it",
+        if ours {
+            "this process"
+        } else {
+            "a dead scheduler"
+        }
+    );
+    client
+        .query_one(sql::LEAD_TERMINATE, &[&backend])
+        .is_ok_and(|r| r.get::<_, bool>(0))
+}
+
+/// Takes `LEAD_LOCK` on this session if it is free, or held by a stale
+/// session of this host's (see [`free_own_stale_lead`]).
+fn take_lead(client: &mut postgres::Client, host: &str) -> Result<bool, postgres::Error> {
+    let got: bool = client.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])?.get(0);
+    if got || !free_own_stale_lead(client, host) {
+        return Ok(got);
+    }
+    client
+        .query_one(sql::LEAD_TRY, &[&LEAD_LOCK])
+        .map(|r| r.get(0))
 }
 
 /// `orca scheduler`: runs until SIGTERM or SIGINT. Returns the exit code.
@@ -274,9 +329,9 @@ pub fn main(config_path: Option<&str>) -> i32 {
         return run(db, target, timing, host, None, Some(instance), config);
     }
     let session = db.sessions;
-    match db.run(|c| c.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])) {
-        Ok(row) if row.get::<_, bool>(0) => {}
-        Ok(_) => {
+    match db.run(|c| take_lead(c, &host)) {
+        Ok(true) => {}
+        Ok(false) => {
             let who = db
                 .run(|c| Ok(lead_holder(c)))
                 .ok()
@@ -341,6 +396,7 @@ fn run(
         instance,
         register,
         ended: false,
+        unreadable: HashSet::new(),
         running: Vec::new(),
         pending: Vec::new(),
         shared: shared.clone(),
@@ -354,7 +410,12 @@ fn run(
     shared.lock().expect("shared").done = true;
     alert_done.store(true, Ordering::SeqCst);
     let _ = beat_thread.join();
-    let _ = alert_thread.join();
+    // An alert being sent may take its HTTP timeout; don't wait that long
+    // (an unrecorded send is sent again later, after its lease).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !alert_thread.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     code
 }
 
@@ -408,6 +469,12 @@ impl Scheduler {
             self.leading()
         };
         let Some(session) = lead else {
+            // Sensors are decisions: only the leader runs them.
+            for (_, s) in self.sensors.drain() {
+                if let Some((child, _)) = s.child {
+                    child.kill();
+                }
+            }
             self.publish();
             return;
         };
@@ -432,7 +499,7 @@ impl Scheduler {
         {
             Ok(rows) => rows,
             Err(e) => {
-                self.complain(e);
+                Self::complain(e);
                 self.publish();
                 return;
             }
@@ -456,7 +523,15 @@ impl Scheduler {
                         },
                     );
                 }
-                Err(e) => log::error!("pipeline {name}: stored spec unreadable: {e}"),
+                Err(e) => {
+                    if self.unreadable.insert(name.clone()) {
+                        log::error!(
+                            "pipeline {name}: its stored spec is not one this binary reads \
+                             (registered by another version?); skipping it: {}",
+                            format!("{:?} error", e.classify())
+                        );
+                    }
+                }
             }
         }
         if let Some(now) = now {
@@ -484,16 +559,14 @@ impl Scheduler {
             return Some(session);
         }
         self.lead = None;
-        match self
-            .db
-            .run_fenced(session, |c| c.query_one(sql::LEAD_TRY, &[&LEAD_LOCK]))
-        {
-            Ok(row) if row.get::<_, bool>(0) => {
+        let host = self.host.clone();
+        match self.db.run_fenced(session, |c| take_lead(c, &host)) {
+            Ok(true) => {
                 log::info!("lead taken again on a new session");
                 self.lead = Some((session, Instant::now()));
                 Some(session)
             }
-            Ok(_) => {
+            Ok(false) => {
                 let who = self
                     .db
                     .run_fenced(session, |c| Ok(lead_holder(c)))
@@ -509,7 +582,7 @@ impl Scheduler {
                 None
             }
             Err(e) => {
-                self.complain(e);
+                Self::complain(e);
                 None
             }
         }
@@ -539,7 +612,7 @@ impl Scheduler {
                 }
             }
             Err(e) => {
-                self.complain(e);
+                Self::complain(e);
                 return None;
             }
         };
@@ -566,7 +639,7 @@ impl Scheduler {
                     self.lead = None;
                 }
                 Err(e) => {
-                    self.complain(e);
+                    Self::complain(e);
                     return None;
                 }
             }
@@ -575,7 +648,7 @@ impl Scheduler {
             if self.running.is_empty() && self.pending.is_empty() {
                 match self.db.run(|c| crate::overlap::end(c, id)) {
                     Ok(()) => self.ended = true,
-                    Err(e) => self.complain(e),
+                    Err(e) => Self::complain(e),
                 }
             }
             return None;
@@ -587,10 +660,11 @@ impl Scheduler {
             return Some(session);
         }
         self.lead = None;
-        match self
-            .db
-            .run_fenced(session, |c| crate::overlap::try_lead(c, id, stale))
-        {
+        let host = self.host.clone();
+        match self.db.run_fenced(session, |c| {
+            free_own_stale_lead(c, &host);
+            crate::overlap::try_lead(c, id, stale)
+        }) {
             Ok(crate::overlap::Lead::Taken) => {
                 log::info!("instance {id} leads");
                 inst.said_waiting = false;
@@ -611,13 +685,13 @@ impl Scheduler {
                 None
             }
             Err(e) => {
-                self.complain(e);
+                Self::complain(e);
                 None
             }
         }
     }
 
-    fn complain(&self, e: Fault) {
+    fn complain(e: Fault) {
         if let Fault::Sql(msg) = e {
             log::error!("{msg}");
         }
@@ -757,7 +831,12 @@ impl Scheduler {
     /// Writes pending outcomes; what can't be written now stays pending.
     fn flush(&mut self) {
         let mut left = Vec::new();
+        let mut down = false;
         for p in std::mem::take(&mut self.pending) {
+            if down {
+                left.push(p);
+                continue;
+            }
             let result = match &p {
                 Pending::Finish(o) => self.db.run(|c| o.write(c)).map(|state| {
                     match state {
@@ -787,7 +866,11 @@ impl Scheduler {
             };
             match result {
                 Ok(()) => {}
-                Err(Fault::Down) => left.push(p),
+                Err(Fault::Down) => {
+                    // The rest waits for the next tick, not for a timeout each.
+                    left.push(p);
+                    down = true;
+                }
                 Err(Fault::Sql(e)) => {
                     log::error!("run {:?}: can't record its end: {e}", p.key());
                     left.push(p);
@@ -863,7 +946,7 @@ impl Scheduler {
                     if let Err(e) = self.db.run_fenced(session, |c| {
                         c.execute(sql::NEXT_FIRE_SET, &[name, &after_now])
                     }) {
-                        self.complain(e);
+                        Self::complain(e);
                     }
                 }
                 Some(slot) if *slot <= now && !paused => {
@@ -895,7 +978,7 @@ impl Scheduler {
                             log::info!("fired {name}: run {} ({why})", row.get::<_, i64>(0))
                         }
                         Ok(None) => {}
-                        Err(e) => self.complain(e),
+                        Err(e) => Self::complain(e),
                     }
                 }
                 Some(_) => {}
@@ -927,24 +1010,13 @@ impl Scheduler {
             let s = self.sensors.entry(name.clone()).or_insert(Sensor {
                 next: Instant::now(),
                 child: None,
+                yes: false,
             });
             if let Some((child, deadline)) = &mut s.child {
                 match child.try_exit() {
                     Some(exit) => {
                         s.child = None;
-                        if exit.success() {
-                            let why = "sensor said yes (exit 0)".to_string();
-                            match self.db.run_fenced(session, |c| {
-                                c.query_opt(sql::SENSOR_QUEUE, &[name, &why])
-                            }) {
-                                Ok(Some(row)) => log::info!(
-                                    "sensor of {name} queued run {}",
-                                    row.get::<_, i64>(0)
-                                ),
-                                Ok(None) => {}
-                                Err(e) => self.complain(e),
-                            }
-                        }
+                        s.yes = exit.success();
                     }
                     None if Instant::now() >= *deadline => {
                         log::warn!("sensor of {name} took over {every:?}: killed");
@@ -952,6 +1024,23 @@ impl Scheduler {
                     }
                     None => {}
                 }
+            }
+            if s.yes {
+                let why = "sensor said yes (exit 0)".to_string();
+                match self
+                    .db
+                    .run_fenced(session, |c| c.query_opt(sql::SENSOR_QUEUE, &[name, &why]))
+                {
+                    Ok(row) => {
+                        s.yes = false;
+                        if let Some(row) = row {
+                            log::info!("sensor of {name} queued run {}", row.get::<_, i64>(0));
+                        }
+                    }
+                    Err(e) => Self::complain(e),
+                }
+            }
+            if s.child.is_some() {
                 continue;
             }
             if *paused || Instant::now() < s.next {
@@ -972,7 +1061,7 @@ impl Scheduler {
             c.query(sql::STARTABLE, &[&"local", &STARTS_PER_TICK])
         }) {
             Ok(rows) => rows,
-            Err(e) => return self.complain(e),
+            Err(e) => return Self::complain(e),
         };
         for row in rows {
             if stops() > 0 {
@@ -992,7 +1081,7 @@ impl Scheduler {
             }) {
                 Ok(Some(row)) => row.get(0),
                 Ok(None) => continue,
-                Err(e) => return self.complain(e),
+                Err(e) => return Self::complain(e),
             };
             let mut env: Vec<(String, String)> =
                 p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -1050,13 +1139,16 @@ impl Scheduler {
                     );
                 }
             }
-            Err(e) => self.complain(e),
+            Err(e) => Self::complain(e),
         }
     }
 
     /// SIGTERM or SIGINT: start nothing more, SIGTERM the children, wait up
     /// to the stop grace, SIGKILL what is left, queue their runs again.
     fn stop(&mut self) -> i32 {
+        // Runs that ended before the signal keep their real outcome.
+        self.reap();
+        self.flush();
         log::info!(
             "stopping: SIGTERM to {} runs, waiting up to {}s",
             self.running.len(),

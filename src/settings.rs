@@ -8,7 +8,7 @@ pub fn seconds(name: &str, default: f64) -> Result<f64, String> {
         Err(_) => Ok(default),
         Ok(v) if v.trim().is_empty() => Ok(default),
         Ok(v) => match v.trim().parse::<f64>() {
-            Ok(n) if n.is_finite() && n >= 0.0 => Ok(n),
+            Ok(n) if n.is_finite() && (0.0..=1e7).contains(&n) => Ok(n),
             _ => Err(format!("{name}={v} is not a number of seconds")),
         },
     }

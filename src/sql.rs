@@ -40,6 +40,8 @@ pub const LEAD_HOLDER: &str = include_str!("../sql/lead_holder.sql");
 pub const LEAD_RELEASE: &str = include_str!("../sql/lead_release.sql");
 /// See `sql/lead_takeover.sql`.
 pub const LEAD_TAKEOVER: &str = include_str!("../sql/lead_takeover.sql");
+/// See `sql/lead_terminate.sql`.
+pub const LEAD_TERMINATE: &str = include_str!("../sql/lead_terminate.sql");
 /// See `sql/lead_try.sql`.
 pub const LEAD_TRY: &str = include_str!("../sql/lead_try.sql");
 /// See `sql/migrate_lock.sql`.

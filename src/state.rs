@@ -25,6 +25,14 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::sql;
 
+/// Set on every long-lived session, so that the server too notices within
+/// about 15 s that a client vanished (power cut, network gone) and ends its
+/// session, releasing the locks it held (the lead lock among them), instead
+/// of keeping it for the kernel's default of two hours. Sent as statements,
+/// not as startup options, which some poolers refuse.
+const SERVER_KEEPALIVES: &str = "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; \
+     SET tcp_keepalives_count = 3; SET tcp_user_timeout = 15000";
+
 /// The advisory lock `orca migrate` holds while it applies migrations.
 pub const MIGRATE_LOCK: i64 = 1869767524;
 
@@ -111,12 +119,14 @@ impl Target {
             config.connect_timeout(Duration::from_secs(5));
         }
         // A peer that vanished (a cut cable, a host gone) is noticed within
-        // about 15 s rather than the kernel's two hours.
+        // about 15 s rather than the kernel's two hours (the server's side:
+        // see `SERVER_KEEPALIVES`).
         config
             .keepalives_idle(Duration::from_secs(5))
             .keepalives_interval(Duration::from_secs(2))
             .keepalives_retries(3)
             .tcp_user_timeout(Duration::from_secs(15));
+
         let shown = describe(&config);
         let tls = if verify {
             let path = rootcert.unwrap_or_else(|| {
@@ -150,7 +160,18 @@ impl Target {
 
     /// One attempt to connect.
     pub fn connect(&self) -> Result<Client, String> {
-        self.config
+        self.connect_within(None)
+    }
+
+    /// One attempt to connect, giving up after `limit` if that is sooner
+    /// than the connect timeout.
+    fn connect_within(&self, limit: Option<Duration>) -> Result<Client, String> {
+        let mut config = self.config.clone();
+        if let Some(limit) = limit {
+            let timeout = config.get_connect_timeout().copied().unwrap_or(limit);
+            config.connect_timeout(timeout.min(limit).max(Duration::from_millis(100)));
+        }
+        config
             .connect(self.tls.clone())
             .map_err(|e| format!("can't reach the database at {}: {}", self.shown, plain(&e)))
     }
@@ -347,15 +368,19 @@ impl ServerCertVerifier for NoCertCheck {
 
 /// Connects for a one-shot command: tries every second for up to `wait`
 /// seconds, then gives up with one line naming host and port.
+/// `wait` must be a number of seconds from 0 to a day.
 pub fn connect_waiting(target: &Target, wait: f64) -> Result<Client, String> {
-    let deadline = Instant::now() + Duration::from_secs_f64(wait.max(0.0));
+    let deadline = Instant::now() + Duration::from_secs_f64(wait.clamp(0.0, 86_400.0));
     loop {
-        match target.connect() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match target.connect_within(Some(left)) {
             Ok(c) => return Ok(c),
             Err(e) if Instant::now() >= deadline => {
                 return Err(format!("{e} (gave up after {wait}s)"));
             }
-            Err(_) => std::thread::sleep(Duration::from_secs(1)),
+            Err(_) => std::thread::sleep(
+                Duration::from_secs(1).min(deadline.saturating_duration_since(Instant::now())),
+            ),
         }
     }
 }
@@ -406,6 +431,8 @@ pub struct Db {
     pub sessions: u64,
     /// Counts the statement calls made through this `Db` (for `make bench`).
     pub calls: u64,
+    /// When the last failed attempt to connect was: at most one a second.
+    last_try: Option<Instant>,
 }
 
 impl Db {
@@ -418,6 +445,7 @@ impl Db {
             who,
             sessions: 0,
             calls: 0,
+            last_try: None,
         }
     }
 
@@ -446,11 +474,23 @@ impl Db {
     }
 
     /// Connects if there is no open session; true if there is one now.
+    /// While the database is down, this tries at most once a second, so a
+    /// loop that calls it many times a tick doesn't wait on each.
     pub fn ensure(&mut self) -> bool {
         if self.client.as_ref().is_none_or(|c| c.is_closed()) {
             self.client = None;
+            if self
+                .last_try
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(900))
+            {
+                return false;
+            }
             match self.target.connect() {
-                Ok(c) => {
+                Ok(mut c) => {
+                    if let Err(e) = c.batch_execute(SERVER_KEEPALIVES) {
+                        log::debug!("server-side keepalives not set: {}", plain(&e));
+                    }
+                    self.last_try = None;
                     self.client = Some(c);
                     self.sessions += 1;
                     if let Some(since) = self.down_since.take() {
@@ -463,6 +503,7 @@ impl Db {
                     }
                 }
                 Err(e) => {
+                    self.last_try = Some(Instant::now());
                     self.went_down(&e);
                     return false;
                 }
@@ -483,6 +524,7 @@ impl Db {
             Ok(v) => Ok(v),
             Err(e) if is_connection_error(&e) => {
                 self.client = None;
+                self.last_try = Some(Instant::now());
                 self.went_down(&plain(&e));
                 Err(Fault::Down)
             }
