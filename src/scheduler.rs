@@ -527,8 +527,8 @@ impl Scheduler {
                     if self.unreadable.insert(name.clone()) {
                         log::error!(
                             "pipeline {name}: its stored spec is not one this binary reads \
-                             (registered by another version?); skipping it: {}",
-                            format!("{:?} error", e.classify())
+                             (registered by another version?); skipping it: {:?} error",
+                            e.classify()
                         );
                     }
                 }
