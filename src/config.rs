@@ -103,11 +103,55 @@ pub struct Pipeline {
     pub sensor_every: f64,
 }
 
+/// Where a pool's machines come from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub enum Provider {
+    /// Processes on the scheduler's host (the demo and the tests).
+    Local,
+    /// EC2 instances.
+    Ec2,
+}
+
+/// One entry of a pool's `types`: an instance type, and how long to keep
+/// trying it when no location has it before moving to the next.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct PoolType {
+    /// The provider's name for it (`c7g.large`; anything for `local`).
+    pub name: String,
+    /// Seconds to keep trying it (ignored for the last type).
+    pub wait: f64,
+}
+
+/// One `[pools.NAME]`: machines that run `worker:NAME` pipelines.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Pool {
+    /// Its name (the table's key).
+    pub name: String,
+    /// Where its machines come from.
+    pub provider: Provider,
+    /// Instance types, in order of preference.
+    pub types: Vec<PoolType>,
+    /// Locations (subnets, zones; for `local`, names), in order of preference.
+    pub locations: Vec<String>,
+    /// Machines at most.
+    pub max_machines: i32,
+    /// Seconds a machine may run nothing before it is removed (with no demand).
+    pub idle_seconds: f64,
+    /// Runs a worker takes at once.
+    pub slots: i32,
+    /// The worker image, whose architectures decide which types fit.
+    pub image: Option<String>,
+    /// `local`: machines each location has room for (no entry: unlimited).
+    pub capacity: BTreeMap<String, i32>,
+}
+
 /// A whole `orca.toml`.
 #[derive(Clone, Debug, Default)]
 pub struct Config {
     /// Its pipelines, by name.
     pub pipelines: Vec<Pipeline>,
+    /// Its worker pools, by name.
+    pub pools: Vec<Pool>,
 }
 
 /// A problem found in the file, on a line.
@@ -157,6 +201,8 @@ pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
 struct Checker<'a> {
     text: &'a str,
     problems: Vec<Problem>,
+    /// `worker:<pool>` placements seen, with their line, to check the pools exist.
+    worker_refs: Vec<(String, usize)>,
 }
 
 impl Checker<'_> {
@@ -308,7 +354,13 @@ impl Checker<'_> {
                 "placement" => {
                     if let Some(s) = self.string(key, v) {
                         match Placement::parse(&s) {
-                            Some(pl) => p.placement = pl,
+                            Some(pl) => {
+                                if let Placement::Worker(pool) = &pl {
+                                    let line = self.line(v.span().start);
+                                    self.worker_refs.push((pool.clone(), line));
+                                }
+                                p.placement = pl
+                            }
                             None => self.say(
                                 v,
                                 format!(
@@ -382,6 +434,153 @@ impl Checker<'_> {
         }
         (self.problems.len() == before).then_some(p)
     }
+
+    fn pool(
+        &mut self,
+        name: &Spanned<std::borrow::Cow<str>>,
+        v: &Spanned<DeValue>,
+    ) -> Option<Pool> {
+        if !valid_name(name.get_ref()) {
+            self.say(
+                name,
+                format!(
+                    "pool name '{}' may hold only letters, digits, '_', '-' and '.'",
+                    name.get_ref()
+                ),
+            );
+        }
+        let DeValue::Table(table) = v.get_ref() else {
+            self.say(v, format!("pools.{} must be a table", name.get_ref()));
+            return None;
+        };
+        let before = self.problems.len();
+        let mut p = Pool {
+            name: name.get_ref().to_string(),
+            provider: Provider::Local,
+            types: Vec::new(),
+            locations: Vec::new(),
+            max_machines: 1,
+            idle_seconds: 300.0,
+            slots: 1,
+            image: None,
+            capacity: BTreeMap::new(),
+        };
+        let mut capacity_at = None;
+        for (k, v) in table.iter() {
+            let key = k.get_ref().as_ref();
+            match key {
+                "provider" => match self.string(key, v).as_deref() {
+                    Some("local") => p.provider = Provider::Local,
+                    Some("ec2") => p.provider = Provider::Ec2,
+                    Some(other) => self.say(
+                        v,
+                        format!("bad provider '{other}': want \"local\" or \"ec2\""),
+                    ),
+                    None => {}
+                },
+                "types" => match v.get_ref() {
+                    DeValue::Array(a) if !a.is_empty() => {
+                        for item in a.iter() {
+                            if let Some(t) = self.pool_type(item) {
+                                p.types.push(t);
+                            }
+                        }
+                    }
+                    _ => self.say(
+                        v,
+                        "types must be a non-empty array of { type = \"...\", wait = SECONDS }",
+                    ),
+                },
+                "locations" => match v.get_ref() {
+                    DeValue::Array(a) if !a.is_empty() => {
+                        for item in a.iter() {
+                            if let Some(l) = self.string("locations: every item", item) {
+                                p.locations.push(l);
+                            }
+                        }
+                    }
+                    _ => self.say(v, "locations must be a non-empty array of strings"),
+                },
+                "max_machines" => {
+                    if let Some(n) = self.integer(key, v, 1) {
+                        p.max_machines = n as i32;
+                    }
+                }
+                "idle_seconds" => {
+                    if let Some(n) = self.seconds(key, v, true) {
+                        p.idle_seconds = n;
+                    }
+                }
+                "slots" => {
+                    if let Some(n) = self.integer(key, v, 1) {
+                        p.slots = n as i32;
+                    }
+                }
+                "image" => p.image = self.string(key, v),
+                "capacity" => match v.get_ref() {
+                    DeValue::Table(t) => {
+                        capacity_at = Some(self.line(v.span().start));
+                        for (ck, cv) in t.iter() {
+                            let loc = ck.get_ref().to_string();
+                            if let Some(n) = self.integer(&format!("capacity.{loc}"), cv, 0) {
+                                p.capacity.insert(loc, n as i32);
+                            }
+                        }
+                    }
+                    _ => self.say(v, "capacity must be a table of location = machines"),
+                },
+                other => self.say(k, format!("unknown key '{other}' in pools.{}", p.name)),
+            }
+        }
+        for (key, missing) in [
+            ("types", p.types.is_empty()),
+            ("locations", p.locations.is_empty()),
+        ] {
+            if missing && !table.contains_key(key) {
+                self.say(name, format!("pools.{}: missing {key}", p.name));
+            }
+        }
+        if let Some(line) = capacity_at {
+            if p.provider != Provider::Local {
+                self.problems.push(Problem {
+                    line,
+                    message: "capacity is a setting of the local provider".into(),
+                });
+            }
+            for loc in p.capacity.keys() {
+                if !p.locations.contains(loc) {
+                    self.problems.push(Problem {
+                        line,
+                        message: format!("capacity names '{loc}', which is not in locations"),
+                    });
+                }
+            }
+        }
+        (self.problems.len() == before).then_some(p)
+    }
+
+    fn pool_type(&mut self, item: &Spanned<DeValue>) -> Option<PoolType> {
+        let DeValue::Table(t) = item.get_ref() else {
+            self.say(
+                item,
+                "types: every item must be { type = \"...\", wait = SECONDS }",
+            );
+            return None;
+        };
+        let mut name = None;
+        let mut wait = 0.0;
+        for (k, v) in t.iter() {
+            match k.get_ref().as_ref() {
+                "type" => name = self.string("type", v).filter(|s| !s.is_empty()),
+                "wait" => wait = self.seconds("wait", v, true)?,
+                other => self.say(k, format!("unknown key '{other}' in a type")),
+            }
+        }
+        if name.is_none() {
+            self.say(item, "types: every item needs a type");
+        }
+        Some(PoolType { name: name?, wait })
+    }
 }
 
 /// Parses and validates the text of an `orca.toml`.
@@ -389,6 +588,7 @@ pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
     let mut c = Checker {
         text,
         problems: Vec::new(),
+        worker_refs: Vec::new(),
     };
     let root = match DeTable::parse(text) {
         Ok(t) => t,
@@ -411,7 +611,29 @@ pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
                 }
                 _ => c.say(v, "pipelines must be a table of [pipelines.NAME]"),
             },
+            "pools" => match v.get_ref() {
+                DeValue::Table(t) => {
+                    for (name, pv) in t.iter() {
+                        if let Some(p) = c.pool(name, pv) {
+                            config.pools.push(p);
+                        }
+                    }
+                }
+                _ => c.say(v, "pools must be a table of [pools.NAME]"),
+            },
             other => c.say(k, format!("unknown key '{other}'")),
+        }
+    }
+    let declared: Vec<&str> = match root.get_ref().get("pools").map(|v| v.get_ref()) {
+        Some(DeValue::Table(t)) => t.keys().map(|k| k.get_ref().as_ref()).collect(),
+        _ => Vec::new(),
+    };
+    for (pool, line) in std::mem::take(&mut c.worker_refs) {
+        if !declared.contains(&pool.as_str()) {
+            c.problems.push(Problem {
+                line,
+                message: format!("placement worker:{pool}: there is no [pools.{pool}]"),
+            });
         }
     }
     if c.problems.is_empty() {
@@ -445,6 +667,10 @@ command = ["/bin/echo", "x"]
 placement = "worker:gpu"
 sensor = "test -f /tmp/x"
 sensor_every = 5
+
+[pools.gpu]
+types = [{ type = "t" }]
+locations = ["here"]
 "#,
         )
         .unwrap();
@@ -502,6 +728,73 @@ sensor_every = 5
         assert!(parse_schedule("*/2 * * * * *").is_ok());
         assert!(parse_schedule("* * *").is_err());
         assert!(parse_schedule("0 0 0 1 1 * 2030").is_err());
+    }
+
+    #[test]
+    fn pools_parse_and_are_checked() {
+        let c = parse(
+            r#"
+[pools.gpu]
+provider = "local"
+types = [{ type = "big", wait = 30 }, { type = "small" }]
+locations = ["a", "b"]
+max_machines = 3
+idle_seconds = 60
+slots = 2
+capacity = { a = 1, b = 0 }
+
+[pipelines.train]
+command = "true"
+placement = "worker:gpu"
+"#,
+        )
+        .unwrap();
+        let pool = &c.pools[0];
+        assert_eq!(
+            pool.types[0],
+            PoolType {
+                name: "big".into(),
+                wait: 30.0
+            }
+        );
+        assert_eq!(pool.types[1].wait, 0.0);
+        assert_eq!(pool.capacity["b"], 0);
+        assert_eq!(pool.slots, 2);
+
+        let text = "[pools.p]\nprovider = \"moon\"\ntypes = []\nmax_machines = 0\n\n[pipelines.x]\ncommand = \"true\"\nplacement = \"worker:nope\"\n";
+        let problems = parse(text).unwrap_err();
+        let lines: Vec<(usize, &str)> = problems
+            .iter()
+            .map(|p| (p.line, p.message.as_str()))
+            .collect();
+        assert!(
+            lines.contains(&(1, "pools.p: missing locations")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|(l, m)| *l == 2 && m.contains("bad provider")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|(l, m)| *l == 3 && m.contains("types must be")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|(l, m)| *l == 4 && m.contains("at least 1")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|(l, m)| *l == 8 && m.contains("no [pools.nope]")),
+            "{lines:?}"
+        );
     }
 
     #[test]
