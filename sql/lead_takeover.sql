@@ -10,3 +10,7 @@ WHERE l.locktype = 'advisory' AND l.granted
   AND l.classid = ($1::bigint >> 32)::oid AND l.objid = ($1::bigint & 4294967295)::oid AND l.objsubid = 1
   AND l.pid <> pg_backend_pid()
   AND (s.ended_at IS NOT NULL OR s.seen_at <= now() - make_interval(secs => $2))
+  -- Backend pids are reused: never end a session a live instance claims.
+  AND NOT EXISTS (SELECT 1 FROM orca.schedulers y
+                  WHERE y.backend = l.pid AND y.ended_at IS NULL
+                    AND y.seen_at > now() - make_interval(secs => $2))
