@@ -313,24 +313,38 @@ impl Checker<'_> {
         }
     }
 
+    /// The table of `[pipelines.NAME]` or `[pools.NAME]` (`kind`), checking
+    /// its name.
+    fn named_table<'v, 'i>(
+        &mut self,
+        kind: &str,
+        name: &Spanned<std::borrow::Cow<str>>,
+        v: &'v Spanned<DeValue<'i>>,
+    ) -> Option<&'v DeTable<'i>> {
+        if !valid_name(name.get_ref()) {
+            self.say(
+                name,
+                format!(
+                    "{kind} name '{}' may hold only letters, digits, '_', '-' and '.'",
+                    name.get_ref()
+                ),
+            );
+        }
+        match v.get_ref() {
+            DeValue::Table(table) => Some(table),
+            _ => {
+                self.say(v, format!("{kind}s.{} must be a table", name.get_ref()));
+                None
+            }
+        }
+    }
+
     fn pipeline(
         &mut self,
         name: &Spanned<std::borrow::Cow<str>>,
         v: &Spanned<DeValue>,
     ) -> Option<Pipeline> {
-        if !valid_name(name.get_ref()) {
-            self.say(
-                name,
-                format!(
-                    "pipeline name '{}' may hold only letters, digits, '_', '-' and '.'",
-                    name.get_ref()
-                ),
-            );
-        }
-        let DeValue::Table(table) = v.get_ref() else {
-            self.say(v, format!("pipelines.{} must be a table", name.get_ref()));
-            return None;
-        };
+        let table = self.named_table("pipeline", name, v)?;
         let before = self.problems.len();
         let mut p = Pipeline {
             name: name.get_ref().to_string(),
@@ -440,19 +454,7 @@ impl Checker<'_> {
         name: &Spanned<std::borrow::Cow<str>>,
         v: &Spanned<DeValue>,
     ) -> Option<Pool> {
-        if !valid_name(name.get_ref()) {
-            self.say(
-                name,
-                format!(
-                    "pool name '{}' may hold only letters, digits, '_', '-' and '.'",
-                    name.get_ref()
-                ),
-            );
-        }
-        let DeValue::Table(table) = v.get_ref() else {
-            self.say(v, format!("pools.{} must be a table", name.get_ref()));
-            return None;
-        };
+        let table = self.named_table("pool", name, v)?;
         let before = self.problems.len();
         let mut p = Pool {
             name: name.get_ref().to_string(),

@@ -231,6 +231,18 @@ pub fn free_own_stale_lead(client: &mut postgres::Client, host: &str) -> bool {
         .is_ok_and(|r| r.get::<_, bool>(0))
 }
 
+/// Whether `lead` is held on `session`; forgets a lead held on an older
+/// session (its lock went with it).
+fn holds_lead(lead: &mut Option<(u64, Instant)>, session: u64) -> bool {
+    match lead {
+        Some((s, _)) if *s == session => true,
+        _ => {
+            *lead = None;
+            false
+        }
+    }
+}
+
 /// Takes `LEAD_LOCK` on this session if it is free, or held by a stale
 /// session of this host's (see [`free_own_stale_lead`]).
 fn take_lead(client: &mut postgres::Client, host: &str) -> Result<bool, postgres::Error> {
@@ -553,12 +565,9 @@ impl Scheduler {
             return None;
         }
         let session = self.db.sessions;
-        if let Some((s, _)) = self.lead
-            && s == session
-        {
+        if holds_lead(&mut self.lead, session) {
             return Some(session);
         }
-        self.lead = None;
         let host = self.host.clone();
         match self.db.run_fenced(session, |c| take_lead(c, &host)) {
             Ok(true) => {
@@ -654,12 +663,9 @@ impl Scheduler {
             return None;
         }
         let session = self.db.sessions;
-        if let Some((s, _)) = self.lead
-            && s == session
-        {
+        if holds_lead(&mut self.lead, session) {
             return Some(session);
         }
-        self.lead = None;
         let host = self.host.clone();
         match self.db.run_fenced(session, |c| {
             free_own_stale_lead(c, &host);
