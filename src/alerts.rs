@@ -15,13 +15,19 @@ use crate::state::Db;
 /// How many times an alert is tried before orca gives up on it.
 pub const MAX_ATTEMPTS: i32 = 10;
 
-/// Sends due alerts every second until `done` is set.
-pub fn run(mut db: Db, done: Arc<AtomicBool>) {
+/// Sends due alerts every second, while `leads` (alerts are the leader's to
+/// send), until `done` is set.
+pub fn run(mut db: Db, leads: Arc<AtomicBool>, done: Arc<AtomicBool>) {
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(10))
         .build();
     while !done.load(Ordering::SeqCst) {
-        if let Ok(rows) = db.run(|c| c.query(sql::ALERTS_CLAIM, &[])) {
+        let rows = if leads.load(Ordering::SeqCst) {
+            db.run(|c| c.query(sql::ALERTS_CLAIM, &[]))
+        } else {
+            Ok(Vec::new())
+        };
+        if let Ok(rows) = rows {
             for r in rows {
                 if done.load(Ordering::SeqCst) {
                     break;

@@ -197,16 +197,18 @@ pub fn overlap_refusal(
 }
 
 /// Waits up to `timeout` seconds for the newest live instance to lead (a
-/// handover over); true at once with no instance live.
+/// handover over); true at once with no instance live. With `ORCA_IMAGE`
+/// set, that instance must run that image.
 pub fn wait_for_lead(
     client: &mut Client,
     stale: f64,
     timeout: f64,
 ) -> Result<bool, postgres::Error> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout);
+    let image = image();
     loop {
         if client
-            .query_one(sql::DEPLOY_WAIT, &[&stale])?
+            .query_one(sql::DEPLOY_WAIT, &[&stale, &image])?
             .get::<_, bool>(0)
         {
             return Ok(true);

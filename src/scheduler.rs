@@ -153,6 +153,10 @@ pub struct Scheduler {
     db: Db,
     timing: Timing,
     host: String,
+    /// This process's `application_name` (see [`application_name`]).
+    app: String,
+    /// Whether this process leads now (the alert thread sends only then).
+    leads_now: Arc<AtomicBool>,
     /// The session number that holds `LEAD_LOCK`, and since when.
     lead: Option<(u64, Instant)>,
     /// Another process took the lead while this one was cut off.
@@ -182,9 +186,13 @@ pub fn lead_holder(client: &mut postgres::Client) -> Option<String> {
     let addr: Option<String> = row.get(1);
     let backend: i32 = row.get(2);
     Some(match app {
-        Some(a) if a.starts_with("orca scheduler") => {
-            a.trim_start_matches("orca scheduler").trim().to_string()
-        }
+        Some(a) if a.starts_with("orca scheduler") => a
+            .trim_start_matches("orca scheduler")
+            .split(" tag ")
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
         _ => format!(
             "a session from {} (backend pid {backend})",
             addr.unwrap_or_else(|| "a local socket".into())
@@ -192,40 +200,32 @@ pub fn lead_holder(client: &mut postgres::Client) -> Option<String> {
     })
 }
 
-/// If `LEAD_LOCK` is held by a session that was this very process's (left
-/// behind by a network cut the server has not noticed yet) or a dead
-/// process's on this host (a crash or reboot), ends that session so the lock
-/// is free. Returns whether it did.
-pub fn free_own_stale_lead(client: &mut postgres::Client, host: &str) -> bool {
+/// The `application_name` of this process's sessions: host and pid for
+/// people, and a random tag that tells this very process apart from any
+/// other (pids repeat across containers, hosts share names).
+pub fn application_name(host: &str) -> String {
+    use std::hash::BuildHasher;
+    let tag = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
+    format!(
+        "orca scheduler host {host} pid {} tag {:08x}",
+        std::process::id(),
+        tag as u32
+    )
+}
+
+/// If `LEAD_LOCK` is held by an older session of this very process (left
+/// behind by a network cut the server has not noticed yet), ends that
+/// session so the lock is free. Returns whether it did.
+pub fn free_own_stale_lead(client: &mut postgres::Client, app: &str) -> bool {
     let Ok(Some(row)) = client.query_opt(sql::LEAD_HOLDER, &[&LEAD_LOCK]) else {
         return false;
     };
-    let app: Option<String> = row.get(0);
+    let holder: Option<String> = row.get(0);
     let backend: i32 = row.get(2);
-    let Some(rest) = app
-        .as_deref()
-        .and_then(|a| a.strip_prefix(&format!("orca scheduler host {host} pid ")))
-    else {
-        return false;
-    };
-    let Ok(pid) = rest.trim().parse::<i32>() else {
-        return false;
-    };
-    let ours = pid == std::process::id() as i32;
-    // SAFETY: kill(2) with signal 0 only checks that the process exists.
-    let dead = unsafe { libc::kill(pid, 0) } != 0
-        && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-    if !(ours || dead) {
+    if holder.as_deref() != Some(app) {
         return false;
     }
-    log::warn!(
-        "the lead is held by a stale session of {} (pid {pid} on this host): ending it",
-        if ours {
-            "this process"
-        } else {
-            "a dead scheduler"
-        }
-    );
+    log::warn!("the lead is held by an older session of this process: ending it");
     client
         .query_one(sql::LEAD_TERMINATE, &[&backend])
         .is_ok_and(|r| r.get::<_, bool>(0))
@@ -243,11 +243,11 @@ fn holds_lead(lead: &mut Option<(u64, Instant)>, session: u64) -> bool {
     }
 }
 
-/// Takes `LEAD_LOCK` on this session if it is free, or held by a stale
-/// session of this host's (see [`free_own_stale_lead`]).
-fn take_lead(client: &mut postgres::Client, host: &str) -> Result<bool, postgres::Error> {
+/// Takes `LEAD_LOCK` on this session if it is free, or held by an older
+/// session of this process's (see [`free_own_stale_lead`]).
+fn take_lead(client: &mut postgres::Client, app: &str) -> Result<bool, postgres::Error> {
     let got: bool = client.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])?.get(0);
-    if got || !free_own_stale_lead(client, host) {
+    if got || !free_own_stale_lead(client, app) {
         return Ok(got);
     }
     client
@@ -275,7 +275,7 @@ pub fn main(config_path: Option<&str>) -> i32 {
         }
     };
     let host = runs::hostname();
-    let app = format!("orca scheduler host {host} pid {}", std::process::id());
+    let app = application_name(&host);
     let target = match Target::from_env() {
         Ok(t) => t.with_application_name(&app),
         Err(e) => {
@@ -338,10 +338,10 @@ pub fn main(config_path: Option<&str>) -> i32 {
             last_beat: Instant::now(),
             said_waiting: false,
         };
-        return run(db, target, timing, host, None, Some(instance), config);
+        return run(db, target, timing, host, app, None, Some(instance), config);
     }
     let session = db.sessions;
-    match db.run(|c| take_lead(c, &host)) {
+    match db.run(|c| take_lead(c, &app)) {
         Ok(true) => {}
         Ok(false) => {
             let who = db
@@ -368,15 +368,17 @@ pub fn main(config_path: Option<&str>) -> i32 {
         std::process::id(),
         target.shown()
     );
-    run(db, target, timing, host, Some(session), None, None)
+    run(db, target, timing, host, app, Some(session), None, None)
 }
 
 /// Starts the heartbeat and alert threads, runs the tick loop, and stops them.
+#[allow(clippy::too_many_arguments)]
 fn run(
     db: Db,
     target: Target,
     timing: Timing,
     host: String,
+    app: String,
     lead_session: Option<u64>,
     instance: Option<Instance>,
     register: Option<config::Config>,
@@ -391,18 +393,22 @@ fn run(
             .expect("spawn heartbeat thread")
     };
     let alert_done = Arc::new(AtomicBool::new(false));
+    let leads_now = Arc::new(AtomicBool::new(false));
     let alert_thread = {
         let done = alert_done.clone();
+        let leads = leads_now.clone();
         let db = Db::new(target, "alerts");
         std::thread::Builder::new()
             .name("alerts".into())
-            .spawn(move || crate::alerts::run(db, done))
+            .spawn(move || crate::alerts::run(db, leads, done))
             .expect("spawn alert thread")
     };
     let mut s = Scheduler {
         db,
         timing,
         host,
+        app,
+        leads_now,
         lead: lead_session.map(|s| (s, Instant::now())),
         lost_to: None,
         instance,
@@ -472,6 +478,7 @@ impl Scheduler {
 
     /// One tick: supervise, write what is pending, and decide if leading.
     fn tick(&mut self) {
+        let began = Instant::now();
         self.reap();
         self.enforce();
         self.flush();
@@ -480,6 +487,7 @@ impl Scheduler {
         } else {
             self.leading()
         };
+        self.leads_now.store(lead.is_some(), Ordering::SeqCst);
         let Some(session) = lead else {
             // Sensors are decisions: only the leader runs them.
             for (_, s) in self.sensors.drain() {
@@ -551,7 +559,20 @@ impl Scheduler {
         }
         self.sense(session, &pipelines);
         self.start(session, &pipelines);
-        self.sweep(session);
+        if began.elapsed().as_secs_f64() > self.timing.stale / 2.0 {
+            // The database stalled under this tick: beats of others may have
+            // waited as long, so what looks stale now may not be. Wait one
+            // more stale limit before sweeping anything.
+            log::warn!(
+                "a tick took {:.1}s: no sweep for one stale limit",
+                began.elapsed().as_secs_f64()
+            );
+            if let Some((s, _)) = self.lead {
+                self.lead = Some((s, Instant::now()));
+            }
+        } else {
+            self.sweep(session);
+        }
         self.publish();
     }
 
@@ -568,8 +589,8 @@ impl Scheduler {
         if holds_lead(&mut self.lead, session) {
             return Some(session);
         }
-        let host = self.host.clone();
-        match self.db.run_fenced(session, |c| take_lead(c, &host)) {
+        let app = self.app.clone();
+        match self.db.run_fenced(session, |c| take_lead(c, &app)) {
             Ok(true) => {
                 log::info!("lead taken again on a new session");
                 self.lead = Some((session, Instant::now()));
@@ -608,8 +629,9 @@ impl Scheduler {
         // A leader that could not beat for the stale limit stops deciding by
         // itself: another instance may have taken over meanwhile.
         if self.lead.is_some() && inst.last_beat.elapsed().as_secs_f64() > stale {
-            log::warn!("no beat landed for over {stale}s: deciding nothing until one does");
+            log::warn!("no beat landed for over {stale}s: giving up the lead");
             self.lead = None;
+            let _ = self.db.run(|c| c.query_one(sql::LEAD_RELEASE, &[]));
         }
         let beat = match self.db.run(|c| crate::overlap::beat(c, id, &ours, stale)) {
             Ok(Some(b)) => b,
@@ -638,6 +660,8 @@ impl Scheduler {
         if let Some(why) = why
             && !inst.draining
         {
+            // Decide nothing more from here on, whatever the step down comes to.
+            self.lead = None;
             match self.db.run(|c| crate::overlap::step_down(c, id, &why)) {
                 Ok(()) => {
                     log::info!(
@@ -666,9 +690,9 @@ impl Scheduler {
         if holds_lead(&mut self.lead, session) {
             return Some(session);
         }
-        let host = self.host.clone();
+        let app = self.app.clone();
         match self.db.run_fenced(session, |c| {
-            free_own_stale_lead(c, &host);
+            free_own_stale_lead(c, &app);
             crate::overlap::try_lead(c, id, stale)
         }) {
             Ok(crate::overlap::Lead::Taken) => {

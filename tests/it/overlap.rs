@@ -239,7 +239,7 @@ fn a_database_restart_with_two_instances_requeues_nothing() {
     db.register(
         &dir,
         &format!(
-            "[pipelines.p]\nmax_runs = 4\ncommand = \"sleep 8; echo $ORCA_RUN_ID >> {}\"\n",
+            "[pipelines.p]\nmax_runs = 4\ncommand = \"sleep 16; echo $ORCA_RUN_ID >> {}\"\n",
             done.display()
         ),
     );
@@ -251,7 +251,17 @@ fn a_database_restart_with_two_instances_requeues_nothing() {
     let mut b = overlap(&db, &dir, "b");
     let b_id = instance_of(&db, b.pid());
     wait_until("B leads, A drains its runs", 30.0, || leads(&db, b_id));
-    cluster.restart();
+    // Down for over twice the stale limit: every beat and heartbeat is stale
+    // when it comes back, yet A lives and holds its runs.
+    cluster.stop();
+    let down = std::time::Instant::now();
+    wait_until("both schedulers notice the outage", 20.0, || {
+        a.output().contains("can't be reached") && b.output().contains("can't be reached")
+    });
+    wait_until("seven seconds of outage", 20.0, || {
+        down.elapsed().as_secs_f64() > 7.0
+    });
+    cluster.start();
     wait_until("the four runs end", 60.0, || {
         ids.iter().all(|id| db.state(*id) == "succeeded")
     });
@@ -313,6 +323,19 @@ fn instances_drain_and_deploy_commands() {
             .status
             .success()
     );
+    // Waiting for an image that hasn't joined yet is not satisfied by A.
+    let other = db
+        .orca(&["deploy", "wait", "--timeout", "1"])
+        .env("ORCA_IMAGE", "img-next")
+        .output()
+        .unwrap();
+    assert_eq!(other.status.code(), Some(1));
+    let same = db
+        .orca(&["deploy", "wait", "--timeout", "5"])
+        .env("ORCA_IMAGE", "img-a")
+        .output()
+        .unwrap();
+    assert!(same.status.success());
 
     // A live (draining) instance that knows fewer migrations than the floor.
     db.client()
@@ -343,7 +366,8 @@ fn instances_drain_and_deploy_commands() {
     // `deploy wait` times out.
     db.client()
         .execute(
-            "INSERT INTO orca.schedulers (host, pid, image, migrations) VALUES ('new-host', 4343, 'new', 2)",
+            "INSERT INTO orca.schedulers (host, pid, image, migrations, seen_at) \
+             VALUES ('new-host', 4343, 'new', 2, now() + interval '1 hour')",
             &[],
         )
         .unwrap();
