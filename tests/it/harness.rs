@@ -324,8 +324,9 @@ pub fn pids_in(path: &Path) -> Vec<i32> {
 pub struct Cluster {
     /// Its directory (data, socket, log).
     pub dir: PathBuf,
-    /// Its TCP port on 127.0.0.1.
-    pub port: u16,
+    /// Its TCP port on 127.0.0.1 (fixed by its first start).
+    port: std::cell::Cell<u16>,
+    started: std::cell::Cell<bool>,
     bindir: PathBuf,
     root: bool,
 }
@@ -360,7 +361,8 @@ impl Cluster {
         std::fs::create_dir_all(&dir).unwrap();
         let c = Cluster {
             dir,
-            port: free_port(),
+            port: std::cell::Cell::new(free_port()),
+            started: std::cell::Cell::new(false),
             bindir: bindir(),
             root,
         };
@@ -389,7 +391,7 @@ impl Cluster {
         writeln!(
             conf,
             "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{}'\nfsync = off\nmax_connections = 100\n{extra}",
-            c.port,
+            c.port.get(),
             c.dir.display()
         )
         .unwrap();
@@ -427,27 +429,52 @@ impl Cluster {
         }
     }
 
-    fn ctl(&self, args: &[&str]) {
+    fn try_ctl(&self, args: &[&str]) -> bool {
         let pg_ctl = self.bindir.join("pg_ctl");
         let data = self.data();
         let log = format!("{}/server.log", self.dir.display());
-        let mut argv = vec![
-            pg_ctl.to_str().unwrap(),
-            "-D",
-            &data,
-            "-l",
-            &log,
-            "-w",
-            "-t",
-            "60",
-        ];
-        argv.extend_from_slice(args);
-        self.sh(&argv, true);
+        let mut cmd = if self.root {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&pg_ctl);
+            c
+        } else {
+            Command::new(&pg_ctl)
+        };
+        cmd.args(["-D", &data, "-l", &log, "-w", "-t", "60"])
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
     }
 
-    /// Starts it.
+    fn ctl(&self, args: &[&str]) {
+        assert!(
+            self.try_ctl(args),
+            "pg_ctl {args:?} failed: {}",
+            std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+        );
+    }
+
+    /// Starts it. The first start moves to another port if its port was
+    /// taken meanwhile (it was free when chosen, but not reserved).
     pub fn start(&self) {
+        if self.started.replace(true) {
+            return self.ctl(&["start"]);
+        }
+        for _ in 0..3 {
+            if self.try_ctl(&["start"]) {
+                return;
+            }
+            self.port.set(free_port());
+            let conf = format!("{}/postgresql.conf", self.data());
+            let mut f = std::fs::OpenOptions::new().append(true).open(conf).unwrap();
+            writeln!(f, "port = {}", self.port.get()).unwrap();
+        }
         self.ctl(&["start"]);
+    }
+
+    /// Its TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port.get()
     }
 
     /// Stops it (fast: sessions are ended).
@@ -462,7 +489,7 @@ impl Cluster {
 
     /// A superuser URL to its `postgres` database.
     pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port.get())
     }
 }
 

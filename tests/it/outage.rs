@@ -202,7 +202,7 @@ fn tls_require_and_verify_full() {
     .unwrap();
     cluster.start();
 
-    let base = format!("postgres://postgres@localhost:{}/postgres", cluster.port);
+    let base = format!("postgres://postgres@localhost:{}/postgres", cluster.port());
     let try_url = |url: &str| {
         std::process::Command::new(bin())
             .args(["migrate", "--wait", "0"])
