@@ -650,6 +650,13 @@ pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
 mod tests {
     use super::*;
 
+    /// Whether a problem on `line` says `text`.
+    fn has(problems: &[Problem], line: usize, text: &str) -> bool {
+        problems
+            .iter()
+            .any(|p| p.line == line && p.message.contains(text))
+    }
+
     #[test]
     fn a_good_file_parses() {
         let c = parse(
@@ -690,38 +697,11 @@ locations = ["here"]
     fn every_problem_has_its_line() {
         let text = "[pipelines.a]\ncommand = \"x\"\nbogus = 1\n\n[pipelines.b]\nschedule = \"61 * * * *\"\n\n[pipelines.c]\ncommand = \"x\"\nmax_runs = -1\nplacement = \"mars\"\n";
         let problems = parse(text).unwrap_err();
-        let lines: Vec<(usize, &str)> = problems
-            .iter()
-            .map(|p| (p.line, p.message.as_str()))
-            .collect();
-        assert!(
-            lines
-                .iter()
-                .any(|(l, m)| *l == 3 && m.contains("unknown key 'bogus'")),
-            "{lines:?}"
-        );
-        assert!(
-            lines.iter().any(|(l, m)| *l == 6 && m.contains("bad cron")),
-            "{lines:?}"
-        );
-        assert!(
-            lines
-                .iter()
-                .any(|(l, m)| *l == 5 && m.contains("missing command")),
-            "{lines:?}"
-        );
-        assert!(
-            lines
-                .iter()
-                .any(|(l, m)| *l == 10 && m.contains("negative")),
-            "{lines:?}"
-        );
-        assert!(
-            lines
-                .iter()
-                .any(|(l, m)| *l == 11 && m.contains("bad placement")),
-            "{lines:?}"
-        );
+        assert!(has(&problems, 3, "unknown key 'bogus'"), "{problems:?}");
+        assert!(has(&problems, 6, "bad cron"), "{problems:?}");
+        assert!(has(&problems, 5, "missing command"), "{problems:?}");
+        assert!(has(&problems, 10, "negative"), "{problems:?}");
+        assert!(has(&problems, 11, "bad placement"), "{problems:?}");
     }
 
     #[test]
@@ -765,38 +745,14 @@ placement = "worker:gpu"
 
         let text = "[pools.p]\nprovider = \"moon\"\ntypes = []\nmax_machines = 0\n\n[pipelines.x]\ncommand = \"true\"\nplacement = \"worker:nope\"\n";
         let problems = parse(text).unwrap_err();
-        let lines: Vec<(usize, &str)> = problems
-            .iter()
-            .map(|p| (p.line, p.message.as_str()))
-            .collect();
         assert!(
-            lines.contains(&(1, "pools.p: missing locations")),
-            "{lines:?}"
+            has(&problems, 1, "pools.p: missing locations"),
+            "{problems:?}"
         );
-        assert!(
-            lines
-                .iter()
-                .any(|(l, m)| *l == 2 && m.contains("bad provider")),
-            "{lines:?}"
-        );
-        assert!(
-            lines
-                .iter()
-                .any(|(l, m)| *l == 3 && m.contains("types must be")),
-            "{lines:?}"
-        );
-        assert!(
-            lines
-                .iter()
-                .any(|(l, m)| *l == 4 && m.contains("at least 1")),
-            "{lines:?}"
-        );
-        assert!(
-            lines
-                .iter()
-                .any(|(l, m)| *l == 8 && m.contains("no [pools.nope]")),
-            "{lines:?}"
-        );
+        assert!(has(&problems, 2, "bad provider"), "{problems:?}");
+        assert!(has(&problems, 3, "types must be"), "{problems:?}");
+        assert!(has(&problems, 4, "at least 1"), "{problems:?}");
+        assert!(has(&problems, 8, "no [pools.nope]"), "{problems:?}");
     }
 
     #[test]

@@ -282,6 +282,13 @@ impl Proc {
         }
     }
 
+    /// SIGTERM, and an exit 0 within 30 s.
+    pub fn stop(&mut self) {
+        self.signal(libc::SIGTERM);
+        let status = self.wait(30.0);
+        assert!(status.success(), "exit {status:?}; log:\n{}", self.output());
+    }
+
     /// What it has printed so far.
     pub fn output(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -308,6 +315,20 @@ pub fn alive(pid: i32) -> bool {
         }
         Err(_) => false,
     }
+}
+
+/// A shell command that hangs, leaving the pid of its child in `pids`.
+pub fn hang(pids: &Path) -> String {
+    format!("sleep 300 & echo $! >> {}; wait", pids.display())
+}
+
+/// A shell command whose first attempt hangs (see [`hang`]); a later one
+/// prints `done START`.
+pub fn hang_first_attempt(pids: &Path) -> String {
+    format!(
+        "if [ $ORCA_RUN_START = 1 ]; then {}; fi; echo done $ORCA_RUN_START",
+        hang(pids)
+    )
 }
 
 /// Reads pids written one per line into `path` (missing file: none).

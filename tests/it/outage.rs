@@ -85,8 +85,7 @@ fn a_database_restart_loses_no_run_and_ends_each_once() {
             "{who} logs each outage twice, not every second:\n{log}"
         );
     }
-    s.signal(libc::SIGTERM);
-    assert!(s.wait(30.0).success());
+    s.stop();
 }
 
 fn openssl(dir: &TempDir, args: &[&str]) {

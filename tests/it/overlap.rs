@@ -119,8 +119,7 @@ fn a_deploy_hands_over_without_losing_or_doubling_a_run() {
             (b_id, "leader".into(), "b".into())
         ]
     );
-    b.signal(libc::SIGTERM);
-    assert!(b.wait(30.0).success());
+    b.stop();
 }
 
 #[test]
@@ -131,8 +130,8 @@ fn a_crashed_leader_restarted_at_once_leads_and_its_runs_finish_once() {
     db.register(
         &dir,
         &format!(
-            "[pipelines.p]\nmax_runs = 3\ncommand = \"if [ $ORCA_RUN_START = 1 ]; then sleep 300 & echo $! >> {}; wait; fi; echo done $ORCA_RUN_START\"\n",
-            pids.display()
+            "[pipelines.p]\nmax_runs = 3\ncommand = \"{}\"\n",
+            hang_first_attempt(&pids)
         ),
     );
     let ids: Vec<i64> = (0..3).map(|_| db.queue("p")).collect();
@@ -172,8 +171,8 @@ fn a_hung_leader_is_fenced_off_and_drains_after_it_wakes() {
     db.register(
         &dir,
         &format!(
-            "[pipelines.p]\nmax_runs = 2\ncommand = \"sleep 300 & echo $! >> {}; wait\"\n[pipelines.q]\ncommand = \"echo q\"\n",
-            pids.display()
+            "[pipelines.p]\nmax_runs = 2\ncommand = \"{}\"\n[pipelines.q]\ncommand = \"echo q\"\n",
+            hang(&pids)
         ),
     );
     let first: Vec<i64> = (0..2).map(|_| db.queue("p")).collect();
@@ -279,8 +278,7 @@ fn a_database_restart_with_two_instances_requeues_nothing() {
         assert_eq!(db.events(*id, "started"), 1);
         assert_eq!(db.events(*id, "succeeded"), 1);
     }
-    b.signal(libc::SIGTERM);
-    assert!(b.wait(30.0).success());
+    b.stop();
 }
 
 #[test]
@@ -297,8 +295,7 @@ fn instances_drain_and_deploy_commands() {
         text_out.contains(&format!("pid {}", off.pid())) && text_out.contains("ORCA_OVERLAP=off"),
         "{text_out}"
     );
-    off.signal(libc::SIGTERM);
-    assert!(off.wait(30.0).success());
+    off.stop();
 
     let check = db.run(&["deploy", "check"]);
     assert_eq!(check.status.code(), Some(1));

@@ -19,8 +19,7 @@ fn a_second_scheduler_is_refused_and_names_the_first() {
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains(&format!("pid {}", first.pid())), "{err}");
-    first.signal(libc::SIGTERM);
-    assert!(first.wait(20.0).success());
+    first.stop();
 }
 
 #[test]
@@ -36,8 +35,7 @@ fn a_schedule_fires_once_per_slot_across_restarts() {
     let mut a = db.scheduler(&dir, &[]);
     wait_until("three slots fired", 20.0, || fired(&db) >= 3);
     // A clean stop, then a few slots of downtime (by the database's clock).
-    a.signal(libc::SIGTERM);
-    assert!(a.wait(20.0).success());
+    a.stop();
     let stopped: f64 = db.one("SELECT extract(epoch FROM now())::float8");
     wait_until("3.5 s of downtime", 20.0, || {
         db.one::<f64>("SELECT extract(epoch FROM now())::float8") > stopped + 3.5
@@ -51,8 +49,7 @@ fn a_schedule_fires_once_per_slot_across_restarts() {
     let before = fired(&db);
     let mut c = db.scheduler(&dir, &[]);
     wait_until("three more slots", 20.0, || fired(&db) >= before + 3);
-    c.signal(libc::SIGTERM);
-    assert!(c.wait(20.0).success());
+    c.stop();
 
     let slots: Vec<f64> = db
         .client()
@@ -154,8 +151,7 @@ fn max_runs_holds_with_twenty_queued() {
             "run {id} started out of order: {order:?}"
         );
     }
-    s.signal(libc::SIGTERM);
-    assert!(s.wait(20.0).success());
+    s.stop();
 }
 
 /// A tiny HTTP receiver: records each request's body and answers with the
@@ -244,8 +240,7 @@ fn retries_then_one_alert_on_final_failure() {
         1,
         "one alert for the run"
     );
-    s.signal(libc::SIGTERM);
-    assert!(s.wait(20.0).success());
+    s.stop();
 }
 
 #[test]
@@ -280,8 +275,7 @@ fn a_timeout_kills_the_whole_process_group() {
     wait_until("no process of the run is left", 10.0, || {
         pids.iter().all(|p| !alive(*p))
     });
-    s.signal(libc::SIGTERM);
-    assert!(s.wait(20.0).success());
+    s.stop();
 }
 
 #[test]
@@ -291,10 +285,7 @@ fn cancel_stops_a_running_run() {
     let pids = dir.path("pids");
     db.register(
         &dir,
-        &format!(
-            "[pipelines.long]\ncommand = \"sleep 300 & echo $! >> {}; wait\"\n",
-            pids.display()
-        ),
+        &format!("[pipelines.long]\ncommand = \"{}\"\n", hang(&pids)),
     );
     let id = db.queue("long");
     let mut s = db.scheduler(&dir, &[]);
@@ -306,8 +297,7 @@ fn cancel_stops_a_running_run() {
     assert_eq!(db.events(id, "cancelled"), 1);
     let pid = pids_in(&pids)[0];
     wait_until("its process is gone", 10.0, || !alive(pid));
-    s.signal(libc::SIGTERM);
-    assert!(s.wait(20.0).success());
+    s.stop();
 }
 
 #[test]
@@ -319,8 +309,8 @@ fn kill_9_of_the_scheduler_leaves_no_child_and_the_next_one_finishes_the_runs() 
     db.register(
         &dir,
         &format!(
-            "[pipelines.p]\nmax_runs = 3\ncommand = \"if [ $ORCA_RUN_START = 1 ]; then sleep 300 & echo $! >> {}; wait; fi; echo done $ORCA_RUN_START\"\n",
-            pids.display()
+            "[pipelines.p]\nmax_runs = 3\ncommand = \"{}\"\n",
+            hang_first_attempt(&pids)
         ),
     );
     let ids: Vec<i64> = (0..3).map(|_| db.queue("p")).collect();
@@ -345,8 +335,7 @@ fn kill_9_of_the_scheduler_leaves_no_child_and_the_next_one_finishes_the_runs() 
         );
         assert_eq!(db.ok(&["logs", &id.to_string()]), "done 2\n");
     }
-    b.signal(libc::SIGTERM);
-    assert!(b.wait(20.0).success());
+    b.stop();
 }
 
 #[test]
@@ -356,16 +345,12 @@ fn sigterm_stops_children_and_queues_their_runs_again() {
     let pids = dir.path("pids");
     db.register(
         &dir,
-        &format!(
-            "[pipelines.p]\ncommand = \"sleep 300 & echo $! >> {}; wait\"\n",
-            pids.display()
-        ),
+        &format!("[pipelines.p]\ncommand = \"{}\"\n", hang(&pids)),
     );
     let id = db.queue("p");
     let mut s = db.scheduler(&dir, &[]);
     wait_until("the run is running", 30.0, || !pids_in(&pids).is_empty());
-    s.signal(libc::SIGTERM);
-    assert!(s.wait(30.0).success());
+    s.stop();
     assert_eq!(db.state(id), "queued");
     assert_eq!(db.events(id, "requeued"), 1);
     assert!(!alive(pids_in(&pids)[0]));
@@ -404,8 +389,7 @@ fn a_sensor_queues_one_run_at_a_time() {
         assert!(waiting() <= 1, "more than one sensor run waiting");
         std::thread::sleep(std::time::Duration::from_millis(150));
     }
-    s.signal(libc::SIGTERM);
-    assert!(s.wait(30.0).success());
+    s.stop();
 }
 
 #[test]
@@ -449,8 +433,7 @@ fn output_tail_is_kept_and_live() {
     wait_until("a running run's output is visible", 20.0, || {
         db.ok(&["logs", &live.to_string()]) == "early\n"
     });
-    s.signal(libc::SIGTERM);
-    assert!(s.wait(30.0).success());
+    s.stop();
 }
 
 #[test]
@@ -469,8 +452,7 @@ fn paused_pipelines_start_nothing() {
     assert_eq!(db.state(p), "queued");
     db.ok(&["resume", "p"]);
     wait_until("p runs once resumed", 30.0, || db.state(p) == "succeeded");
-    s.signal(libc::SIGTERM);
-    assert!(s.wait(30.0).success());
+    s.stop();
 }
 
 #[test]
@@ -496,8 +478,7 @@ fn a_run_that_ended_before_sigterm_keeps_its_outcome() {
             .unwrap()
             .success()
     });
-    s.signal(libc::SIGTERM);
-    assert!(s.wait(30.0).success());
+    s.stop();
     assert_eq!(db.state(id), "succeeded", "not queued to run a second time");
 }
 
@@ -508,10 +489,7 @@ fn a_cancel_outlives_the_scheduler_that_was_asked() {
     let pids = dir.path("pids");
     db.register(
         &dir,
-        &format!(
-            "[pipelines.p]\ncommand = \"sleep 300 & echo $! >> {}; wait\"\n",
-            pids.display()
-        ),
+        &format!("[pipelines.p]\ncommand = \"{}\"\n", hang(&pids)),
     );
     let id = db.queue("p");
     let mut a = db.scheduler(&dir, &[]);
@@ -531,6 +509,5 @@ fn a_cancel_outlives_the_scheduler_that_was_asked() {
         1
     );
     assert_eq!(db.events(id, "started"), 1);
-    b.signal(libc::SIGTERM);
-    assert!(b.wait(30.0).success());
+    b.stop();
 }
