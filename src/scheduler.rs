@@ -213,6 +213,15 @@ pub fn application_name(host: &str) -> String {
     )
 }
 
+/// Who holds `LEAD_LOCK`, for a message ("another process" if that can't
+/// be told).
+fn who_leads(db: &mut Db) -> String {
+    db.run(|c| Ok(lead_holder(c)))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| "another process".into())
+}
+
 /// If `LEAD_LOCK` is held by an older session of this very process (left
 /// behind by a network cut the server has not noticed yet), ends that
 /// session so the lock is free. Returns whether it did.
@@ -344,11 +353,7 @@ pub fn main(config_path: Option<&str>) -> i32 {
     match db.run(|c| take_lead(c, &app)) {
         Ok(true) => {}
         Ok(false) => {
-            let who = db
-                .run(|c| Ok(lead_holder(c)))
-                .ok()
-                .flatten()
-                .unwrap_or_else(|| "another process".into());
+            let who = who_leads(&mut db);
             eprintln!("orca: another scheduler is running ({who}); it holds the lead");
             return 1;
         }
@@ -597,12 +602,7 @@ impl Scheduler {
                 Some(session)
             }
             Ok(false) => {
-                let who = self
-                    .db
-                    .run_fenced(session, |c| Ok(lead_holder(c)))
-                    .ok()
-                    .flatten()
-                    .unwrap_or_else(|| "another process".into());
+                let who = who_leads(&mut self.db);
                 log::error!(
                     "the lead was taken by {who} while this scheduler was cut off; \
                      starting nothing more, finishing the {} runs it supervises",
@@ -703,12 +703,7 @@ impl Scheduler {
             }
             Ok(crate::overlap::Lead::Held) => {
                 if !inst.said_waiting {
-                    let who = self
-                        .db
-                        .run_fenced(session, |c| Ok(lead_holder(c)))
-                        .ok()
-                        .flatten()
-                        .unwrap_or_else(|| "another process".into());
+                    let who = who_leads(&mut self.db);
                     log::info!("instance {id} waits for the lead, held by {who}");
                     inst.said_waiting = true;
                 }

@@ -389,3 +389,39 @@ fn instances_drain_and_deploy_commands() {
         assert!(events.contains(kind), "no '{kind}' event:\n{events}");
     }
 }
+
+#[test]
+fn sigterm_with_overlap_on_drains() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let flag = dir.path("flag");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.p]\ncommand = \"while [ ! -f {} ]; do sleep 0.1; done; echo done\"\n",
+            flag.display()
+        ),
+    );
+    let id = db.queue("p");
+    let mut a = overlap(&db, &dir, "a");
+    let a_id = instance_of(&db, a.pid());
+    wait_until("the run is running", 30.0, || db.state(id) == "running");
+    a.signal(libc::SIGTERM);
+    wait_until("A drains", 20.0, || {
+        db.one::<bool>(&format!(
+            "SELECT draining FROM orca.schedulers WHERE id = {a_id}"
+        ))
+    });
+    // Draining: its run goes on, under it, and it waits for it.
+    assert_eq!(db.state(id), "running");
+    assert!(a.child.try_wait().unwrap().is_none(), "A waits for its run");
+    std::fs::write(&flag, "").unwrap();
+    assert!(a.wait(30.0).success(), "A exits 0 once its run ends");
+    assert_eq!(db.state(id), "succeeded");
+    assert_eq!(db.events(id, "requeued"), 0);
+    assert_eq!(db.events(id, "started"), 1);
+    let ended: bool = db.one(&format!(
+        "SELECT ended_at IS NOT NULL FROM orca.schedulers WHERE id = {a_id}"
+    ));
+    assert!(ended);
+}

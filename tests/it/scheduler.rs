@@ -206,7 +206,7 @@ fn retries_then_one_alert_on_final_failure() {
     db.register(
         &dir,
         &format!(
-            "[pipelines.flaky]\ncommand = \"echo attempt $ORCA_RUN_START; exit 3\"\nretries = 2\nretry_delay = 0.5\nalert = \"{url}\"\n"
+            "[pipelines.flaky]\ncommand = \"echo attempt $ORCA_RUN_START; exit 3\"\nretries = 2\nretry_delay = 1.5\nalert = \"{url}\"\n"
         ),
     );
     let id = db.queue("flaky");
@@ -221,6 +221,17 @@ fn retries_then_one_alert_on_final_failure() {
     );
     assert_eq!(db.events(id, "retried"), 2);
     assert_eq!(db.events(id, "failed"), 3);
+    // Each retry waited its retry_delay (by the database's clock).
+    let shortest: f64 = db.one(&format!(
+        "SELECT min(extract(epoch FROM s.at - r.at))::float8 FROM orca.events r \
+         CROSS JOIN LATERAL (SELECT at FROM orca.events s WHERE s.run = r.run \
+           AND s.kind = 'started' AND s.id > r.id ORDER BY s.id LIMIT 1) s \
+         WHERE r.run = {id} AND r.kind = 'retried'"
+    ));
+    assert!(
+        shortest >= 1.5,
+        "a retry started {shortest}s after its failure"
+    );
     assert_eq!(db.events(id, "alert failed"), 1, "the 500 was retried");
     let bodies = got.lock().unwrap().clone();
     assert_eq!(
@@ -382,13 +393,33 @@ fn a_sensor_queues_one_run_at_a_time() {
     // One starts (max_runs 1); the next sensor run queues one more, and no
     // more while that one waits.
     wait_until("a second run waits", 20.0, || count() >= 2);
-    let waiting = || {
-        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE origin = 'sensor' AND state = 'queued'")
-    };
-    for _ in 0..10 {
-        assert!(waiting() <= 1, "more than one sensor run waiting");
-        std::thread::sleep(std::time::Duration::from_millis(150));
-    }
+    // The sensor keeps saying yes; still only one run waits.
+    let asked_so_far = pids_in(&asked).len();
+    wait_until("five more yeses", 20.0, || {
+        pids_in(&asked).len() >= asked_so_far + 5
+    });
+    assert_eq!(count(), 2, "one running, one waiting, no more");
+    s.stop();
+}
+
+#[test]
+fn a_sensor_that_hangs_is_killed_at_its_time_limit() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.s]\ncommand = \"true\"\nsensor = \"{}\"\nsensor_every = 0.5\n",
+            hang(&pids)
+        ),
+    );
+    let mut s = db.scheduler(&dir, &[]);
+    // A second sensor process starts only once the first is gone.
+    wait_until("the sensor ran twice", 20.0, || pids_in(&pids).len() >= 2);
+    let first = pids_in(&pids)[0];
+    wait_until("the first sensor's process is gone", 10.0, || !alive(first));
+    assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.runs"), 0);
     s.stop();
 }
 
@@ -510,4 +541,41 @@ fn a_cancel_outlives_the_scheduler_that_was_asked() {
     );
     assert_eq!(db.events(id, "started"), 1);
     b.stop();
+}
+
+#[test]
+fn a_webhook_that_never_answers_does_not_hold_up_the_tick() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    // Accepts connections and never answers (the alert's HTTP timeout is 10 s).
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}/hook",
+        listener.local_addr().unwrap().port()
+    );
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let keep = held.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            keep.lock().unwrap().push(conn);
+        }
+    });
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.doomed]\ncommand = \"exit 1\"\nalert = \"{url}\"\n[pipelines.ok]\ncommand = \"true\"\n"
+        ),
+    );
+    db.queue("doomed");
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("the alert is being sent", 20.0, || {
+        !held.lock().unwrap().is_empty()
+    });
+    let started = std::time::Instant::now();
+    let ok = db.queue("ok");
+    wait_until("another run starts and ends meanwhile", 8.0, || {
+        db.state(ok) == "succeeded"
+    });
+    assert!(started.elapsed().as_secs_f64() < 8.0);
+    s.stop();
 }
