@@ -66,7 +66,12 @@ cleanup() {
   if [ -n "${ORCA_KEEP_TEST_DB:-}" ]; then echo "test-db.sh: kept $root" >&2; else rm -rf "$root"; fi
 }
 
-"${as_pg[@]}" "$bindir/initdb" -D "$data" -U postgres -A trust -E UTF8 --no-sync >"$root/initdb.log" 2>&1 ||
+# Passwords are checked over TCP (scram-sha-256), as in production: pool
+# machines log in with credentials of their own.
+echo orca-test >"$root/pw"
+[ "$(id -u)" = 0 ] && chown postgres "$root/pw"
+"${as_pg[@]}" "$bindir/initdb" -D "$data" -U postgres --auth-local=trust --auth-host=scram-sha-256 \
+  --pwfile="$root/pw" -E UTF8 --no-sync >"$root/initdb.log" 2>&1 ||
   { echo "test-db.sh: initdb failed:" >&2; tail -5 "$root/initdb.log" >&2; rm -rf "$root"; exit 1; }
 cat >>"$data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
@@ -80,5 +85,5 @@ CONF
 trap cleanup EXIT
 "${as_pg[@]}" "$bindir/pg_ctl" -D "$data" -l "$root/server.log" -w -t 60 start >/dev/null ||
   { echo "test-db.sh: the throwaway cluster did not start:" >&2; tail -5 "$root/server.log" >&2; exit 1; }
-export ORCA_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
+export ORCA_TEST_DATABASE_URL="postgres://postgres:orca-test@127.0.0.1:$port/postgres"
 "$@"

@@ -9,6 +9,7 @@ WITH r AS (
     WHERE state = 'running'
       AND heartbeat < now() - make_interval(secs => $1)
       AND NOT (id = ANY($2))
+      AND machine IS NULL
       AND pipeline IN (SELECT name FROM orca.pipelines WHERE placement = 'local')
       AND NOT EXISTS (
           SELECT 1 FROM orca.schedulers s

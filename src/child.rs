@@ -112,8 +112,10 @@ pub fn signal_name(sig: i32) -> &'static str {
 
 impl Child {
     /// Starts `argv` under the shim with `env` added, in a new process group.
-    /// orca's own secrets (`ORCA_DATABASE_URL`, AWS keys) are not passed on;
-    /// a pipeline that needs them sets them in its `env`.
+    /// orca's own secrets (`ORCA_DATABASE_URL`, a machine's `ORCA_TOKEN`, AWS
+    /// keys) are not passed on; a pipeline that needs them sets them in its
+    /// `env`. Nor are the local provider's machine labels (`ORCA_LOCAL_*`),
+    /// so a run's process is never taken for a machine.
     /// Call from a thread that lives as long as the process (the main
     /// thread): the parent-death signal fires when the starting thread ends.
     pub fn spawn(argv: &[String], env: &[(String, String)]) -> std::io::Result<Child> {
@@ -125,6 +127,7 @@ impl Child {
             .args(argv)
             .env(SHIM_PARENT, std::process::id().to_string())
             .env_remove("ORCA_DATABASE_URL")
+            .env_remove("ORCA_TOKEN")
             .env_remove("AWS_ACCESS_KEY_ID")
             .env_remove("AWS_SECRET_ACCESS_KEY")
             .env_remove("AWS_SESSION_TOKEN")
@@ -133,6 +136,11 @@ impl Child {
             .stdout(writer.try_clone()?)
             .stderr(writer)
             .process_group(0);
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("ORCA_LOCAL_") {
+                cmd.env_remove(key);
+            }
+        }
         let inner = cmd.spawn()?;
         drop(cmd); // closes our copies of the pipe's write end
         let tail = Arc::new(Tail::default());

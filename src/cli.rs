@@ -132,6 +132,23 @@ pub enum Cmd {
         #[command(subcommand)]
         action: Option<SchedulerCmd>,
     },
+    /// A pool machine's worker: takes runs of its pool and runs them, with the
+    /// machine's own credentials (ORCA_TOKEN, given when the machine is made).
+    Worker {
+        /// The pool this machine belongs to.
+        #[arg(long)]
+        pool: String,
+    },
+    /// Each pool: its machines, its demand, and what the last attempt to make
+    /// a machine came to.
+    Pools {
+        /// One JSON document.
+        #[arg(long)]
+        json: bool,
+        /// Database options.
+        #[command(flatten)]
+        db: DbOpts,
+    },
     /// Scheduler instances (ORCA_OVERLAP=on), oldest first.
     Instances {
         /// One JSON document.

@@ -85,8 +85,8 @@ pub fn check(opts: &ConfigOpts) -> Outcome {
     load(opts).map(|_| ())
 }
 
-/// Writes `config`'s pipelines in one transaction and retires the ones it
-/// no longer has. Returns the names retired.
+/// Writes `config`'s pipelines and pools in one transaction and retires the
+/// ones it no longer has. Returns the names retired (pools as `pool NAME`).
 pub fn register_config(
     client: &mut Client,
     config: &Config,
@@ -107,11 +107,14 @@ pub fn register_config(
         )?;
         names.push(p.name.clone());
     }
-    let retired = tx
+    let mut retired: Vec<String> = tx
         .query(sql::RETIRE_PIPELINES, &[&names])?
         .iter()
         .map(|r| r.get(0))
         .collect();
+    for pool in crate::pool_config::register(&mut tx, &config.pools)? {
+        retired.push(format!("pool {pool}"));
+    }
     tx.commit()?;
     Ok(retired)
 }
@@ -121,7 +124,11 @@ pub fn register(config: &ConfigOpts, opts: &DbOpts) -> Outcome {
     let config = load(config)?;
     let mut client = connect(opts)?;
     let retired = register_config(&mut client, &config).map_err(pg)?;
-    println!("registered {} pipelines", config.pipelines.len());
+    println!(
+        "registered {} pipelines and {} pools",
+        config.pipelines.len(),
+        config.pools.len()
+    );
     for name in retired {
         println!("retired {name} (no longer in the file)");
     }
@@ -379,4 +386,82 @@ pub fn deploy_wait(timeout: f64, opts: &DbOpts) -> Outcome {
             "the newest live scheduler instance does not lead after {timeout}s"
         )))
     }
+}
+
+/// `orca pools`: per pool, its machines, its demand and what the last
+/// attempt to make a machine came to. Tokens are never shown.
+pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
+    let mut client = connect(opts)?;
+    let pools = client.query(sql::POOLS_LIST, &[]).map_err(pg)?;
+    let machines = crate::pool_machines::live(&mut client).map_err(pg)?;
+    let mut doc = Vec::new();
+    for p in &pools {
+        let name: String = p.get(0);
+        let retired: bool = p.get(1);
+        let demand: i32 = p.get(2);
+        let status: String = p.get(3);
+        let since: Option<f64> = p.get(4);
+        let mine: Vec<_> = machines.iter().filter(|m| m.pool == name).collect();
+        if json {
+            doc.push(serde_json::json!({
+                "pool": name,
+                "retired": retired,
+                "demand": demand,
+                "status": status,
+                "status_for_seconds": since,
+                "machines": mine.iter().map(|m| serde_json::json!({
+                    "name": m.name,
+                    "type": m.type_,
+                    "location": m.location,
+                    "state": m.state(),
+                    "runs": m.running,
+                    "idle_seconds": if m.running > 0 { 0.0 } else { m.idle },
+                    "silent_seconds": m.silent,
+                })).collect::<Vec<_>>(),
+            }));
+            continue;
+        }
+        println!(
+            "pool {name}{}: {} machines, demand {demand}",
+            if retired { " (retired)" } else { "" },
+            mine.len()
+        );
+        println!(
+            "  last attempt: {}{}",
+            if status.is_empty() {
+                "none yet"
+            } else {
+                &status
+            },
+            since.map_or(String::new(), |s| format!(" ({s:.0}s ago)"))
+        );
+        if !mine.is_empty() {
+            println!(
+                "  {:<24} {:<14} {:<14} {:<8} {:>4}  IDLE FOR",
+                "MACHINE", "TYPE", "LOCATION", "STATE", "RUNS"
+            );
+        }
+        for m in mine {
+            println!(
+                "  {:<24} {:<14} {:<14} {:<8} {:>4}  {}",
+                m.name,
+                m.type_,
+                m.location,
+                m.state(),
+                m.running,
+                if m.running > 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.0}s", m.idle)
+                }
+            );
+        }
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "pools": doc })).expect("json")
+        );
+    }
+    Ok(())
 }

@@ -141,7 +141,8 @@ pub struct Pool {
     pub slots: i32,
     /// The worker image, whose architectures decide which types fit.
     pub image: Option<String>,
-    /// `local`: machines each location has room for (no entry: unlimited).
+    /// `local`: machines each location has room for (no entry: unlimited),
+    /// by `LOCATION`, or by `TYPE@LOCATION` for one type there.
     pub capacity: BTreeMap<String, i32>,
 }
 
@@ -549,11 +550,23 @@ impl Checker<'_> {
                     message: "capacity is a setting of the local provider".into(),
                 });
             }
-            for loc in p.capacity.keys() {
-                if !p.locations.contains(loc) {
+            for key in p.capacity.keys() {
+                // LOCATION, or TYPE@LOCATION for one type there.
+                let (ty, loc) = key
+                    .split_once('@')
+                    .map_or((None, key.as_str()), |(t, l)| (Some(t), l));
+                if !p.locations.iter().any(|l| l == loc) {
                     self.problems.push(Problem {
                         line,
                         message: format!("capacity names '{loc}', which is not in locations"),
+                    });
+                }
+                if let Some(ty) = ty
+                    && !p.types.iter().any(|t| t.name == ty)
+                {
+                    self.problems.push(Problem {
+                        line,
+                        message: format!("capacity names type '{ty}', which is not in types"),
                     });
                 }
             }

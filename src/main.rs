@@ -7,11 +7,21 @@ mod cli;
 mod commands;
 mod config;
 mod overlap;
+mod pool_boot;
+mod pool_config;
+mod pool_machines;
+mod pool_runs;
+mod pool_scale;
+mod providers;
+mod registry;
 mod runs;
 mod scheduler;
 mod settings;
 mod sql;
+mod stack_identity;
 mod state;
+mod supervise;
+mod worker;
 
 use clap::Parser;
 use cli::{Cli, Cmd};
@@ -78,6 +88,8 @@ fn main() {
             action: None,
         } => std::process::exit(scheduler::main(config.as_deref())),
         Cmd::Instances { json, db } => commands::instances(*json, db),
+        Cmd::Worker { pool } => std::process::exit(worker::main(pool)),
+        Cmd::Pools { json, db } => commands::pools(*json, db),
         Cmd::Deploy {
             action: cli::DeployCmd::Check { db },
         } => commands::deploy_check(db),

@@ -132,12 +132,6 @@ pub struct Outcome {
     pub why: String,
     /// The tail of its output.
     pub output: Vec<u8>,
-    /// Retries allowed, retry delay, alert URL: from its pipeline.
-    pub retries: i32,
-    /// Seconds before a retry.
-    pub retry_delay: f64,
-    /// Where a final failure is announced.
-    pub alert: Option<String>,
     /// The pipeline.
     pub pipeline: String,
 }
@@ -160,9 +154,6 @@ impl Outcome {
             exit,
             why,
             output,
-            retries: p.retries,
-            retry_delay: p.retry_delay,
-            alert: p.alert.clone(),
             pipeline: p.name.clone(),
         }
     }
@@ -181,18 +172,24 @@ impl Outcome {
         })
     }
 
-    /// Writes it: the run's new state (queued again if a retry is left), its
-    /// events, and its alert. Returns the state the run is in now, or `None`
-    /// if the attempt was no longer running (someone else decided already).
-    pub fn write(&self, client: &mut Client) -> Result<Option<String>, postgres::Error> {
+    /// Writes it with `statement` (`sql::RUN_FINISH`, or a worker's
+    /// `sql::WORKER_FINISH`): the run's new state (queued again if a retry of
+    /// its pipeline's is left), its events, and its alert. Returns the state
+    /// the run is in now, or `None` if the attempt was no longer running
+    /// (someone else decided already).
+    pub fn write(
+        &self,
+        client: &mut Client,
+        statement: &str,
+    ) -> Result<Option<String>, postgres::Error> {
         let (code, signal) = match self.exit {
             Some(Exit::Code(c)) => (Some(c), None),
             Some(Exit::Signal(s)) => (None, Some(s)),
             None => (None, None),
         };
         let body = self.alert_body();
-        let row = client.query_opt(
-            sql::RUN_FINISH,
+        let row = client.query_one(
+            statement,
             &[
                 &self.id,
                 &self.start,
@@ -201,13 +198,10 @@ impl Outcome {
                 &signal,
                 &self.why,
                 &self.output,
-                &self.retries,
-                &self.retry_delay,
-                &self.alert,
                 &body,
             ],
         )?;
-        Ok(row.map(|r| r.get(0)))
+        Ok(row.get(0))
     }
 }
 

@@ -17,18 +17,20 @@
 //!   ([`crate::child`]): they can't outlive the scheduler.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
-use crate::child::{Child, Tail};
+use crate::child::Child;
 use crate::config::{self, Pipeline};
-use crate::runs::{self, Outcome};
-use crate::settings::Timing;
+use crate::pool_scale::PoolScaler;
+use crate::runs;
+use crate::settings::{PoolTiming, Timing};
 use crate::sql;
 use crate::state::{self, Db, Fault, Target};
+use crate::supervise::{self, Supervisor};
 
 /// The session advisory lock the leading scheduler holds.
 pub const LEAD_LOCK: i64 = 1869767525;
@@ -62,45 +64,6 @@ fn install_stop_handlers() {
     }
 }
 
-/// Why the scheduler is stopping a child.
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Kill {
-    Timeout,
-    Cancel,
-    Stop,
-    /// Its run was queued again elsewhere (its start is no longer ours):
-    /// killed at once, and nothing is recorded for it.
-    Lost,
-}
-
-struct Supervised {
-    id: i64,
-    start: i32,
-    pipeline: Arc<Pipeline>,
-    child: Child,
-    started: Instant,
-    /// Why it is being stopped, when SIGTERM went, whether SIGKILL went.
-    kill: Option<(Kill, Instant, bool)>,
-}
-
-/// One attempt the heartbeat thread beats.
-#[derive(Clone)]
-struct Beat {
-    id: i64,
-    start: i32,
-    pid: i32,
-    tail: Arc<Tail>,
-}
-
-#[derive(Default)]
-struct Shared {
-    beats: Vec<Beat>,
-    cancels: HashSet<(i64, i32)>,
-    /// Attempts the heartbeat found no longer running at their start.
-    lost: HashSet<(i64, i32)>,
-    done: bool,
-}
-
 /// This process as a scheduler instance (overlap on).
 struct Instance {
     id: i64,
@@ -116,26 +79,6 @@ struct Sensor {
     child: Option<(Child, Instant)>,
     /// It said yes and the run is not queued yet (the database was away).
     yes: bool,
-}
-
-/// A decision that could not be written yet: kept until it lands.
-enum Pending {
-    Finish(Outcome),
-    Requeue {
-        id: i64,
-        start: i32,
-        why: String,
-        output: Vec<u8>,
-    },
-}
-
-impl Pending {
-    fn key(&self) -> (i64, i32) {
-        match self {
-            Pending::Finish(o) => (o.id, o.start),
-            Pending::Requeue { id, start, .. } => (*id, *start),
-        }
-    }
 }
 
 /// A pipeline as this tick sees it: its spec, next slot, and whether paused.
@@ -169,9 +112,10 @@ pub struct Scheduler {
     ended: bool,
     /// Pipelines whose stored spec this binary can't read (logged once).
     unreadable: HashSet<String>,
-    running: Vec<Supervised>,
-    pending: Vec<Pending>,
-    shared: Arc<Mutex<Shared>>,
+    /// The processes of the runs this scheduler started.
+    sup: Supervisor,
+    /// The pool autoscaler (its passes are steps of the leader's tick).
+    scaler: PoolScaler,
     crons: HashMap<String, croner::Cron>,
     sensors: HashMap<String, Sensor>,
     /// Per tick: how long it took and how many statements it made, when
@@ -273,6 +217,13 @@ pub fn main(config_path: Option<&str>) -> i32 {
             return 2;
         }
     };
+    let pool_timing = match PoolTiming::from_env() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("orca: {e}");
+            return 2;
+        }
+    };
     let config = match config_path.map(config::load) {
         None => None,
         Some(Ok(c)) => Some(c),
@@ -347,7 +298,18 @@ pub fn main(config_path: Option<&str>) -> i32 {
             last_beat: Instant::now(),
             said_waiting: false,
         };
-        return run(db, target, timing, host, app, None, Some(instance), config);
+        let scaler = PoolScaler::new(pool_timing);
+        return run(
+            db,
+            target,
+            timing,
+            scaler,
+            host,
+            app,
+            None,
+            Some(instance),
+            config,
+        );
     }
     let session = db.sessions;
     match db.run(|c| take_lead(c, &app)) {
@@ -373,7 +335,18 @@ pub fn main(config_path: Option<&str>) -> i32 {
         std::process::id(),
         target.shown()
     );
-    run(db, target, timing, host, app, Some(session), None, None)
+    let scaler = PoolScaler::new(pool_timing);
+    run(
+        db,
+        target,
+        timing,
+        scaler,
+        host,
+        app,
+        Some(session),
+        None,
+        None,
+    )
 }
 
 /// Starts the heartbeat and alert threads, runs the tick loop, and stops them.
@@ -382,21 +355,19 @@ fn run(
     db: Db,
     target: Target,
     timing: Timing,
+    scaler: PoolScaler,
     host: String,
     app: String,
     lead_session: Option<u64>,
     instance: Option<Instance>,
     register: Option<config::Config>,
 ) -> i32 {
-    let shared = Arc::new(Mutex::new(Shared::default()));
-    let beat_thread = {
-        let shared = shared.clone();
-        let db = Db::new(target.clone(), "heartbeat");
-        std::thread::Builder::new()
-            .name("heartbeat".into())
-            .spawn(move || heartbeat_loop(db, shared))
-            .expect("spawn heartbeat thread")
-    };
+    let sup = Supervisor::new(
+        target.clone(),
+        format!("the scheduler on {host}"),
+        timing.kill_grace,
+        &supervise::SCHEDULER,
+    );
     let alert_done = Arc::new(AtomicBool::new(false));
     let leads_now = Arc::new(AtomicBool::new(false));
     let alert_thread = {
@@ -420,9 +391,8 @@ fn run(
         register,
         ended: false,
         unreadable: HashSet::new(),
-        running: Vec::new(),
-        pending: Vec::new(),
-        shared: shared.clone(),
+        sup,
+        scaler,
         crons: HashMap::new(),
         sensors: HashMap::new(),
         stats: std::env::var("ORCA_TICK_STATS")
@@ -430,9 +400,8 @@ fn run(
             .map(|path| (path, Vec::new())),
     };
     let code = s.run_loop();
-    shared.lock().expect("shared").done = true;
     alert_done.store(true, Ordering::SeqCst);
-    let _ = beat_thread.join();
+    drop(s);
     // An alert being sent may take its HTTP timeout; don't wait that long
     // (an unrecorded send is sent again later, after its lease).
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -463,7 +432,7 @@ impl Scheduler {
                 log::info!("drained: exiting");
                 return 0;
             }
-            if self.lost_to.is_some() && self.running.is_empty() && self.pending.is_empty() {
+            if self.lost_to.is_some() && self.sup.idle() {
                 log::error!(
                     "exiting: the lead was taken by {}",
                     self.lost_to.as_deref().unwrap_or("?")
@@ -484,9 +453,9 @@ impl Scheduler {
     /// One tick: supervise, write what is pending, and decide if leading.
     fn tick(&mut self) {
         let began = Instant::now();
-        self.reap();
-        self.enforce();
-        self.flush();
+        self.sup.reap();
+        self.sup.enforce(&mut self.db);
+        self.sup.flush(&mut self.db);
         let lead = if self.instance.is_some() {
             self.overlap_step()
         } else {
@@ -500,7 +469,7 @@ impl Scheduler {
                     child.kill();
                 }
             }
-            self.publish();
+            self.sup.publish();
             return;
         };
         if let Some(config) = self.register.take() {
@@ -525,7 +494,7 @@ impl Scheduler {
             Ok(rows) => rows,
             Err(e) => {
                 Self::complain(e);
-                self.publish();
+                self.sup.publish();
                 return;
             }
         };
@@ -564,6 +533,11 @@ impl Scheduler {
         }
         self.sense(session, &pipelines);
         self.start(session, &pipelines);
+        if self.scaler.due()
+            && let Err(e) = self.scaler.scale(&mut self.db, session)
+        {
+            Self::complain(e);
+        }
         if began.elapsed().as_secs_f64() > self.timing.stale / 2.0 {
             // The database stalled under this tick: beats of others may have
             // waited as long, so what looks stale now may not be. Wait one
@@ -578,7 +552,7 @@ impl Scheduler {
         } else {
             self.sweep(session);
         }
-        self.publish();
+        self.sup.publish();
     }
 
     /// The session that holds the lead, taking the lock again after a
@@ -606,7 +580,7 @@ impl Scheduler {
                 log::error!(
                     "the lead was taken by {who} while this scheduler was cut off; \
                      starting nothing more, finishing the {} runs it supervises",
-                    self.running.len()
+                    self.sup.running()
                 );
                 self.lost_to = Some(who);
                 None
@@ -623,7 +597,7 @@ impl Scheduler {
     /// it is free, or held by a gone instance. Returns the leading session.
     fn overlap_step(&mut self) -> Option<u64> {
         let stale = self.timing.stale;
-        let ours = self.ours();
+        let ours = self.sup.ours();
         let inst = self.instance.as_mut()?;
         let id = inst.id;
         // A leader that could not beat for the stale limit stops deciding by
@@ -666,7 +640,7 @@ impl Scheduler {
                 Ok(()) => {
                     log::info!(
                         "draining: {why}; supervising {} runs to their end",
-                        self.running.len()
+                        self.sup.running()
                     );
                     inst.draining = true;
                     self.lead = None;
@@ -678,7 +652,7 @@ impl Scheduler {
             }
         }
         if inst.draining {
-            if self.running.is_empty() && self.pending.is_empty() {
+            if self.sup.idle() {
                 match self.db.run(|c| crate::overlap::end(c, id)) {
                     Ok(()) => self.ended = true,
                     Err(e) => Self::complain(e),
@@ -720,223 +694,6 @@ impl Scheduler {
         if let Fault::Sql(msg) = e {
             log::error!("{msg}");
         }
-    }
-
-    /// Reaps children that ended and turns them into pending outcomes.
-    fn reap(&mut self) {
-        let mut i = 0;
-        while i < self.running.len() {
-            let Some(exit) = self.running[i].child.try_exit() else {
-                i += 1;
-                continue;
-            };
-            let s = self.running.swap_remove(i);
-            if matches!(s.kill, Some((Kill::Lost, _, _))) {
-                log::warn!(
-                    "run {} attempt {}: was queued again elsewhere; its process was killed, nothing recorded",
-                    s.id,
-                    s.start
-                );
-                continue;
-            }
-            let output = s.child.tail.snapshot();
-            let took = s.started.elapsed().as_secs_f64();
-            let pending = match s.kill {
-                Some((Kill::Lost, _, _)) => continue,
-                Some((Kill::Stop, _, _)) => Pending::Requeue {
-                    id: s.id,
-                    start: s.start,
-                    why: format!("the scheduler on {} stopped", self.host),
-                    output,
-                },
-                Some((Kill::Timeout, _, _)) => Pending::Finish(Outcome::new(
-                    &s.pipeline,
-                    s.id,
-                    s.start,
-                    "failed",
-                    Some(exit),
-                    format!(
-                        "timed out after {}s ({exit})",
-                        s.pipeline.timeout.unwrap_or(0.0)
-                    ),
-                    output,
-                )),
-                Some((Kill::Cancel, _, _)) => Pending::Finish(Outcome::new(
-                    &s.pipeline,
-                    s.id,
-                    s.start,
-                    "cancelled",
-                    Some(exit),
-                    format!("cancelled ({exit})"),
-                    output,
-                )),
-                None if exit.success() => Pending::Finish(Outcome::new(
-                    &s.pipeline,
-                    s.id,
-                    s.start,
-                    "succeeded",
-                    Some(exit),
-                    format!("exit code 0 after {took:.1}s"),
-                    output,
-                )),
-                None => Pending::Finish(Outcome::new(
-                    &s.pipeline,
-                    s.id,
-                    s.start,
-                    "failed",
-                    Some(exit),
-                    format!("{exit} after {took:.1}s"),
-                    output,
-                )),
-            };
-            self.pending.push(pending);
-        }
-    }
-
-    /// Timeouts and cancels: SIGTERM to the group, SIGKILL after the grace.
-    fn enforce(&mut self) {
-        let (cancels, lost) = {
-            let mut shared = self.shared.lock().expect("shared");
-            (
-                std::mem::take(&mut shared.cancels),
-                std::mem::take(&mut shared.lost),
-            )
-        };
-        for s in &mut self.running {
-            if lost.contains(&(s.id, s.start)) && !matches!(s.kill, Some((Kill::Lost, _, _))) {
-                s.child.signal(libc::SIGKILL);
-                s.kill = Some((Kill::Lost, Instant::now(), true));
-            }
-        }
-        let grace = Duration::from_secs_f64(self.timing.kill_grace);
-        let mut timed_out = Vec::new();
-        for s in &mut self.running {
-            if s.kill.is_none() {
-                let why = if cancels.contains(&(s.id, s.start)) {
-                    Some(Kill::Cancel)
-                } else if s
-                    .pipeline
-                    .timeout
-                    .is_some_and(|t| s.started.elapsed().as_secs_f64() >= t)
-                {
-                    Some(Kill::Timeout)
-                } else {
-                    None
-                };
-                if let Some(why) = why {
-                    log::info!("run {} attempt {}: {why:?}: SIGTERM", s.id, s.start);
-                    s.child.signal(libc::SIGTERM);
-                    s.kill = Some((why, Instant::now(), false));
-                    if why == Kill::Timeout {
-                        timed_out.push((s.id, s.pipeline.name.clone(), s.pipeline.timeout));
-                    }
-                }
-            }
-            if let Some((why, at, false)) = s.kill
-                && at.elapsed() >= grace
-            {
-                log::info!("run {} attempt {}: still alive: SIGKILL", s.id, s.start);
-                s.child.signal(libc::SIGKILL);
-                s.kill = Some((why, at, true));
-            }
-        }
-        for (id, pipeline, limit) in timed_out {
-            let why = format!(
-                "ran past its timeout of {}s: SIGTERM to its process group, SIGKILL {}s later",
-                limit.unwrap_or(0.0),
-                self.timing.kill_grace
-            );
-            // Informational: the run's end says "timed out" in any case.
-            let _ = self
-                .db
-                .run(|c| c.execute(sql::EVENT_ADD, &[&id, &pipeline, &"timed out", &why]));
-        }
-    }
-
-    /// Writes pending outcomes; what can't be written now stays pending.
-    fn flush(&mut self) {
-        let mut left = Vec::new();
-        let mut down = false;
-        for p in std::mem::take(&mut self.pending) {
-            if down {
-                left.push(p);
-                continue;
-            }
-            let result = match &p {
-                Pending::Finish(o) => self.db.run(|c| o.write(c)).map(|state| {
-                    match state {
-                        Some(state) => log::info!(
-                            "run {} attempt {}: {} ({}) -> {state}",
-                            o.id,
-                            o.start,
-                            o.state,
-                            o.why
-                        ),
-                        None => log::warn!(
-                            "run {} attempt {}: was no longer running; outcome dropped",
-                            o.id,
-                            o.start
-                        ),
-                    };
-                }),
-                Pending::Requeue {
-                    id,
-                    start,
-                    why,
-                    output,
-                } => self
-                    .db
-                    .run(|c| c.query_opt(sql::RUN_REQUEUE, &[id, start, why, output]))
-                    .map(|_| ()),
-            };
-            match result {
-                Ok(()) => {}
-                Err(Fault::Down) => {
-                    // The rest waits for the next tick, not for a timeout each.
-                    left.push(p);
-                    down = true;
-                }
-                Err(Fault::Sql(e)) => {
-                    log::error!("run {:?}: can't record its end: {e}", p.key());
-                    left.push(p);
-                }
-            }
-        }
-        self.pending = left;
-    }
-
-    /// Hands the heartbeat thread the attempts to beat: the running ones and
-    /// those whose end is not written yet.
-    fn publish(&self) {
-        let mut beats: Vec<Beat> = self
-            .running
-            .iter()
-            .map(|s| Beat {
-                id: s.id,
-                start: s.start,
-                pid: s.child.pid(),
-                tail: s.child.tail.clone(),
-            })
-            .collect();
-        for p in &self.pending {
-            let (id, start) = p.key();
-            beats.push(Beat {
-                id,
-                start,
-                pid: 0,
-                tail: Arc::new(Tail::default()),
-            });
-        }
-        self.shared.lock().expect("shared").beats = beats;
-    }
-
-    /// The ids this process supervises (or holds an unwritten end for).
-    fn ours(&self) -> Vec<i64> {
-        self.running
-            .iter()
-            .map(|s| s.id)
-            .chain(self.pending.iter().map(|p| p.key().0))
-            .collect()
     }
 
     /// Fires due schedules: one run per slot; one catch-up after downtime.
@@ -1108,39 +865,7 @@ impl Scheduler {
                 Ok(None) => continue,
                 Err(e) => return Self::complain(e),
             };
-            let mut env: Vec<(String, String)> =
-                p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            env.push(("ORCA_RUN_ID".into(), id.to_string()));
-            env.push(("ORCA_RUN_START".into(), start.to_string()));
-            env.push(("ORCA_PIPELINE".into(), name.clone()));
-            match Child::spawn(&p.command.argv(&args), &env) {
-                Ok(child) => {
-                    log::info!(
-                        "started run {id} of {name} (attempt {start}, pid {})",
-                        child.pid()
-                    );
-                    self.running.push(Supervised {
-                        id,
-                        start,
-                        pipeline: p.clone(),
-                        child,
-                        started: Instant::now(),
-                        kill: None,
-                    });
-                }
-                Err(e) => {
-                    log::error!("run {id} of {name}: can't start: {e}");
-                    self.pending.push(Pending::Finish(Outcome::new(
-                        p,
-                        id,
-                        start,
-                        "failed",
-                        None,
-                        format!("can't start: {e}"),
-                        Vec::new(),
-                    )));
-                }
-            }
+            self.sup.launch(id, start, p, &args);
         }
     }
 
@@ -1152,7 +877,7 @@ impl Scheduler {
         if since.elapsed().as_secs_f64() < self.timing.stale {
             return;
         }
-        let ours = self.ours();
+        let ours = self.sup.ours();
         match self.db.run_fenced(session, |c| {
             c.query(sql::SWEEP, &[&self.timing.stale, &ours])
         }) {
@@ -1171,51 +896,19 @@ impl Scheduler {
     /// SIGTERM or SIGINT: start nothing more, SIGTERM the children, wait up
     /// to the stop grace, SIGKILL what is left, queue their runs again.
     fn stop(&mut self) -> i32 {
-        // Runs that ended before the signal keep their real outcome.
-        self.reap();
-        self.flush();
-        log::info!(
-            "stopping: SIGTERM to {} runs, waiting up to {}s",
-            self.running.len(),
-            self.timing.stop_grace
-        );
-        for s in &mut self.running {
-            s.child.signal(libc::SIGTERM);
-            s.kill = Some((Kill::Stop, Instant::now(), false));
-        }
         for (_, s) in self.sensors.drain() {
             if let Some((child, _)) = s.child {
                 child.kill();
             }
         }
-        let deadline = Instant::now() + Duration::from_secs_f64(self.timing.stop_grace);
-        while !self.running.is_empty() && Instant::now() < deadline {
-            self.reap();
-            self.publish();
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        for s in &self.running {
-            s.child.signal(libc::SIGKILL);
-        }
-        while !self.running.is_empty() {
-            self.reap();
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // Write what is pending; give an outage a while, then leave the rest
-        // to the sweep (their heartbeats go stale once this process is gone).
-        let deadline = Instant::now() + Duration::from_secs_f64(self.timing.stale);
-        loop {
-            self.flush();
-            self.publish();
-            if self.pending.is_empty() || Instant::now() >= deadline {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
-        if !self.pending.is_empty() {
+        // What can't be written within a stale limit is left to the sweep
+        // (its heartbeat goes stale once this process is gone).
+        let left = self
+            .sup
+            .stop_all(&mut self.db, self.timing.stop_grace, self.timing.stale);
+        if left > 0 {
             log::warn!(
-                "{} run ends could not be written; the next scheduler queues them again",
-                self.pending.len()
+                "{left} run ends could not be written; the next scheduler queues them again"
             );
         }
         if let Some(instance) = &self.instance {
@@ -1250,71 +943,6 @@ impl Scheduler {
         );
         if let Err(e) = std::fs::write(path, line) {
             log::error!("ORCA_TICK_STATS {path}: {e}");
-        }
-    }
-}
-
-/// The heartbeat thread: every second, beats the attempts the main thread
-/// supervises, collects cancel requests, and writes output tails that grew.
-fn heartbeat_loop(mut db: Db, shared: Arc<Mutex<Shared>>) {
-    let mut written: HashMap<(i64, i32), u64> = HashMap::new();
-    loop {
-        let beats = {
-            let s = shared.lock().expect("shared");
-            if s.done {
-                return;
-            }
-            s.beats.clone()
-        };
-        // Reconnect even with nothing to beat, so an outage's end is seen
-        // (and logged) when it ends, not when the next run starts.
-        if db.ensure() && !beats.is_empty() {
-            let ids: Vec<i64> = beats.iter().map(|b| b.id).collect();
-            let starts: Vec<i32> = beats.iter().map(|b| b.start).collect();
-            let pids: Vec<i32> = beats.iter().map(|b| b.pid).collect();
-            if let Ok(rows) = db.run(|c| c.query(sql::HEARTBEAT, &[&ids, &starts, &pids])) {
-                let mut cancels = Vec::new();
-                let mut beaten = HashSet::new();
-                for r in rows {
-                    let id: i64 = r.get(0);
-                    beaten.insert(id);
-                    if r.get::<_, bool>(1)
-                        && let Some(b) = beats.iter().find(|b| b.id == id)
-                    {
-                        cancels.push((id, b.start));
-                    }
-                }
-                // A process whose attempt is no longer running at its start
-                // (queued again and started elsewhere): the main thread kills it.
-                let lost = beats
-                    .iter()
-                    .filter(|b| b.pid != 0 && !beaten.contains(&b.id))
-                    .map(|b| (b.id, b.start));
-                let mut shared = shared.lock().expect("shared");
-                shared.cancels.extend(cancels);
-                shared.lost.extend(lost);
-            }
-            for b in &beats {
-                let generation = b.tail.generation();
-                if generation == 0 || written.get(&(b.id, b.start)) == Some(&generation) {
-                    continue;
-                }
-                let out = b.tail.snapshot();
-                if db
-                    .run(|c| c.execute(sql::OUTPUT_SET, &[&b.id, &b.start, &out]))
-                    .is_ok()
-                {
-                    written.insert((b.id, b.start), generation);
-                }
-            }
-            written.retain(|k, _| beats.iter().any(|b| (b.id, b.start) == *k));
-        }
-        let until = Instant::now() + Duration::from_secs(1);
-        while Instant::now() < until {
-            if shared.lock().expect("shared").done {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }

@@ -38,3 +38,34 @@ impl Timing {
         })
     }
 }
+
+/// The pool autoscaler's timing (`ORCA_POOL_*`), read once at start.
+#[derive(Clone, Debug)]
+pub struct PoolTiming {
+    /// `ORCA_POOL_SCALE_SECONDS` (15): how often the scaler passes.
+    pub scale: f64,
+    /// `ORCA_POOL_GROW_AFTER` (20): how long a run waits before it is demand.
+    pub grow_after: f64,
+    /// `ORCA_POOL_TRY_SECONDS` (60): at most one attempt to make a machine this often.
+    pub try_every: f64,
+    /// `ORCA_POOL_BOOT_SECONDS` (900): a worker not seen by then is given up.
+    pub boot: f64,
+    /// `ORCA_POOL_LOST_SECONDS` (300): a worker silent this long is lost.
+    pub lost: f64,
+    /// `ORCA_POOL_IMAGE_SECONDS` (600): an image's architectures are read again after this.
+    pub image: f64,
+}
+
+impl PoolTiming {
+    /// Reads the settings.
+    pub fn from_env() -> Result<PoolTiming, String> {
+        Ok(PoolTiming {
+            scale: seconds("ORCA_POOL_SCALE_SECONDS", 15.0)?,
+            grow_after: seconds("ORCA_POOL_GROW_AFTER", 20.0)?,
+            try_every: seconds("ORCA_POOL_TRY_SECONDS", 60.0)?,
+            boot: seconds("ORCA_POOL_BOOT_SECONDS", 900.0)?,
+            lost: seconds("ORCA_POOL_LOST_SECONDS", 300.0)?,
+            image: seconds("ORCA_POOL_IMAGE_SECONDS", 600.0)?,
+        })
+    }
+}

@@ -58,6 +58,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "overlap",
         sql: include_str!("../sql/migrations/0002_overlap.sql"),
     },
+    Migration {
+        version: 3,
+        name: "pools",
+        sql: include_str!("../sql/migrations/0003_pools.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:
@@ -158,9 +163,16 @@ impl Target {
         self
     }
 
-    /// One attempt to connect.
-    pub fn connect(&self) -> Result<Client, String> {
-        self.connect_within(None)
+    /// Logs in as `user` with `password` (a pool machine's credentials)
+    /// instead of what the URL says.
+    pub fn with_credentials(mut self, user: &str, password: &str) -> Target {
+        self.config.user(user).password(password);
+        self
+    }
+
+    /// One attempt to connect, keeping Postgres's error (and its SQLSTATE).
+    fn open(&self) -> Result<Client, postgres::Error> {
+        self.config.connect(self.tls.clone())
     }
 
     /// One attempt to connect, giving up after `limit` if that is sooner
@@ -433,6 +445,9 @@ pub struct Db {
     pub calls: u64,
     /// When the last failed attempt to connect was: at most one a second.
     last_try: Option<Instant>,
+    /// The last attempt to connect was refused for its credentials
+    /// (SQLSTATE class 28: no such role, may not log in, bad password).
+    pub refused: bool,
 }
 
 impl Db {
@@ -446,6 +461,7 @@ impl Db {
             sessions: 0,
             calls: 0,
             last_try: None,
+            refused: false,
         }
     }
 
@@ -485,8 +501,9 @@ impl Db {
             {
                 return false;
             }
-            match self.target.connect() {
+            match self.target.open() {
                 Ok(mut c) => {
+                    self.refused = false;
                     if let Err(e) = c.batch_execute(SERVER_KEEPALIVES) {
                         log::debug!("server-side keepalives not set: {}", plain(&e));
                     }
@@ -503,8 +520,9 @@ impl Db {
                     }
                 }
                 Err(e) => {
+                    self.refused = e.code().is_some_and(|c| c.code().starts_with("28"));
                     self.last_try = Some(Instant::now());
-                    self.went_down(&e);
+                    self.went_down(&plain(&e));
                     return false;
                 }
             }

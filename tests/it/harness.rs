@@ -192,6 +192,14 @@ impl TestDb {
             .get(0)
     }
 
+    /// How many events of `kind` there are, of any run or none.
+    pub fn events_of_kind(&self, kind: &str) -> i64 {
+        self.client()
+            .query_one("SELECT count(*) FROM orca.events WHERE kind = $1", &[&kind])
+            .unwrap()
+            .get(0)
+    }
+
     /// How many events of `kind` run `run` has.
     pub fn events(&self, run: i64, kind: &str) -> i64 {
         self.client()
@@ -206,7 +214,30 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        // Local pool machines of this database's stack, and their roles.
+        let stack: Option<String> = postgres::Client::connect(&self.url, postgres::NoTls)
+            .ok()
+            .and_then(|mut c| c.query_opt("SELECT id FROM orca.stack", &[]).ok().flatten())
+            .map(|r| r.get(0));
+        if let Some(stack) = &stack {
+            for pid in local_machines(stack) {
+                // SAFETY: kill(2) on a process group this test's scheduler made.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
+        }
         if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            if let Some(stack) = &stack {
+                let roles = c
+                    .query(
+                        "SELECT rolname FROM pg_roles WHERE starts_with(rolname, $1)",
+                        &[&format!("orca_m_{stack}_")],
+                    )
+                    .unwrap_or_default();
+                for r in roles {
+                    let role: String = r.get(0);
+                    let _ = c.batch_execute(&format!("DROP ROLE IF EXISTS \"{role}\""));
+                }
+            }
             let _ = c.batch_execute(&format!(
                 "DROP DATABASE IF EXISTS {} WITH (FORCE)",
                 self.name
@@ -528,4 +559,33 @@ impl Drop for Cluster {
         let _ = cmd.args(["-D", &data, "-m", "immediate", "stop"]).output();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The boot processes (process group leaders) of local pool machines
+/// labelled with `stack`.
+pub fn local_machines(stack: &str) -> Vec<i32> {
+    let want = format!("orca-stack={stack}");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: getpgid(2) only reads.
+        if unsafe { libc::getpgid(pid) } != pid {
+            continue;
+        }
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|kv| {
+            kv.starts_with(b"ORCA_LOCAL_LABELS=") && String::from_utf8_lossy(kv).contains(&want)
+        }) {
+            out.push(pid);
+        }
+    }
+    out
 }

@@ -5,4 +5,5 @@ mod cli;
 mod harness;
 mod outage;
 mod overlap;
+mod pools;
 mod scheduler;

@@ -364,7 +364,7 @@ fn instances_drain_and_deploy_commands() {
     db.client()
         .execute(
             "INSERT INTO orca.schedulers (host, pid, image, migrations, seen_at) \
-             VALUES ('new-host', 4343, 'new', 2, now() + interval '1 hour')",
+             VALUES ('new-host', 4343, 'new', 99, now() + interval '1 hour')",
             &[],
         )
         .unwrap();

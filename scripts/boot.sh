@@ -1,0 +1,25 @@
+#!/bin/sh
+# Boots a pool machine as a worker: the same script for every provider (the
+# local provider runs it as a process group; on EC2 it is the user-data, with
+# the settings below exported before it).
+#
+#   ORCA_POOL          the machine's pool
+#   ORCA_TOKEN         the machine's own credentials (ROLE:SECRET)
+#   ORCA_DATABASE_URL  where the database is (no user or password in it)
+#   ORCA_BIN           the orca binary (default: orca on PATH)
+#   ORCA_SHUTDOWN      how to shut the machine down (default: shutdown -h now)
+#
+# The worker is started again a second after it ends, unless its credentials
+# were revoked (exit 3: the machine was removed), when the machine shuts down.
+bin=${ORCA_BIN:-orca}
+while :; do
+  "$bin" worker --pool "$ORCA_POOL"
+  code=$?
+  if [ "$code" -eq 3 ]; then
+    echo "orca boot: this machine's credentials were revoked: shutting down" >&2
+    ${ORCA_SHUTDOWN:-shutdown -h now}
+    exit 0
+  fi
+  echo "orca boot: the worker exited with $code: starting it again" >&2
+  sleep 1
+done

@@ -1,0 +1,29 @@
+-- Every pool the scaler looks after (declared, or retired with live
+-- machines), with the database's clock: its spec, its type walk, and the
+-- runs of its pipelines (not paused) queued at least $1 seconds that a worker
+-- could start: per pipeline at most max_runs less its running ones, plus its
+-- fill runs. (Room on the pool's workers is taken off by the caller.)
+SELECT pl.name, pl.spec, pl.retired, pl.walk_type,
+       extract(epoch FROM now() - pl.walk_since)::float8,
+       extract(epoch FROM now() - pl.tried_at)::float8,
+       pl.status, coalesce(w.n, 0)::bigint
+FROM orca.pools pl
+LEFT JOIN LATERAL (
+    SELECT sum(x.n) AS n
+    FROM orca.pipelines p
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS n FROM orca.runs r
+        WHERE r.pipeline = p.name AND r.state = 'running' AND NOT r.fill
+    ) c
+    CROSS JOIN LATERAL (
+        SELECT least(count(*) FILTER (WHERE NOT r.fill), greatest(p.max_runs - c.n, 0))
+               + count(*) FILTER (WHERE r.fill) AS n
+        FROM orca.runs r
+        WHERE r.pipeline = p.name AND r.state = 'queued'
+          AND greatest(r.queued_at, r.not_before) <= now() - make_interval(secs => $1)
+    ) x
+    WHERE p.placement = 'worker:' || pl.name AND NOT p.paused AND NOT p.retired
+) w ON true
+WHERE NOT pl.retired
+   OR EXISTS (SELECT 1 FROM orca.pool_machines m WHERE m.pool = pl.name AND m.ended_at IS NULL)
+ORDER BY pl.name

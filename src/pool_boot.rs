@@ -1,0 +1,98 @@
+//! Booting a pool machine as a worker: the boot script (`scripts/boot.sh`,
+//! the same for every provider) and the settings it gets, as a provider
+//! passes them (the local provider: the environment; EC2: user-data).
+
+/// The boot script, embedded.
+pub const BOOT_SCRIPT: &str = include_str!("../scripts/boot.sh");
+
+/// What a machine boots with: its pool, name, credentials and the database.
+pub struct Boot {
+    /// `ORCA_POOL`.
+    pub pool: String,
+    /// `ORCA_MACHINE`: its name.
+    pub machine: String,
+    /// `ORCA_TOKEN`: its credentials (secret: never log this).
+    pub token: String,
+    /// `ORCA_DATABASE_URL`: where the database is, without user or password.
+    pub database_url: String,
+}
+
+impl Boot {
+    /// The settings as environment variables.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("ORCA_POOL".into(), self.pool.clone()),
+            ("ORCA_MACHINE".into(), self.machine.clone()),
+            ("ORCA_TOKEN".into(), self.token.clone()),
+            ("ORCA_DATABASE_URL".into(), self.database_url.clone()),
+        ]
+    }
+}
+
+/// The database URL machines get: `ORCA_POOL_DATABASE_URL` if set (machines
+/// may reach the database by another address), else `ORCA_DATABASE_URL`;
+/// either way without its user and password, since a machine logs in with
+/// its own credentials.
+pub fn machine_database_url() -> Result<String, String> {
+    let url = std::env::var("ORCA_POOL_DATABASE_URL")
+        .or_else(|_| std::env::var("ORCA_DATABASE_URL"))
+        .map_err(|_| "ORCA_DATABASE_URL is not set".to_string())?;
+    Ok(without_credentials(&url))
+}
+
+/// `url` without a user or password: `postgres://u:p@h/db` → `postgres://h/db`,
+/// and `user=`/`password=` dropped from a query string or a key=value string.
+pub fn without_credentials(url: &str) -> String {
+    let drop_key = |kv: &str| {
+        let key = kv.split('=').next().unwrap_or("").trim();
+        key == "user" || key == "password"
+    };
+    if let Some(scheme_end) = url.find("://") {
+        let (scheme, rest) = url.split_at(scheme_end + 3);
+        let (authority_path, query) = match rest.split_once('?') {
+            Some((a, q)) => (a, Some(q)),
+            None => (rest, None),
+        };
+        let (authority, path) = match authority_path.find('/') {
+            Some(i) => authority_path.split_at(i),
+            None => (authority_path, ""),
+        };
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let query: Vec<&str> = query
+            .map(|q| q.split('&').filter(|kv| !drop_key(kv)).collect())
+            .unwrap_or_default();
+        let mut out = format!("{scheme}{host}{path}");
+        if !query.is_empty() {
+            out.push('?');
+            out.push_str(&query.join("&"));
+        }
+        out
+    } else {
+        url.split_whitespace()
+            .filter(|kv| !drop_key(kv))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_dropped_from_every_form() {
+        assert_eq!(
+            without_credentials("postgres://orca:s3cret@db.internal:5433/orca?sslmode=require"),
+            "postgres://db.internal:5433/orca?sslmode=require"
+        );
+        assert_eq!(
+            without_credentials("postgresql://h/db?user=a&password=b&sslmode=disable"),
+            "postgresql://h/db?sslmode=disable"
+        );
+        assert_eq!(
+            without_credentials("host=h user=a password=b dbname=orca"),
+            "host=h dbname=orca"
+        );
+        assert_eq!(without_credentials("postgres://h"), "postgres://h");
+    }
+}

@@ -1,0 +1,188 @@
+//! Pool machines: their rows (`orca.pool_machines`) and their credentials.
+//!
+//! A machine's credentials are a login role of its own (`orca_m_<stack>_<id>`,
+//! a member of `orca_worker`) and a random secret: the token `ROLE:SECRET`
+//! the machine boots with. The secret reaches Postgres only as a SCRAM
+//! verifier, so neither the server nor its log ever holds it; orca never
+//! logs or prints it.
+//!
+//! Invariants:
+//! * Removing a machine revokes its role first (no more logins, its
+//!   sessions ended), then deletes the machine, then ends its row: a machine
+//!   being removed can't take another run.
+//! * A role no live row holds is dropped by the scaler ([`orphaned_roles`]).
+
+use postgres::Client;
+
+use crate::sql;
+use crate::stack_identity::random_hex;
+
+/// A machine as the scaler sees it, by the database's clock.
+#[derive(Clone, Debug)]
+pub struct Machine {
+    /// Its row id.
+    pub id: i64,
+    /// Its pool.
+    pub pool: String,
+    /// `orca-<pool>-<id>`.
+    pub name: String,
+    /// Its instance type.
+    pub type_: String,
+    /// Its location.
+    pub location: String,
+    /// Its login role.
+    pub role: String,
+    /// The provider's id for it.
+    pub provider_id: Option<String>,
+    /// Runs its worker takes at once.
+    pub slots: i32,
+    /// Whether its worker was ever seen (else it is booting).
+    pub seen: bool,
+    /// Seconds since its worker was last heard from (or since it was made).
+    pub silent: f64,
+    /// Seconds it has run nothing.
+    pub idle: f64,
+    /// Runs running on it now.
+    pub running: i64,
+    /// Seconds since it was made.
+    pub age: f64,
+}
+
+impl Machine {
+    /// Its state in words: booting, busy or idle.
+    pub fn state(&self) -> &'static str {
+        if !self.seen {
+            "booting"
+        } else if self.running > 0 {
+            "busy"
+        } else {
+            "idle"
+        }
+    }
+}
+
+/// Every live machine.
+pub fn live(client: &mut Client) -> Result<Vec<Machine>, postgres::Error> {
+    Ok(client
+        .query(sql::POOL_MACHINES_LIVE, &[])?
+        .iter()
+        .map(|r| Machine {
+            id: r.get(0),
+            pool: r.get(1),
+            name: r.get(2),
+            type_: r.get(3),
+            location: r.get(4),
+            role: r.get(5),
+            provider_id: r.get(6),
+            slots: r.get(7),
+            seen: r.get(8),
+            silent: r.get(9),
+            idle: r.get(10),
+            running: r.get(11),
+            age: r.get(12),
+        })
+        .collect())
+}
+
+/// A machine's credentials. `Debug` and `Display` never show the secret.
+pub struct Token {
+    /// The login role.
+    pub role: String,
+    secret: String,
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Token({}:***)", self.role)
+    }
+}
+
+impl Token {
+    /// The value of `ORCA_TOKEN` for the machine: `ROLE:SECRET`.
+    pub fn reveal(&self) -> String {
+        format!("{}:{}", self.role, self.secret)
+    }
+}
+
+/// The name prefix of this stack's machine roles.
+pub fn role_prefix(stack: &str) -> String {
+    format!("orca_m_{stack}_")
+}
+
+/// Makes the login role of machine `id` of stack `stack`.
+pub fn make_role(client: &mut Client, stack: &str, id: i64) -> Result<Token, String> {
+    let role = format!("{}{id}", role_prefix(stack));
+    let secret = random_hex(24).map_err(|e| format!("can't read /dev/urandom: {e}"))?;
+    let salt = random_hex(16).map_err(|e| format!("can't read /dev/urandom: {e}"))?;
+    let verifier = scram_verifier(&secret, salt.as_bytes(), 4096);
+    client
+        .execute(sql::MACHINE_ROLE_MAKE, &[&role, &verifier])
+        .map_err(|e| format!("can't make role {role}: {}", crate::state::plain(&e)))?;
+    Ok(Token { role, secret })
+}
+
+/// Revokes role `role`: no more logins, its open sessions ended, dropped.
+pub fn revoke(client: &mut Client, role: &str) -> Result<(), postgres::Error> {
+    client
+        .execute(sql::MACHINE_ROLE_REVOKE, &[&role])
+        .map(|_| ())
+}
+
+/// This stack's machine roles that no live row holds.
+pub fn orphaned_roles(client: &mut Client, stack: &str) -> Result<Vec<String>, postgres::Error> {
+    Ok(client
+        .query(sql::ROLES_ORPHANED, &[&role_prefix(stack)])?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// The SCRAM-SHA-256 verifier Postgres stores for `password` (RFC 5802 and
+/// 7677, as `pg_authid.rolpassword` spells it).
+pub fn scram_verifier(password: &str, salt: &[u8], iterations: u32) -> String {
+    use base64::Engine;
+    use ring::{digest, hmac, pbkdf2};
+    let mut salted = [0u8; 32];
+    pbkdf2::derive(
+        pbkdf2::PBKDF2_HMAC_SHA256,
+        std::num::NonZeroU32::new(iterations).expect("iterations > 0"),
+        salt,
+        password.as_bytes(),
+        &mut salted,
+    );
+    let key = hmac::Key::new(hmac::HMAC_SHA256, &salted);
+    let client_key = hmac::sign(&key, b"Client Key");
+    let stored_key = digest::digest(&digest::SHA256, client_key.as_ref());
+    let server_key = hmac::sign(&key, b"Server Key");
+    let b64 = base64::engine::general_purpose::STANDARD;
+    format!(
+        "SCRAM-SHA-256${iterations}:{}${}:{}",
+        b64.encode(salt),
+        b64.encode(stored_key.as_ref()),
+        b64.encode(server_key.as_ref())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scram_verifier_has_postgres_form() {
+        // The keys themselves are checked by a server: workers log in with
+        // their secret over scram-sha-256 in the integration tests.
+        let v = scram_verifier("secret", b"0123456789abcdef", 4096);
+        assert!(v.starts_with("SCRAM-SHA-256$4096:MDEyMzQ1Njc4OWFiY2RlZg==$"));
+        assert_eq!(v.split('$').count(), 3);
+    }
+
+    #[test]
+    fn a_token_does_not_show_its_secret() {
+        let t = Token {
+            role: "orca_m_x_1".into(),
+            secret: "hunter2".into(),
+        };
+        assert!(!format!("{t:?}").contains("hunter2"));
+        assert_eq!(t.reveal(), "orca_m_x_1:hunter2");
+    }
+}

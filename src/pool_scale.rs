@@ -1,0 +1,559 @@
+//! The pool autoscaler (seed 003, `orca.pool_scale`): the leading
+//! scheduler's per-pool steps, every `ORCA_POOL_SCALE_SECONDS`.
+//!
+//! Per pool, in this order:
+//! 1. **Shrink**: a machine whose worker never showed up within
+//!    `ORCA_POOL_BOOT_SECONDS`, or went silent for `ORCA_POOL_LOST_SECONDS`,
+//!    is removed and its runs are queued again; with no demand, a machine
+//!    that has run nothing for the pool's `idle_seconds` is removed; a
+//!    retired pool's machines are removed once idle. Never a busy machine
+//!    for idleness.
+//! 2. **Strays**: a provider machine with the pool's and this stack's labels
+//!    that no live row holds is deleted.
+//! 3. **Grow**: with demand, no machine booting and fewer than
+//!    `max_machines`, at most once every `ORCA_POOL_TRY_SECONDS`: the type
+//!    the walk is on, in each location in turn; a type the worker image has
+//!    no variant for is skipped, saying so; a type no location has is kept
+//!    for its `wait`, then the next (the last is kept); after a make, or when
+//!    the demand goes, the walk starts again from the first type.
+//!
+//! Invariants:
+//! * Every write is fenced on the leading session ([`Db::run_fenced`]).
+//! * Removal is: credentials revoked, machine deleted, row ended (with its
+//!   runs queued again), in that order; a step that fails is redone on the
+//!   next pass, since the row stays live until the last step.
+//! * A machine's row is written only after the provider made it; one made
+//!   whose row was not written is a stray, deleted on a later pass, and its
+//!   role is dropped as an orphan.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crate::config::{Pool, Provider as Kind};
+use crate::pool_boot::{self, Boot};
+use crate::pool_machines::{self, Machine};
+use crate::providers::{Make, MakeError, Provider, local::Local};
+use crate::settings::PoolTiming;
+use crate::sql;
+use crate::state::{Db, Fault};
+
+/// A pool as one pass sees it.
+struct PoolView {
+    pool: Pool,
+    retired: bool,
+    walk_type: usize,
+    /// Seconds since the walk started on its type (`None`: not started).
+    walk_for: Option<f64>,
+    /// Seconds since the last attempt to make a machine.
+    tried_ago: Option<f64>,
+    status: String,
+    /// Startable runs queued long enough, before workers' room.
+    waiting: i64,
+}
+
+/// What a pass decided for a pool's row.
+struct Decided {
+    demand: i64,
+    status: String,
+    walk_type: usize,
+    /// What becomes of the walk's start: "keep", "now" (it started on its
+    /// type now) or "clear" (it starts again from the first type).
+    walk_since: &'static str,
+    tried: bool,
+}
+
+/// The autoscaler's state between passes: when it last ran, this stack's
+/// id, the worker images' architectures (read again after
+/// `ORCA_POOL_IMAGE_SECONDS`), and the providers.
+pub struct PoolScaler {
+    timing: PoolTiming,
+    last: Option<Instant>,
+    stack: Option<String>,
+    images: HashMap<String, (Result<Vec<String>, String>, Instant)>,
+    local: Local,
+    /// Figures of the last pass, for `make bench`: milliseconds, statements.
+    pub last_pass: Option<(f64, u64)>,
+}
+
+/// The status prefix while the try interval is waited out.
+const WAITING_OUT: &str = "waiting out the try interval";
+
+impl PoolScaler {
+    /// A scaler with `timing`; its first pass is due at once.
+    pub fn new(timing: PoolTiming) -> PoolScaler {
+        PoolScaler {
+            timing,
+            last: None,
+            stack: None,
+            images: HashMap::new(),
+            local: Local::default(),
+            last_pass: None,
+        }
+    }
+
+    /// Whether a pass is due now.
+    pub fn due(&self) -> bool {
+        self.last
+            .is_none_or(|t| t.elapsed().as_secs_f64() >= self.timing.scale)
+    }
+
+    /// One pass over every pool, writing on session `session` only.
+    pub fn scale(&mut self, db: &mut Db, session: u64) -> Result<(), Fault> {
+        let (began, calls) = (Instant::now(), db.calls);
+        self.last = Some(Instant::now());
+        let stack = match &self.stack {
+            Some(s) => s.clone(),
+            None => {
+                let s = db
+                    .run_fenced(session, |c| Ok(crate::stack_identity::stack_id(c)))?
+                    .map_err(Fault::Sql)?;
+                log::info!("this stack's id is {s} (it labels this stack's machines)");
+                self.stack = Some(s.clone());
+                s
+            }
+        };
+        let grow_after = self.timing.grow_after;
+        let rows = db.run_fenced(session, |c| c.query(sql::POOLS_VIEW, &[&grow_after]))?;
+        let machines = db.run_fenced(session, pool_machines::live)?;
+        for role in db.run_fenced(session, |c| pool_machines::orphaned_roles(c, &stack))? {
+            log::warn!("dropping role {role}: no live machine holds it");
+            db.run_fenced(session, |c| pool_machines::revoke(c, &role))?;
+        }
+        for row in rows {
+            let name: String = row.get(0);
+            let pool: Pool = match serde_json::from_value(row.get(1)) {
+                Ok(p) => p,
+                Err(e) => {
+                    log::error!(
+                        "pool {name}: its stored spec is not one this binary reads: {:?} error",
+                        e.classify()
+                    );
+                    continue;
+                }
+            };
+            let view = PoolView {
+                pool,
+                retired: row.get(2),
+                walk_type: row.get::<_, i32>(3).max(0) as usize,
+                walk_for: row.get(4),
+                tried_ago: row.get(5),
+                status: row.get(6),
+                waiting: row.get(7),
+            };
+            let mine: Vec<&Machine> = machines.iter().filter(|m| m.pool == name).collect();
+            let decided = self.step(db, session, &stack, &view, &mine)?;
+            if decided.demand != 0
+                || decided.status != view.status
+                || decided.walk_type != view.walk_type
+                || decided.walk_since != "keep"
+                || decided.tried
+            {
+                db.run_fenced(session, |c| {
+                    c.execute(
+                        sql::POOL_STATUS,
+                        &[
+                            &name,
+                            &(decided.demand as i32),
+                            &decided.status,
+                            &(decided.walk_type as i32),
+                            &decided.walk_since,
+                            &decided.tried,
+                        ],
+                    )
+                })?;
+            }
+        }
+        self.last_pass = Some((began.elapsed().as_secs_f64() * 1000.0, db.calls - calls));
+        Ok(())
+    }
+
+    fn provider(&mut self, kind: &Kind) -> Result<&mut dyn Provider, String> {
+        match kind {
+            Kind::Local => Ok(&mut self.local),
+            Kind::Ec2 => Err("the ec2 provider is not in this build yet".into()),
+        }
+    }
+
+    /// The architectures of `image`, read again once they are older than
+    /// `ORCA_POOL_IMAGE_SECONDS` (a tag can be pushed again).
+    fn arches(&mut self, image: &str) -> Result<Vec<String>, String> {
+        let fresh = self
+            .images
+            .get(image)
+            .is_some_and(|(_, at)| at.elapsed().as_secs_f64() < self.timing.image);
+        if !fresh {
+            let read = crate::registry::architectures(image);
+            if let Err(e) = &read {
+                log::warn!("image {image}: can't read its architectures: {e}");
+            }
+            self.images
+                .insert(image.to_string(), (read, Instant::now()));
+        }
+        self.images[image].0.clone()
+    }
+
+    /// One pool's step: shrink, strays, grow.
+    fn step(
+        &mut self,
+        db: &mut Db,
+        session: u64,
+        stack: &str,
+        v: &PoolView,
+        machines: &[&Machine],
+    ) -> Result<Decided, Fault> {
+        let p = &v.pool;
+        let t = self.timing.clone();
+        let mut live: Vec<&Machine> = Vec::new();
+        let mut gone: Vec<(&Machine, String)> = Vec::new();
+        for m in machines {
+            if !m.seen && m.age >= t.boot {
+                gone.push((m, format!("its worker never showed up within {}s", t.boot)));
+            } else if m.seen && m.silent >= t.lost {
+                gone.push((m, format!("its worker went silent for {:.0}s", m.silent)));
+            } else {
+                live.push(m);
+            }
+        }
+        let demand = if v.retired {
+            0
+        } else {
+            crate::pool_runs::demand(v.waiting, &live)
+        };
+        live.retain(|m| {
+            let why = if v.retired && m.running == 0 {
+                Some(format!("pool {} is no longer in orca.toml", p.name))
+            } else if !v.retired
+                && demand == 0
+                && m.seen
+                && m.running == 0
+                && m.idle >= p.idle_seconds
+            {
+                Some(format!("idle for {:.0}s with no demand", m.idle))
+            } else {
+                None
+            };
+            match why {
+                Some(why) => {
+                    gone.push((m, why));
+                    false
+                }
+                None => true,
+            }
+        });
+        let mut problem = None;
+        for (m, why) in gone {
+            if let Err(e) = self.remove(db, session, p, m, &why) {
+                match e {
+                    Fault::Sql(msg) => problem = Some(msg),
+                    down => return Err(down),
+                }
+            }
+        }
+        let mut status = problem.map(|e| format!("can't remove a machine: {e}"));
+        // Strays: the provider's machines with this pool's and stack's labels
+        // that no live row holds.
+        match self.provider(&p.provider) {
+            Ok(provider) => match provider.list(&p.name, stack) {
+                Ok(found) => {
+                    for s in found {
+                        if machines.iter().any(|m| m.name == s.name) {
+                            continue;
+                        }
+                        log::warn!(
+                            "deleting stray machine {} ({}) of pool {}: no live row holds it",
+                            s.name,
+                            s.id,
+                            p.name
+                        );
+                        if let Err(e) = provider.delete(&s.id) {
+                            log::error!("stray {}: can't delete it: {e}", s.name);
+                            continue;
+                        }
+                        let why = format!(
+                            "{} ({}) of pool {}: no live row held it",
+                            s.name, s.id, p.name
+                        );
+                        db.run_fenced(session, |c| {
+                            c.execute(
+                                sql::EVENT_ADD,
+                                &[&None::<i64>, &None::<String>, &"stray deleted", &why],
+                            )
+                        })?;
+                    }
+                }
+                Err(e) => status = Some(format!("can't list its machines: {e}")),
+            },
+            Err(e) => status = Some(e),
+        }
+        let mut d = Decided {
+            demand,
+            status: String::new(),
+            walk_type: v.walk_type.min(p.types.len().saturating_sub(1)),
+            walk_since: "keep",
+            tried: false,
+        };
+        if v.retired {
+            d.status = status.unwrap_or_else(|| "retired: removing its machines once idle".into());
+            return Ok(d);
+        }
+        if demand == 0 {
+            if v.walk_type != 0 || v.walk_for.is_some() {
+                d.walk_type = 0;
+                d.walk_since = "clear";
+            }
+            d.status = status.unwrap_or_else(|| {
+                // Keep what the last attempt came to, or say there is nothing to do.
+                if v.status.is_empty() || v.status.starts_with(WAITING_OUT) {
+                    "no demand".into()
+                } else {
+                    v.status.clone()
+                }
+            });
+            return Ok(d);
+        }
+        if let Some(s) = status {
+            d.status = s;
+            return Ok(d);
+        }
+        if let Some(b) = live.iter().find(|m| !m.seen) {
+            d.status = format!("waiting for {} to boot", b.name);
+            return Ok(d);
+        }
+        if live.len() >= p.max_machines as usize {
+            d.status = format!("at max_machines ({})", p.max_machines);
+            return Ok(d);
+        }
+        if let Some(ago) = v.tried_ago
+            && ago < t.try_every
+        {
+            let last = v
+                .status
+                .split_once("; last attempt: ")
+                .map_or(v.status.as_str(), |(_, l)| l);
+            d.status = format!(
+                "{WAITING_OUT} ({:.0}s left); last attempt: {last}",
+                t.try_every - ago
+            );
+            return Ok(d);
+        }
+        d.tried = true;
+        d.status = self.attempt(db, session, stack, v, &mut d)?;
+        Ok(d)
+    }
+
+    /// One attempt to make a machine for pool `v`; returns what it came to.
+    fn attempt(
+        &mut self,
+        db: &mut Db,
+        session: u64,
+        stack: &str,
+        v: &PoolView,
+        d: &mut Decided,
+    ) -> Result<String, Fault> {
+        let p = &v.pool;
+        let arches = p.image.as_deref().map(|i| (i, self.arches(i)));
+        let mut walk_for = if d.walk_type == v.walk_type {
+            v.walk_for
+        } else {
+            None
+        };
+        let mut notes = Vec::new();
+        // Types skipped for their architecture are passed over in this attempt.
+        let ty = loop {
+            let ty = &p.types[d.walk_type];
+            let arch = match self.provider(&p.provider).and_then(|pr| pr.arch(&ty.name)) {
+                Ok(a) => a,
+                Err(e) => return Ok(format!("type {}: {e}", ty.name)),
+            };
+            match &arches {
+                Some((image, Ok(have))) if !have.contains(&arch) => {
+                    let why = format!(
+                        "type {} skipped: image {image} has no {arch} variant (it has {})",
+                        ty.name,
+                        have.join(", ")
+                    );
+                    log::warn!("pool {}: {why}", p.name);
+                    db.run_fenced(session, |c| {
+                        c.execute(
+                            sql::EVENT_ADD,
+                            &[
+                                &None::<i64>,
+                                &None::<String>,
+                                &"type skipped",
+                                &format!("pool {}: {why}", p.name),
+                            ],
+                        )
+                    })?;
+                    notes.push(why);
+                    if d.walk_type + 1 >= p.types.len() {
+                        d.walk_type = 0;
+                        d.walk_since = "clear";
+                        return Ok(format!("no type fits: {}", notes.join("; ")));
+                    }
+                    d.walk_type += 1;
+                    d.walk_since = "now";
+                    walk_for = Some(0.0);
+                }
+                Some((image, Err(e))) => {
+                    notes.push(format!(
+                        "image {image}'s architectures can't be read ({e}): no type skipped"
+                    ));
+                    break ty.clone();
+                }
+                _ => break ty.clone(),
+            }
+        };
+        if walk_for.is_none() {
+            d.walk_since = "now";
+            walk_for = Some(0.0);
+        }
+        let arch = self
+            .provider(&p.provider)
+            .and_then(|pr| pr.arch(&ty.name))
+            .unwrap_or_default();
+        let id: i64 = db
+            .run_fenced(session, |c| c.query_one(sql::MACHINE_NEXT_ID, &[]))?
+            .get(0);
+        let name = format!("orca-{}-{id}", p.name);
+        let token = db
+            .run_fenced(session, |c| Ok(pool_machines::make_role(c, stack, id)))?
+            .map_err(Fault::Sql)?;
+        let boot = Boot {
+            pool: p.name.clone(),
+            machine: name.clone(),
+            token: token.reveal(),
+            database_url: pool_boot::machine_database_url().map_err(Fault::Sql)?,
+        };
+        let mut full = Vec::new();
+        let mut made = None;
+        let mut failed = None;
+        for location in &p.locations {
+            let provider = self.provider(&p.provider).map_err(Fault::Sql)?;
+            let req = Make {
+                pool: p,
+                name: &name,
+                type_: &ty.name,
+                location,
+                stack,
+                boot: &boot,
+            };
+            match provider.make(&req) {
+                Ok(pid) => {
+                    made = Some((location.clone(), pid));
+                    break;
+                }
+                Err(MakeError::NoCapacity(why)) => full.push(format!("{location}: {why}")),
+                Err(MakeError::Failed(why)) => {
+                    failed = Some(why);
+                    break;
+                }
+            }
+        }
+        drop(boot);
+        let Some((location, provider_id)) = made else {
+            db.run_fenced(session, |c| pool_machines::revoke(c, &token.role))?;
+            if let Some(why) = failed {
+                notes.push(format!("{name} not made: {why}"));
+                return Ok(notes.join("; "));
+            }
+            let last = d.walk_type + 1 >= p.types.len();
+            let waited = walk_for.unwrap_or(0.0);
+            let say = format!(
+                "no capacity for type {} in any location ({})",
+                ty.name,
+                full.join("; ")
+            );
+            db.run_fenced(session, |c| {
+                c.execute(
+                    sql::EVENT_ADD,
+                    &[
+                        &None::<i64>,
+                        &None::<String>,
+                        &"no capacity",
+                        &format!("pool {}: {say}", p.name),
+                    ],
+                )
+            })?;
+            let next = if last {
+                format!("{say}; it is the last type: trying it again")
+            } else if waited >= ty.wait {
+                d.walk_type += 1;
+                d.walk_since = "now";
+                format!(
+                    "{say}; tried it for {waited:.0}s of its wait {}s: next, type {}",
+                    ty.wait, p.types[d.walk_type].name
+                )
+            } else {
+                format!(
+                    "{say}; keeping it for {:.0}s more of its wait",
+                    ty.wait - waited
+                )
+            };
+            notes.push(next);
+            return Ok(notes.join("; "));
+        };
+        let written = db.run_fenced(session, |c| {
+            c.execute(
+                sql::MACHINE_ADD,
+                &[
+                    &id,
+                    &p.name,
+                    &name,
+                    &ty.name,
+                    &location,
+                    &arch,
+                    &token.role,
+                    &provider_id,
+                    &p.slots,
+                ],
+            )
+        });
+        if let Err(e) = written {
+            // The machine is a stray now: a later pass deletes it and drops its role.
+            log::error!("machine {name} was made but its row was not written: {e}");
+            return Err(e);
+        }
+        log::info!(
+            "pool {}: made {name} (type {}, location {location})",
+            p.name,
+            ty.name
+        );
+        d.walk_type = 0;
+        d.walk_since = "clear";
+        notes.push(format!(
+            "made {name} (type {}, location {location})",
+            ty.name
+        ));
+        Ok(notes.join("; "))
+    }
+
+    /// Removes machine `m` of pool `p` for `why`: credentials revoked,
+    /// machine deleted, row ended and its runs queued again.
+    fn remove(
+        &mut self,
+        db: &mut Db,
+        session: u64,
+        p: &Pool,
+        m: &Machine,
+        why: &str,
+    ) -> Result<(), Fault> {
+        db.run_fenced(session, |c| pool_machines::revoke(c, &m.role))?;
+        if let Some(id) = &m.provider_id {
+            self.provider(&p.provider)
+                .and_then(|pr| pr.delete(id))
+                .map_err(|e| Fault::Sql(format!("{}: can't delete it: {e}", m.name)))?;
+        }
+        let requeued = db.run_fenced(session, |c| c.query(sql::MACHINE_END, &[&m.id, &why]))?;
+        log::info!(
+            "pool {}: removed {} ({why}){}",
+            p.name,
+            m.name,
+            if requeued.is_empty() {
+                String::new()
+            } else {
+                format!("; {} of its runs queued again", requeued.len())
+            }
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,171 @@
+//! The local provider: a machine is a process group on this host running the
+//! boot script with the machine's settings in its environment (as user-data
+//! would give them on EC2). Its labels live in that environment too
+//! (`ORCA_LOCAL_LABELS`), so listing finds machines by their labels alone,
+//! from `/proc`, whoever made them: strays are real. A location has room
+//! for as many machines as the pool's `capacity` says (no entry: no limit),
+//! and a type in a location (`TYPE@LOCATION`) for as many as it says.
+//! Deleting a machine kills its process group.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+use super::{Listed, Make, MakeError, Provider};
+use crate::pool_boot::BOOT_SCRIPT;
+
+/// Environment variables of a local machine's boot process.
+const NAME_VAR: &str = "ORCA_LOCAL_MACHINE";
+const LABELS_VAR: &str = "ORCA_LOCAL_LABELS";
+const LOCATION_VAR: &str = "ORCA_LOCAL_LOCATION";
+const TYPE_VAR: &str = "ORCA_LOCAL_TYPE";
+
+/// The local provider. It keeps the machines it started, to reap them.
+#[derive(Default)]
+pub struct Local {
+    children: Vec<std::process::Child>,
+}
+
+/// A machine found in `/proc`.
+struct Found {
+    pid: i32,
+    name: String,
+    labels: String,
+    location: String,
+    type_: String,
+}
+
+fn labels(pool: &str, stack: &str) -> String {
+    format!("orca-pool={pool} orca-stack={stack}")
+}
+
+/// The boot processes of local machines: process group leaders with a
+/// machine name and labels in their environment.
+fn scan() -> Vec<Found> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: getpgid(2) only reads.
+        if unsafe { libc::getpgid(pid) } != pid {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let mut vars: BTreeMap<&str, String> = BTreeMap::new();
+        for kv in environ.split(|&b| b == 0) {
+            let kv = String::from_utf8_lossy(kv);
+            if let Some((k, v)) = kv.split_once('=') {
+                for want in [NAME_VAR, LABELS_VAR, LOCATION_VAR, TYPE_VAR] {
+                    if k == want {
+                        vars.insert(want, v.to_string());
+                    }
+                }
+            }
+        }
+        if let (Some(name), Some(labels)) = (vars.remove(NAME_VAR), vars.remove(LABELS_VAR)) {
+            out.push(Found {
+                pid,
+                name,
+                labels,
+                location: vars.remove(LOCATION_VAR).unwrap_or_default(),
+                type_: vars.remove(TYPE_VAR).unwrap_or_default(),
+            });
+        }
+    }
+    out
+}
+
+impl Local {
+    fn reap(&mut self) {
+        self.children
+            .retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+    }
+}
+
+impl Provider for Local {
+    fn arch(&mut self, _type: &str) -> Result<String, String> {
+        Ok(super::oci_arch(std::env::consts::ARCH).to_string())
+    }
+
+    fn make(&mut self, m: &Make) -> Result<String, MakeError> {
+        self.reap();
+        let labels = labels(&m.pool.name, m.stack);
+        let machines = scan();
+        let typed = format!("{}@{}", m.type_, m.location);
+        for (key, of_type) in [(m.location, false), (typed.as_str(), true)] {
+            let Some(&room) = m.pool.capacity.get(key) else {
+                continue;
+            };
+            let here = machines
+                .iter()
+                .filter(|f| f.labels == labels && f.location == m.location)
+                .filter(|f| !of_type || f.type_ == m.type_)
+                .count();
+            if here >= room.max(0) as usize {
+                return Err(MakeError::NoCapacity(format!(
+                    "{key} is full ({here} of {room})"
+                )));
+            }
+        }
+        let exe = std::env::current_exe()
+            .map_err(|e| MakeError::Failed(format!("can't find this binary: {e}")))?;
+        let child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(BOOT_SCRIPT)
+            .arg("orca-boot")
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("ORCA_POOL_DATABASE_URL")
+            .envs(m.boot.env())
+            .env("ORCA_BIN", exe)
+            .env("ORCA_SHUTDOWN", "true")
+            .env(NAME_VAR, m.name)
+            .env(LABELS_VAR, &labels)
+            .env(LOCATION_VAR, m.location)
+            .env(TYPE_VAR, m.type_)
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| MakeError::Failed(format!("can't start /bin/sh: {e}")))?;
+        let id = child.id().to_string();
+        self.children.push(child);
+        Ok(id)
+    }
+
+    fn list(&mut self, pool: &str, stack: &str) -> Result<Vec<Listed>, String> {
+        self.reap();
+        let want = labels(pool, stack);
+        Ok(scan()
+            .into_iter()
+            .filter(|f| f.labels == want)
+            .map(|f| Listed {
+                id: f.pid.to_string(),
+                name: f.name,
+            })
+            .collect())
+    }
+
+    fn delete(&mut self, id: &str) -> Result<(), String> {
+        let pid: i32 = id
+            .parse()
+            .map_err(|_| format!("'{id}' is not a local machine id"))?;
+        // Only a machine: a pid that was reused by anything else is left be.
+        if scan().iter().any(|f| f.pid == pid) {
+            // SAFETY: kill(2) with a negative pid signals that process group.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
+        self.reap();
+        Ok(())
+    }
+}

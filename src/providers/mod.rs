@@ -1,0 +1,64 @@
+//! Where pool machines come from: a provider makes, lists (by labels) and
+//! deletes machines, and says each type's architecture. `local` runs
+//! machines as process groups on this host (the demo and the tests); `ec2`
+//! is the next piece of work.
+
+pub mod local;
+
+use crate::config::Pool;
+use crate::pool_boot::Boot;
+
+/// A machine to make.
+pub struct Make<'a> {
+    /// Its pool.
+    pub pool: &'a Pool,
+    /// `orca-<pool>-<id>`.
+    pub name: &'a str,
+    /// The instance type.
+    pub type_: &'a str,
+    /// The location.
+    pub location: &'a str,
+    /// This stack's id (a label beside the pool's).
+    pub stack: &'a str,
+    /// What it boots with (its token among them).
+    pub boot: &'a Boot,
+}
+
+/// A machine the provider has, found by its labels.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    /// The provider's id for it.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// Why a machine was not made.
+#[derive(Debug)]
+pub enum MakeError {
+    /// This location doesn't have the type now: try the next.
+    NoCapacity(String),
+    /// Anything else: nothing is made this pass.
+    Failed(String),
+}
+
+/// A source of machines.
+pub trait Provider {
+    /// The architecture (OCI's names: `amd64`, `arm64`) of `type_`.
+    fn arch(&mut self, type_: &str) -> Result<String, String>;
+    /// Makes a machine; returns the provider's id for it.
+    fn make(&mut self, m: &Make) -> Result<String, MakeError>;
+    /// The machines labelled with `pool` and `stack`.
+    fn list(&mut self, pool: &str, stack: &str) -> Result<Vec<Listed>, String>;
+    /// Deletes machine `id` (one that is already gone is not an error).
+    fn delete(&mut self, id: &str) -> Result<(), String>;
+}
+
+/// Maps an architecture as a platform names it to OCI's name.
+pub fn oci_arch(name: &str) -> &str {
+    match name {
+        "x86_64" | "x86-64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}

@@ -1,0 +1,542 @@
+//! Supervising runs' processes, for the scheduler and the pool worker alike:
+//! spawn under the shim, reap, enforce timeouts and cancels, beat the
+//! attempts from a heartbeat thread, and write each attempt's end, keeping
+//! it in memory until it lands (an outage loses none).
+//!
+//! Invariants:
+//! * An attempt's end is written only if the run is still `running` at that
+//!   `start`, so it is recorded once. A process whose attempt was queued
+//!   again elsewhere (its beat no longer lands) is killed and nothing is
+//!   recorded for it.
+//! * What the scheduler and a worker write differs only in the statements
+//!   ([`Recorder`]): a worker's go through the `orca.worker_*` functions its
+//!   credentials may execute.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::child::{Child, Tail};
+use crate::config::Pipeline;
+use crate::runs::Outcome;
+use crate::sql;
+use crate::state::{Db, Fault, Target};
+
+/// The statements a supervisor writes with, by who it is.
+pub struct Recorder {
+    /// Beats attempts (`$1` ids, `$2` starts, `$3` pids); returns `(id, cancel)`
+    /// for those still running at their start.
+    pub heartbeat: &'static str,
+    /// Sets an attempt's output tail (`$1`, `$2`, `$3`).
+    pub output: &'static str,
+    /// Writes an attempt's end (see [`Outcome::write`]).
+    pub finish: &'static str,
+    /// Queues a stopped attempt again (`$1`, `$2`, `$3` why, `$4` output).
+    pub requeue: &'static str,
+    /// Whether it may write a "timed out" event of its own.
+    pub events: bool,
+    /// Whether it beats with nothing running (a worker's beat also says its
+    /// machine is alive).
+    pub beat_idle: bool,
+}
+
+/// The scheduler's statements.
+pub const SCHEDULER: Recorder = Recorder {
+    heartbeat: sql::HEARTBEAT,
+    output: sql::OUTPUT_SET,
+    finish: sql::RUN_FINISH,
+    requeue: sql::RUN_REQUEUE,
+    events: true,
+    beat_idle: false,
+};
+
+/// A pool worker's statements: the functions its credentials may execute.
+pub const WORKER: Recorder = Recorder {
+    heartbeat: sql::WORKER_BEAT,
+    output: sql::WORKER_OUTPUT,
+    finish: sql::WORKER_FINISH,
+    requeue: sql::WORKER_REQUEUE,
+    events: false,
+    beat_idle: true,
+};
+
+/// Why a process is being stopped.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Kill {
+    Timeout,
+    Cancel,
+    Stop,
+    /// Its run was queued again elsewhere (its start is no longer ours):
+    /// killed at once, and nothing is recorded for it.
+    Lost,
+}
+
+/// One attempt whose process runs now.
+struct Supervised {
+    id: i64,
+    start: i32,
+    pipeline: Arc<Pipeline>,
+    child: Child,
+    started: Instant,
+    /// Why it is being stopped, when SIGTERM went, whether SIGKILL went.
+    kill: Option<(Kill, Instant, bool)>,
+}
+
+/// One attempt the heartbeat thread beats.
+#[derive(Clone)]
+struct Beat {
+    id: i64,
+    start: i32,
+    pid: i32,
+    tail: Arc<Tail>,
+}
+
+/// What the main thread and the heartbeat thread share.
+#[derive(Default)]
+struct Shared {
+    beats: Vec<Beat>,
+    cancels: HashSet<(i64, i32)>,
+    /// Attempts the heartbeat found no longer running at their start.
+    lost: HashSet<(i64, i32)>,
+    done: bool,
+}
+
+/// An end that could not be written yet: kept until it lands.
+enum Pending {
+    Finish(Outcome),
+    Requeue {
+        id: i64,
+        start: i32,
+        why: String,
+        output: Vec<u8>,
+    },
+}
+
+impl Pending {
+    fn key(&self) -> (i64, i32) {
+        match self {
+            Pending::Finish(o) => (o.id, o.start),
+            Pending::Requeue { id, start, .. } => (*id, *start),
+        }
+    }
+}
+
+/// The processes of one scheduler or worker, and its heartbeat thread.
+pub struct Supervisor {
+    running: Vec<Supervised>,
+    pending: Vec<Pending>,
+    shared: Arc<Mutex<Shared>>,
+    beat_thread: Option<JoinHandle<()>>,
+    kill_grace: f64,
+    /// Who supervises, for the why of a requeue: "the scheduler on h1".
+    who: String,
+    rec: &'static Recorder,
+}
+
+impl Supervisor {
+    /// A supervisor writing with `rec`, whose heartbeat thread reaches the
+    /// database at `target` on a connection of its own.
+    pub fn new(target: Target, who: String, kill_grace: f64, rec: &'static Recorder) -> Self {
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let beat_thread = {
+            let shared = shared.clone();
+            let db = Db::new(target, "heartbeat");
+            std::thread::Builder::new()
+                .name("heartbeat".into())
+                .spawn(move || heartbeat_loop(db, shared, rec))
+                .expect("spawn heartbeat thread")
+        };
+        Supervisor {
+            running: Vec::new(),
+            pending: Vec::new(),
+            shared,
+            beat_thread: Some(beat_thread),
+            kill_grace,
+            who,
+            rec,
+        }
+    }
+
+    /// How many processes run now.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Whether nothing runs and no end waits to be written.
+    pub fn idle(&self) -> bool {
+        self.running.is_empty() && self.pending.is_empty()
+    }
+
+    /// How many ends wait to be written.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Starts attempt `(id, start)` of `p` with `args`; a process that can't
+    /// be started is a failed attempt.
+    pub fn launch(&mut self, id: i64, start: i32, p: &Arc<Pipeline>, args: &[String]) {
+        let mut env: Vec<(String, String)> =
+            p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        env.push(("ORCA_RUN_ID".into(), id.to_string()));
+        env.push(("ORCA_RUN_START".into(), start.to_string()));
+        env.push(("ORCA_PIPELINE".into(), p.name.clone()));
+        match Child::spawn(&p.command.argv(args), &env) {
+            Ok(child) => {
+                log::info!(
+                    "started run {id} of {} (attempt {start}, pid {})",
+                    p.name,
+                    child.pid()
+                );
+                self.running.push(Supervised {
+                    id,
+                    start,
+                    pipeline: p.clone(),
+                    child,
+                    started: Instant::now(),
+                    kill: None,
+                });
+            }
+            Err(e) => {
+                log::error!("run {id} of {}: can't start: {e}", p.name);
+                self.pending.push(Pending::Finish(Outcome::new(
+                    p,
+                    id,
+                    start,
+                    "failed",
+                    None,
+                    format!("can't start: {e}"),
+                    Vec::new(),
+                )));
+            }
+        }
+        self.publish();
+    }
+
+    /// Reaps processes that ended and turns them into pending ends.
+    pub fn reap(&mut self) {
+        let mut i = 0;
+        while i < self.running.len() {
+            let Some(exit) = self.running[i].child.try_exit() else {
+                i += 1;
+                continue;
+            };
+            let s = self.running.swap_remove(i);
+            let output = s.child.tail.snapshot();
+            let took = s.started.elapsed().as_secs_f64();
+            let (state, why) = match s.kill {
+                Some((Kill::Lost, _, _)) => {
+                    log::warn!(
+                        "run {} attempt {}: was queued again elsewhere; its process was killed, nothing recorded",
+                        s.id,
+                        s.start
+                    );
+                    continue;
+                }
+                Some((Kill::Stop, _, _)) => {
+                    self.pending.push(Pending::Requeue {
+                        id: s.id,
+                        start: s.start,
+                        why: format!("{} stopped", self.who),
+                        output,
+                    });
+                    continue;
+                }
+                Some((Kill::Timeout, _, _)) => (
+                    "failed",
+                    format!(
+                        "timed out after {}s ({exit})",
+                        s.pipeline.timeout.unwrap_or(0.0)
+                    ),
+                ),
+                Some((Kill::Cancel, _, _)) => ("cancelled", format!("cancelled ({exit})")),
+                None if exit.success() => ("succeeded", format!("exit code 0 after {took:.1}s")),
+                None => ("failed", format!("{exit} after {took:.1}s")),
+            };
+            self.pending.push(Pending::Finish(Outcome::new(
+                &s.pipeline,
+                s.id,
+                s.start,
+                state,
+                Some(exit),
+                why,
+                output,
+            )));
+        }
+    }
+
+    /// Timeouts, cancels and lost attempts: SIGTERM to the group and SIGKILL
+    /// after the grace (a lost one: SIGKILL at once).
+    pub fn enforce(&mut self, db: &mut Db) {
+        let (cancels, lost) = {
+            let mut shared = self.shared.lock().expect("shared");
+            (
+                std::mem::take(&mut shared.cancels),
+                std::mem::take(&mut shared.lost),
+            )
+        };
+        for s in &mut self.running {
+            if lost.contains(&(s.id, s.start)) && !matches!(s.kill, Some((Kill::Lost, _, _))) {
+                s.child.signal(libc::SIGKILL);
+                s.kill = Some((Kill::Lost, Instant::now(), true));
+            }
+        }
+        let grace = Duration::from_secs_f64(self.kill_grace);
+        let mut timed_out = Vec::new();
+        for s in &mut self.running {
+            if s.kill.is_none() {
+                let why = if cancels.contains(&(s.id, s.start)) {
+                    Some(Kill::Cancel)
+                } else if s
+                    .pipeline
+                    .timeout
+                    .is_some_and(|t| s.started.elapsed().as_secs_f64() >= t)
+                {
+                    Some(Kill::Timeout)
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    log::info!("run {} attempt {}: {why:?}: SIGTERM", s.id, s.start);
+                    s.child.signal(libc::SIGTERM);
+                    s.kill = Some((why, Instant::now(), false));
+                    if why == Kill::Timeout {
+                        timed_out.push((s.id, s.pipeline.name.clone(), s.pipeline.timeout));
+                    }
+                }
+            }
+            if let Some((why, at, false)) = s.kill
+                && at.elapsed() >= grace
+            {
+                log::info!("run {} attempt {}: still alive: SIGKILL", s.id, s.start);
+                s.child.signal(libc::SIGKILL);
+                s.kill = Some((why, at, true));
+            }
+        }
+        if !self.rec.events {
+            return;
+        }
+        for (id, pipeline, limit) in timed_out {
+            let why = format!(
+                "ran past its timeout of {}s: SIGTERM to its process group, SIGKILL {}s later",
+                limit.unwrap_or(0.0),
+                self.kill_grace
+            );
+            // Informational: the run's end says "timed out" in any case.
+            let _ = db.run(|c| c.execute(sql::EVENT_ADD, &[&id, &pipeline, &"timed out", &why]));
+        }
+    }
+
+    /// Writes pending ends; what can't be written now stays pending.
+    pub fn flush(&mut self, db: &mut Db) {
+        let mut left = Vec::new();
+        let mut down = false;
+        for p in std::mem::take(&mut self.pending) {
+            if down {
+                left.push(p);
+                continue;
+            }
+            let result = match &p {
+                Pending::Finish(o) => db.run(|c| o.write(c, self.rec.finish)).map(|state| {
+                    match state {
+                        Some(state) => log::info!(
+                            "run {} attempt {}: {} ({}) -> {state}",
+                            o.id,
+                            o.start,
+                            o.state,
+                            o.why
+                        ),
+                        None => log::warn!(
+                            "run {} attempt {}: was no longer running; outcome dropped",
+                            o.id,
+                            o.start
+                        ),
+                    };
+                }),
+                Pending::Requeue {
+                    id,
+                    start,
+                    why,
+                    output,
+                } => db
+                    .run(|c| c.query_one(self.rec.requeue, &[id, start, why, output]))
+                    .map(|_| ()),
+            };
+            match result {
+                Ok(()) => {}
+                Err(Fault::Down) => {
+                    // The rest waits for the next round, not for a timeout each.
+                    left.push(p);
+                    down = true;
+                }
+                Err(Fault::Sql(e)) => {
+                    log::error!("run {:?}: can't record its end: {e}", p.key());
+                    left.push(p);
+                }
+            }
+        }
+        self.pending = left;
+    }
+
+    /// Hands the heartbeat thread the attempts to beat: the running ones and
+    /// those whose end is not written yet.
+    pub fn publish(&self) {
+        let mut beats: Vec<Beat> = self
+            .running
+            .iter()
+            .map(|s| Beat {
+                id: s.id,
+                start: s.start,
+                pid: s.child.pid(),
+                tail: s.child.tail.clone(),
+            })
+            .collect();
+        for p in &self.pending {
+            let (id, start) = p.key();
+            beats.push(Beat {
+                id,
+                start,
+                pid: 0,
+                tail: Arc::new(Tail::default()),
+            });
+        }
+        self.shared.lock().expect("shared").beats = beats;
+    }
+
+    /// The ids supervised here (or with an unwritten end).
+    pub fn ours(&self) -> Vec<i64> {
+        self.running
+            .iter()
+            .map(|s| s.id)
+            .chain(self.pending.iter().map(|p| p.key().0))
+            .collect()
+    }
+
+    /// Stopping: SIGTERM every process, wait up to `grace`, SIGKILL what is
+    /// left, and queue their runs again; then write what is pending, giving an
+    /// outage up to `outage` seconds. Returns how many ends were not written.
+    pub fn stop_all(&mut self, db: &mut Db, grace: f64, outage: f64) -> usize {
+        // Runs that ended before the signal keep their real outcome.
+        self.reap();
+        self.flush(db);
+        log::info!(
+            "stopping: SIGTERM to {} runs, waiting up to {grace}s",
+            self.running.len(),
+        );
+        for s in &mut self.running {
+            s.child.signal(libc::SIGTERM);
+            s.kill = Some((Kill::Stop, Instant::now(), false));
+        }
+        let deadline = Instant::now() + Duration::from_secs_f64(grace);
+        while !self.running.is_empty() && Instant::now() < deadline {
+            self.reap();
+            self.publish();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for s in &self.running {
+            s.child.signal(libc::SIGKILL);
+        }
+        while !self.running.is_empty() {
+            self.reap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let deadline = Instant::now() + Duration::from_secs_f64(outage);
+        loop {
+            self.flush(db);
+            self.publish();
+            if self.pending.is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        self.pending.len()
+    }
+
+    /// Kills every process at once (SIGKILL), recording nothing: its
+    /// credentials are gone, so nothing could be recorded anyway.
+    pub fn abandon(&mut self) {
+        for s in &self.running {
+            s.child.signal(libc::SIGKILL);
+        }
+        while !self.running.is_empty() {
+            self.running.retain_mut(|s| s.child.try_exit().is_none());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.pending.clear();
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        self.shared.lock().expect("shared").done = true;
+        if let Some(t) = self.beat_thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The heartbeat thread: every second, beats the attempts the main thread
+/// supervises, collects cancel requests and lost attempts, and writes output
+/// tails that grew.
+fn heartbeat_loop(mut db: Db, shared: Arc<Mutex<Shared>>, rec: &'static Recorder) {
+    let mut written: HashMap<(i64, i32), u64> = HashMap::new();
+    loop {
+        let beats = {
+            let s = shared.lock().expect("shared");
+            if s.done {
+                return;
+            }
+            s.beats.clone()
+        };
+        // Reconnect even with nothing to beat, so an outage's end is seen
+        // (and logged) when it ends, not when the next run starts.
+        if db.ensure() && (rec.beat_idle || !beats.is_empty()) {
+            let ids: Vec<i64> = beats.iter().map(|b| b.id).collect();
+            let starts: Vec<i32> = beats.iter().map(|b| b.start).collect();
+            let pids: Vec<i32> = beats.iter().map(|b| b.pid).collect();
+            if let Ok(rows) = db.run(|c| c.query(rec.heartbeat, &[&ids, &starts, &pids])) {
+                let mut cancels = Vec::new();
+                let mut beaten = HashSet::new();
+                for r in rows {
+                    let id: i64 = r.get(0);
+                    beaten.insert(id);
+                    if r.get::<_, bool>(1)
+                        && let Some(b) = beats.iter().find(|b| b.id == id)
+                    {
+                        cancels.push((id, b.start));
+                    }
+                }
+                // A process whose attempt is no longer running at its start
+                // (queued again and started elsewhere): the main thread kills it.
+                let lost = beats
+                    .iter()
+                    .filter(|b| b.pid != 0 && !beaten.contains(&b.id))
+                    .map(|b| (b.id, b.start));
+                let mut shared = shared.lock().expect("shared");
+                shared.cancels.extend(cancels);
+                shared.lost.extend(lost);
+            }
+            for b in &beats {
+                let generation = b.tail.generation();
+                if generation == 0 || written.get(&(b.id, b.start)) == Some(&generation) {
+                    continue;
+                }
+                let out = b.tail.snapshot();
+                if db
+                    .run(|c| c.execute(rec.output, &[&b.id, &b.start, &out]))
+                    .is_ok()
+                {
+                    written.insert((b.id, b.start), generation);
+                }
+            }
+            written.retain(|k, _| beats.iter().any(|b| (b.id, b.start) == *k));
+        }
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until {
+            if shared.lock().expect("shared").done {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

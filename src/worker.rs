@@ -1,0 +1,212 @@
+//! `orca worker --pool P`: a pool machine's process. It logs in with its
+//! machine's own credentials (`ORCA_TOKEN`), takes runs of its pool it has
+//! room for, and runs them as the scheduler does ([`crate::supervise`]).
+//!
+//! Invariants:
+//! * Everything it writes goes through the `orca.worker_*` functions, which
+//!   act as the machine its credentials stand for: its own pool's runs, its
+//!   own rows (migration 0003).
+//! * It rides out a database it can't reach: its processes go on, their ends
+//!   wait in memory. Credentials Postgres refuses (revoked: the machine was
+//!   removed) end it at once with [`REVOKED`]: its processes are killed and
+//!   nothing is recorded, since the scheduler has queued its runs again.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::config::Pipeline;
+use crate::settings::Timing;
+use crate::sql;
+use crate::state::{Db, Fault, Target};
+use crate::supervise::{self, Supervisor};
+
+/// The exit code when the machine's credentials are refused: the boot
+/// script shuts the machine down on it instead of starting the worker again.
+pub const REVOKED: i32 = 3;
+
+/// The environment variable with the machine's credentials, `ROLE:SECRET`.
+pub const TOKEN_VAR: &str = "ORCA_TOKEN";
+
+static STOPS: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOPS.fetch_add(1, Ordering::SeqCst);
+}
+
+fn stopping() -> bool {
+    STOPS.load(Ordering::SeqCst) > 0
+}
+
+/// The machine this worker's credentials stand for.
+struct Machine {
+    name: String,
+    slots: i32,
+}
+
+/// Why a worker's statement failed, as the worker acts on it.
+enum Trouble {
+    /// Try again next round.
+    Away,
+    /// The credentials don't stand for a live machine any more.
+    Revoked,
+    /// Something else, logged.
+    Failed(String),
+}
+
+fn trouble(db: &Db, e: Fault) -> Trouble {
+    match e {
+        Fault::Down if db.refused => Trouble::Revoked,
+        Fault::Down => Trouble::Away,
+        // orca.worker_machine(): the role is live but its machine's row ended.
+        Fault::Sql(m) if m.contains("no live machine") => Trouble::Revoked,
+        Fault::Sql(m) => Trouble::Failed(m),
+    }
+}
+
+/// The machine was removed: its runs are someone else's now.
+fn revoked(sup: &mut Supervisor, machine: &str) -> i32 {
+    log::error!(
+        "this machine's credentials were revoked (machine {machine} removed): killing its {} runs and exiting",
+        sup.running()
+    );
+    sup.abandon();
+    REVOKED
+}
+
+/// Runs the worker of pool `pool` until it is stopped (exit 0) or its
+/// credentials are refused ([`REVOKED`]).
+pub fn main(pool: &str) -> i32 {
+    let timing = match Timing::from_env() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("orca: {e}");
+            return 2;
+        }
+    };
+    let Some((role, secret)) = std::env::var(TOKEN_VAR).ok().and_then(|t| {
+        t.split_once(':')
+            .map(|(r, s)| (r.to_string(), s.to_string()))
+    }) else {
+        eprintln!(
+            "orca: {TOKEN_VAR} is not set (or not ROLE:SECRET): a worker runs with its machine's credentials"
+        );
+        return 2;
+    };
+    let target = match Target::from_env() {
+        Ok(t) => t
+            .with_credentials(&role, &secret)
+            .with_application_name(&format!("orca worker {role}")),
+        Err(e) => {
+            eprintln!("orca: {e}");
+            return 2;
+        }
+    };
+    drop(secret);
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        let handler = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGINT, handler);
+    }
+    let mut db = Db::new(target.clone(), "worker");
+    let machine = loop {
+        if stopping() {
+            return 0;
+        }
+        match db.run(|c| c.query_one(sql::WORKER_HELLO, &[])) {
+            Ok(row) => {
+                let of: String = row.get(0);
+                if of != pool {
+                    eprintln!("orca: this machine's credentials are for pool {of}, not {pool}");
+                    return 2;
+                }
+                break Machine {
+                    name: row.get(1),
+                    slots: row.get(2),
+                };
+            }
+            Err(e) => match trouble(&db, e) {
+                Trouble::Revoked => {
+                    log::error!("this machine's credentials were refused: exiting");
+                    return REVOKED;
+                }
+                Trouble::Away => std::thread::sleep(Duration::from_secs(1)),
+                Trouble::Failed(m) => {
+                    eprintln!("orca: {m}");
+                    return 1;
+                }
+            },
+        }
+    };
+    log::info!(
+        "worker of pool {pool} on machine {} ({} slots); database {}",
+        machine.name,
+        machine.slots,
+        target.shown()
+    );
+    let mut sup = Supervisor::new(
+        target,
+        format!("the worker on machine {}", machine.name),
+        timing.kill_grace,
+        &supervise::WORKER,
+    );
+    let tick = Duration::from_secs_f64(timing.tick);
+    let mut said = String::new();
+    loop {
+        let began = Instant::now();
+        if stopping() {
+            let left = sup.stop_all(&mut db, timing.stop_grace, timing.stale);
+            if left > 0 {
+                log::warn!("{left} run ends could not be written; the scheduler queues them again");
+            }
+            return 0;
+        }
+        sup.reap();
+        sup.enforce(&mut db);
+        sup.flush(&mut db);
+        let room = machine.slots as i64 - (sup.running() + sup.pending()) as i64;
+        if room > 0 {
+            match db.run(|c| c.query(sql::WORKER_CLAIM, &[&(room as i32)])) {
+                Ok(rows) => {
+                    said.clear();
+                    for row in rows {
+                        let id: i64 = row.get(0);
+                        let start: i32 = row.get(1);
+                        let name: String = row.get(2);
+                        let args: Vec<String> = row.get(3);
+                        let spec: serde_json::Value = row.get(4);
+                        match serde_json::from_value::<Pipeline>(spec) {
+                            Ok(p) => sup.launch(id, start, &Arc::new(p), &args),
+                            Err(e) => {
+                                // Its attempt goes stale: the run is queued again
+                                // when this machine is removed.
+                                log::error!(
+                                    "run {id} of {name}: its pipeline's stored spec is not one this binary reads: {:?} error",
+                                    e.classify()
+                                );
+                            }
+                        }
+                    }
+                }
+                Err(e) => match trouble(&db, e) {
+                    Trouble::Revoked => return revoked(&mut sup, &machine.name),
+                    Trouble::Away => {}
+                    Trouble::Failed(m) => {
+                        if m != said {
+                            log::error!("claim: {m}");
+                            said = m;
+                        }
+                    }
+                },
+            }
+        } else if !db.ensure() && db.refused {
+            return revoked(&mut sup, &machine.name);
+        }
+        sup.publish();
+        let next = began + tick;
+        while Instant::now() < next && !stopping() {
+            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+        }
+    }
+}

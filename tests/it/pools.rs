@@ -1,0 +1,647 @@
+//! Worker pools on the local provider: the autoscaler grows, walks types and
+//! locations, shrinks and deletes strays; machines are real process groups
+//! running the boot script and a real `orca worker` with credentials of its
+//! own.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::process::Command;
+
+use crate::harness::*;
+
+/// A scheduler with the pool timing shortened; `extra` overrides.
+fn pool_scheduler(db: &TestDb, dir: &TempDir, extra: &[(&str, &str)]) -> Proc {
+    let mut env = vec![
+        ("ORCA_POOL_SCALE_SECONDS", "0.3"),
+        ("ORCA_POOL_GROW_AFTER", "0"),
+        ("ORCA_POOL_TRY_SECONDS", "0.3"),
+        ("ORCA_POOL_BOOT_SECONDS", "60"),
+        ("ORCA_POOL_LOST_SECONDS", "30"),
+    ];
+    env.extend_from_slice(extra);
+    db.scheduler(dir, &env)
+}
+
+/// Live machines of `pool`: (name, type, location).
+fn live(db: &TestDb, pool: &str) -> Vec<(String, String, String)> {
+    db.client()
+        .query(
+            "SELECT name, type, location FROM orca.pool_machines
+             WHERE pool = $1 AND ended_at IS NULL ORDER BY id",
+            &[&pool],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+/// How many machines `pool` ever had.
+fn made(db: &TestDb, pool: &str) -> i64 {
+    db.client()
+        .query_one(
+            "SELECT count(*) FROM orca.pool_machines WHERE pool = $1",
+            &[&pool],
+        )
+        .unwrap()
+        .get(0)
+}
+
+fn status(db: &TestDb, pool: &str) -> String {
+    db.client()
+        .query_one("SELECT status FROM orca.pools WHERE name = $1", &[&pool])
+        .unwrap()
+        .get(0)
+}
+
+/// The `ORCA_TOKEN` a live local machine booted with, read from its
+/// environment (the test plays an attacker with the host's access).
+fn token_of(stack: &str) -> Option<String> {
+    let pid = *local_machines(stack).first()?;
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|&b| b == 0)
+        .find_map(|kv| kv.strip_prefix(b"ORCA_TOKEN="))
+        .map(|t| String::from_utf8_lossy(t).into_owned())
+}
+
+fn stack(db: &TestDb) -> String {
+    let mut id = String::new();
+    wait_until("the stack id is made", 20.0, || {
+        match db
+            .client()
+            .query_opt("SELECT id FROM orca.stack", &[])
+            .unwrap()
+        {
+            Some(r) => {
+                id = r.get(0);
+                true
+            }
+            None => false,
+        }
+    });
+    id
+}
+
+#[test]
+fn a_queued_run_grows_a_machine_that_runs_it_and_goes_when_idle() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        r#"
+[pools.p]
+provider = "local"
+types = [{ type = "small", wait = 0 }]
+locations = ["here"]
+max_machines = 2
+idle_seconds = 1
+
+[pipelines.job]
+command = "sleep 3; echo ran on $ORCA_PIPELINE"
+placement = "worker:p"
+"#,
+    );
+    let run = db.queue("job");
+    let mut s = pool_scheduler(&db, &dir, &[("ORCA_POOL_GROW_AFTER", "2")]);
+    let stack = stack(&db);
+    wait_until("a machine is made", 30.0, || made(&db, "p") == 1);
+    // Demand counts runs queued at least ORCA_POOL_GROW_AFTER (database clock).
+    let waited: f64 = db.one(
+        "SELECT extract(epoch FROM m.made_at - r.queued_at)::float8
+         FROM orca.pool_machines m, orca.runs r WHERE r.id = (SELECT min(id) FROM orca.runs)",
+    );
+    assert!(waited >= 2.0, "made {waited}s after the run was queued");
+    let mut token = None;
+    wait_until("the machine's boot process is found", 20.0, || {
+        token = token_of(&stack);
+        token.is_some()
+    });
+    let token = token.unwrap();
+    let secret = token.split_once(':').unwrap().1.to_string();
+    wait_until("the run succeeds on the machine", 40.0, || {
+        db.state(run) == "succeeded"
+    });
+    let (host, start, out): (String, i32, Vec<u8>) = {
+        let r = db
+            .client()
+            .query_one(
+                "SELECT host, start, output FROM orca.runs WHERE id = $1",
+                &[&run],
+            )
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2))
+    };
+    assert_eq!((host.as_str(), start), (live(&db, "p")[0].0.as_str(), 1));
+    assert!(text(&out).contains("ran on job"), "{}", text(&out));
+    // Removed once idle (never while it ran: the run kept its one attempt),
+    // its process group gone.
+    wait_until("the idle machine is removed", 30.0, || {
+        live(&db, "p").is_empty()
+    });
+    let (why, after_run): (String, bool) = {
+        let r = db
+            .client()
+            .query_one(
+                "SELECT m.why, m.ended_at > r.ended_at FROM orca.pool_machines m, orca.runs r
+                 WHERE r.id = $1",
+                &[&run],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert!(why.contains("idle"), "{why}");
+    assert!(after_run);
+    wait_until("its processes are gone", 20.0, || {
+        local_machines(&stack).is_empty()
+    });
+    // Its credentials are gone with it.
+    let role = token.split_once(':').unwrap().0.to_string();
+    let roles: i64 = db
+        .client()
+        .query_one("SELECT count(*) FROM pg_roles WHERE rolname = $1", &[&role])
+        .unwrap()
+        .get(0);
+    assert_eq!(roles, 0);
+    assert_eq!(db.events_of_kind("machine made"), 1);
+    assert_eq!(db.events_of_kind("machine removed"), 1);
+    let pools = db.ok(&["pools", "--json"]) + &db.ok(&["pools"]);
+    s.stop();
+    for (what, text) in [("the log", s.output()), ("orca pools", pools)] {
+        assert!(!text.contains(&secret), "the token's secret is in {what}");
+    }
+}
+
+#[test]
+fn one_machine_boots_at_a_time_and_a_silent_boot_is_given_up() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        r#"
+[pools.p]
+types = [{ type = "small", wait = 0 }]
+locations = ["here"]
+max_machines = 3
+
+[pipelines.job]
+command = "true"
+placement = "worker:p"
+max_runs = 3
+"#,
+    );
+    for _ in 0..3 {
+        db.queue("job");
+    }
+    // Machines get a database address no worker can reach: they never boot.
+    let mut s = pool_scheduler(
+        &db,
+        &dir,
+        &[
+            ("ORCA_POOL_DATABASE_URL", "postgres://127.0.0.1:9/nowhere"),
+            ("ORCA_POOL_BOOT_SECONDS", "3"),
+        ],
+    );
+    wait_until("a machine is made", 30.0, || made(&db, "p") == 1);
+    wait_until("the scaler waits for it", 20.0, || {
+        status(&db, "p").starts_with("waiting for orca-p-")
+    });
+    assert_eq!(made(&db, "p"), 1, "a second machine while one boots");
+    wait_until("the boot is given up and another made", 30.0, || {
+        made(&db, "p") == 2
+    });
+    let why: String = db.one("SELECT why FROM orca.pool_machines ORDER BY id LIMIT 1");
+    assert!(why.contains("never showed up within 3s"), "{why}");
+    assert_eq!(live(&db, "p").len(), 1);
+    s.stop();
+}
+
+#[test]
+fn max_machines_holds_and_workers_take_their_slots_first() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &format!(
+            r#"
+[pools.p]
+types = [{{ type = "small", wait = 0 }}]
+locations = ["here"]
+max_machines = 2
+slots = 2
+
+[pipelines.job]
+command = "{}"
+placement = "worker:p"
+max_runs = 5
+"#,
+            hang(&pids)
+        ),
+    );
+    for _ in 0..5 {
+        db.queue("job");
+    }
+    let mut s = pool_scheduler(&db, &dir, &[]);
+    wait_until("four runs run on two machines", 40.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'running'") == 4
+    });
+    wait_until("the scaler says it is at max", 20.0, || {
+        status(&db, "p").starts_with("at max_machines (2)")
+    });
+    assert_eq!(made(&db, "p"), 2);
+    // Two slots each: no machine runs more than two.
+    let most: i64 = db.one(
+        "SELECT max(n) FROM (SELECT count(*) AS n FROM orca.runs WHERE state = 'running'
+         GROUP BY machine) x",
+    );
+    assert_eq!(most, 2);
+    let demand: i32 = db.one("SELECT demand FROM orca.pools WHERE name = 'p'");
+    assert_eq!(demand, 1, "five startable, four slots: one waits");
+    s.stop();
+}
+
+#[test]
+fn a_full_location_then_the_next_and_a_type_kept_for_its_wait() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        r#"
+[pools.p]
+types = [{ type = "big", wait = 2 }, { type = "small", wait = 0 }]
+locations = ["x", "y"]
+capacity = { x = 0, "big@y" = 0 }
+max_machines = 2
+
+[pipelines.job]
+command = "true"
+placement = "worker:p"
+"#,
+    );
+    db.queue("job");
+    let mut s = pool_scheduler(&db, &dir, &[]);
+    wait_until("a machine is made", 30.0, || made(&db, "p") == 1);
+    // x is full for every type, y for big: big is tried for its wait, then small in y.
+    assert_eq!(
+        live(&db, "p").first().map(|m| (m.1.clone(), m.2.clone())),
+        Some(("small".into(), "y".into()))
+    );
+    let kept: f64 = db.one(
+        "SELECT extract(epoch FROM (SELECT made_at FROM orca.pool_machines)
+           - (SELECT min(at) FROM orca.events WHERE kind = 'no capacity'))::float8",
+    );
+    assert!(
+        kept >= 2.0,
+        "big was given up after {kept}s, before its wait"
+    );
+    let said: String =
+        db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'no capacity'");
+    assert!(
+        said.contains("x is full") && said.contains("big@y is full"),
+        "{said}"
+    );
+    // After a make the walk starts again from the first type.
+    let walk: i32 = db.one("SELECT walk_type FROM orca.pools WHERE name = 'p'");
+    assert_eq!(walk, 0);
+    assert!(
+        status(&db, "p").contains("made orca-p-"),
+        "{}",
+        status(&db, "p")
+    );
+    s.stop();
+}
+
+/// A registry on loopback serving one image index per repository, with the
+/// architectures given.
+fn registry(images: &[(&str, &[&str])]) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let images: Vec<(String, String)> = images
+        .iter()
+        .map(|(name, arches)| {
+            let manifests: Vec<String> = arches
+                .iter()
+                .map(|a| {
+                    format!(
+                        r#"{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:{:0>64}","size":1,"platform":{{"architecture":"{a}","os":"linux"}}}}"#,
+                        a.len()
+                    )
+                })
+                .collect();
+            (
+                format!("/v2/{name}/manifests/v1"),
+                format!(
+                    r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{}]}}"#,
+                    manifests.join(",")
+                ),
+            )
+        })
+        .collect();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+            }
+            let mut conn = conn;
+            let reply = match images.iter().find(|(p, _)| *p == path) {
+                Some((_, body)) => format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.index.v1+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                ),
+                None => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    .to_string(),
+            };
+            let _ = conn.write_all(reply.as_bytes());
+        }
+    });
+    addr.to_string()
+}
+
+#[test]
+fn a_type_the_image_has_no_variant_for_is_skipped() {
+    let host = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let reg = registry(&[
+        ("team/foreign", &["s390x"]),
+        ("team/multi", &["ppc64le", host]),
+    ]);
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &format!(
+            r#"
+[pools.foreign]
+types = [{{ type = "small", wait = 0 }}]
+locations = ["here"]
+image = "{reg}/team/foreign:v1"
+
+[pools.multi]
+types = [{{ type = "small", wait = 0 }}]
+locations = ["here"]
+image = "{reg}/team/multi:v1"
+
+[pipelines.a]
+command = "true"
+placement = "worker:foreign"
+
+[pipelines.b]
+command = "true"
+placement = "worker:multi"
+"#
+        ),
+    );
+    let (a, b) = (db.queue("a"), db.queue("b"));
+    let mut s = pool_scheduler(&db, &dir, &[]);
+    wait_until("the multi-arch pool's run succeeds", 40.0, || {
+        db.state(b) == "succeeded"
+    });
+    wait_until("the foreign pool says why it makes nothing", 20.0, || {
+        let st = status(&db, "foreign");
+        st.contains(&format!(
+            "type small skipped: image {reg}/team/foreign:v1 has no {host} variant (it has s390x)"
+        ))
+    });
+    assert_eq!(made(&db, "foreign"), 0);
+    assert_eq!(db.state(a), "queued");
+    assert!(db.events_of_kind("type skipped") >= 1);
+    s.stop();
+}
+
+#[test]
+fn a_lost_worker_s_runs_are_queued_again_and_finish_elsewhere() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &format!(
+            r#"
+[pools.p]
+types = [{{ type = "small", wait = 0 }}]
+locations = ["here"]
+max_machines = 2
+
+[pipelines.job]
+command = "{}"
+placement = "worker:p"
+"#,
+            hang_first_attempt(&pids)
+        ),
+    );
+    let run = db.queue("job");
+    let mut s = pool_scheduler(&db, &dir, &[("ORCA_POOL_LOST_SECONDS", "3")]);
+    let stack = stack(&db);
+    wait_until("the first attempt runs", 40.0, || {
+        !pids_in(&pids).is_empty()
+    });
+    // The machine goes silent: its boot process and worker are stopped
+    // (the run's own process group runs on).
+    let machine = local_machines(&stack)[0];
+    // SAFETY: kill(2) on the machine's process group.
+    unsafe { libc::kill(-machine, libc::SIGSTOP) };
+    // The stale-heartbeat sweep (stale 3 s) leaves it alone: it is still
+    // running at attempt 1 until the machine is lost.
+    wait_until("the run succeeds elsewhere", 60.0, || {
+        db.state(run) == "succeeded"
+    });
+    let (start, out): (i32, Vec<u8>) = {
+        let r = db
+            .client()
+            .query_one("SELECT start, output FROM orca.runs WHERE id = $1", &[&run])
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(start, 2);
+    assert!(text(&out).contains("done 2"));
+    let why: String = db.one("SELECT why FROM orca.pool_machines ORDER BY id LIMIT 1");
+    assert!(why.contains("went silent"), "{why}");
+    let requeued: String =
+        db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'requeued'");
+    assert!(requeued.contains("its machine orca-p-"), "{requeued}");
+    // The first attempt's process died with its worker.
+    wait_until("the first attempt's process is gone", 20.0, || {
+        pids_in(&pids).iter().all(|p| !alive(*p))
+    });
+    s.stop();
+}
+
+#[test]
+fn a_stray_with_this_stack_s_labels_is_deleted_and_another_stack_s_kept() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        "[pools.p]\ntypes = [{ type = \"small\", wait = 0 }]\nlocations = [\"here\"]\n",
+    );
+    let mut s = pool_scheduler(&db, &dir, &[]);
+    let stack = stack(&db);
+    let spawn = |stack: &str| {
+        use std::os::unix::process::CommandExt;
+        Command::new("sleep")
+            .arg("300")
+            .env("ORCA_LOCAL_MACHINE", "orca-p-999")
+            .env(
+                "ORCA_LOCAL_LABELS",
+                format!("orca-pool=p orca-stack={stack}"),
+            )
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    let mut ours = spawn(&stack);
+    let mut theirs = spawn("someoneelse");
+    wait_until("the stray is deleted", 30.0, || {
+        ours.try_wait().unwrap().is_some()
+    });
+    assert!(db.events_of_kind("stray deleted") >= 1);
+    assert!(
+        theirs.try_wait().unwrap().is_none(),
+        "another stack's machine was deleted"
+    );
+    let _ = theirs.kill();
+    let _ = theirs.wait();
+    s.stop();
+}
+
+#[test]
+fn a_pool_removed_from_the_file_loses_its_idle_machines() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let with_pool = r#"
+[pools.p]
+types = [{ type = "small", wait = 0 }]
+locations = ["here"]
+
+[pipelines.job]
+command = "true"
+placement = "worker:p"
+"#;
+    db.register(&dir, with_pool);
+    let run = db.queue("job");
+    let mut s = pool_scheduler(&db, &dir, &[]);
+    wait_until("the run succeeds", 40.0, || db.state(run) == "succeeded");
+    assert_eq!(live(&db, "p").len(), 1, "idle_seconds is 300: it stays");
+    db.register(&dir, "[pipelines.other]\ncommand = \"true\"\n");
+    wait_until("the retired pool's machine is removed", 30.0, || {
+        live(&db, "p").is_empty()
+    });
+    let why: String = db.one("SELECT why FROM orca.pool_machines");
+    assert!(why.contains("no longer in orca.toml"), "{why}");
+    s.stop();
+}
+
+/// A machine row and login role made by hand, for a worker run by the test.
+fn hand_made_machine(db: &TestDb, pool: &str, role: &str, secret: &str) {
+    let mut c = db.client();
+    c.batch_execute(&format!(
+        "CREATE ROLE {role} LOGIN PASSWORD '{secret}' IN ROLE orca_worker"
+    ))
+    .unwrap();
+    c.execute(
+        "INSERT INTO orca.pool_machines (pool, name, type, location, role, slots)
+         VALUES ($1, 'orca-' || $1 || '-hand', 'small', 'here', $2, 2)",
+        &[&pool, &role],
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_worker_s_credentials_do_a_worker_s_work_and_nothing_else() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &format!(
+            r#"
+[pools.p]
+types = [{{ type = "small", wait = 0 }}]
+locations = ["here"]
+
+[pools.q]
+types = [{{ type = "small", wait = 0 }}]
+locations = ["here"]
+
+[pipelines.theirs]
+command = "true"
+placement = "worker:q"
+
+[pipelines.ours]
+command = "echo ours"
+placement = "worker:p"
+
+[pipelines.hangs]
+command = "{}"
+placement = "worker:p"
+"#,
+            hang(&pids)
+        ),
+    );
+    let role = format!("orca_m_test_{}", std::process::id());
+    let secret = "s3cret-for-the-test";
+    hand_made_machine(&db, "p", &role, secret);
+    let theirs = db.queue("theirs");
+    let ours = db.queue("ours");
+    let hangs = db.queue("hangs");
+    let plain = db.url.replace("postgres:orca-test@", "");
+    let mut worker = {
+        let mut c = Command::new(bin());
+        c.args(["worker", "--pool", "p"])
+            .env("ORCA_DATABASE_URL", &plain)
+            .env("ORCA_TOKEN", format!("{role}:{secret}"))
+            .env("ORCA_TICK_SECONDS", "0.2");
+        Proc::spawn(c, &dir.path("worker.log"))
+    };
+    wait_until("its own pool's run succeeds", 30.0, || {
+        db.state(ours) == "succeeded"
+    });
+    wait_until("the hanging run runs", 30.0, || !pids_in(&pids).is_empty());
+    assert_eq!(db.state(theirs), "queued", "it took another pool's run");
+    // With its credentials: no table, no other function.
+    let as_machine = format!(
+        "{}?user={role}&password={secret}",
+        plain.split('?').next().unwrap()
+    );
+    let mut c = postgres::Client::connect(&as_machine, postgres::NoTls).unwrap();
+    for statement in [
+        "SELECT count(*) FROM orca.runs",
+        "UPDATE orca.pool_machines SET slots = 99",
+        "SELECT orca.finish_attempt(1, 1, 'succeeded', 0, NULL, 'x', ''::bytea, '{}')",
+        "SELECT orca.machine_role_make('x', 'y')",
+    ] {
+        let e = c.batch_execute(statement).unwrap_err();
+        assert_eq!(
+            e.code(),
+            Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+            "{statement}: {e:?}"
+        );
+    }
+    // A wrong secret is refused by Postgres.
+    let wrong = as_machine.replace(secret, "guess");
+    assert!(postgres::Client::connect(&wrong, postgres::NoTls).is_err());
+    // Revoked: its sessions end, it can't log in again, the worker kills
+    // its run and exits non-zero (3: the boot script shuts the machine down).
+    db.client()
+        .execute("SELECT orca.machine_role_revoke($1)", &[&role])
+        .unwrap();
+    assert_eq!(worker.wait(30.0).code(), Some(3), "{}", worker.output());
+    assert!(postgres::Client::connect(&as_machine, postgres::NoTls).is_err());
+    wait_until("its run's process is killed", 20.0, || {
+        pids_in(&pids).iter().all(|p| !alive(*p))
+    });
+    let _ = hangs;
+    let log = worker.output();
+    assert!(log.contains("revoked"), "{log}");
+    assert!(!log.contains(secret), "the secret is in the worker's log");
+}
