@@ -1,12 +1,13 @@
 -- Every pool the scaler looks after (declared, or retired with live
--- machines), with the database's clock: its spec, its type walk, and the
+-- machines), with the database's clock: its spec, its type walk, its status
+-- and demand as the last pass left them, and the
 -- runs of its pipelines (not paused) queued at least $1 seconds that a worker
 -- could start: per pipeline at most max_runs less its running ones, plus its
 -- fill runs. (Room on the pool's workers is taken off by the caller.)
 SELECT pl.name, pl.spec, pl.retired, pl.walk_type,
        extract(epoch FROM now() - pl.walk_since)::float8,
        extract(epoch FROM now() - pl.tried_at)::float8,
-       pl.status, coalesce(w.n, 0)::bigint
+       pl.status, coalesce(w.n, 0)::bigint, pl.demand
 FROM orca.pools pl
 LEFT JOIN LATERAL (
     SELECT sum(x.n) AS n

@@ -49,6 +49,8 @@ struct PoolView {
     status: String,
     /// Startable runs queued long enough, before workers' room.
     waiting: i64,
+    /// The demand the last pass wrote.
+    demand: i32,
 }
 
 /// What a pass decided for a pool's row.
@@ -71,8 +73,6 @@ pub struct PoolScaler {
     stack: Option<String>,
     images: HashMap<String, (Result<Vec<String>, String>, Instant)>,
     local: Local,
-    /// Figures of the last pass, for `make bench`: milliseconds, statements.
-    pub last_pass: Option<(f64, u64)>,
 }
 
 /// The status prefix while the try interval is waited out.
@@ -87,7 +87,6 @@ impl PoolScaler {
             stack: None,
             images: HashMap::new(),
             local: Local::default(),
-            last_pass: None,
         }
     }
 
@@ -97,8 +96,9 @@ impl PoolScaler {
             .is_none_or(|t| t.elapsed().as_secs_f64() >= self.timing.scale)
     }
 
-    /// One pass over every pool, writing on session `session` only.
-    pub fn scale(&mut self, db: &mut Db, session: u64) -> Result<(), Fault> {
+    /// One pass over every pool, writing on session `session` only. Returns
+    /// what it cost: milliseconds and statements.
+    pub fn scale(&mut self, db: &mut Db, session: u64) -> Result<(f64, u64), Fault> {
         let (began, calls) = (Instant::now(), db.calls);
         self.last = Some(Instant::now());
         let stack = match &self.stack {
@@ -139,10 +139,11 @@ impl PoolScaler {
                 tried_ago: row.get(5),
                 status: row.get(6),
                 waiting: row.get(7),
+                demand: row.get(8),
             };
             let mine: Vec<&Machine> = machines.iter().filter(|m| m.pool == name).collect();
             let decided = self.step(db, session, &stack, &view, &mine)?;
-            if decided.demand != 0
+            if decided.demand != view.demand as i64
                 || decided.status != view.status
                 || decided.walk_type != view.walk_type
                 || decided.walk_since != "keep"
@@ -163,8 +164,7 @@ impl PoolScaler {
                 })?;
             }
         }
-        self.last_pass = Some((began.elapsed().as_secs_f64() * 1000.0, db.calls - calls));
-        Ok(())
+        Ok((began.elapsed().as_secs_f64() * 1000.0, db.calls - calls))
     }
 
     fn provider(&mut self, kind: &Kind) -> Result<&mut dyn Provider, String> {

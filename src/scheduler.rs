@@ -88,6 +88,9 @@ struct View {
     paused: bool,
 }
 
+/// What a tick or a scaler pass cost: milliseconds and statements.
+type Figure = (f64, u64);
+
 /// This tick's pipelines, by name.
 type Views = HashMap<String, View>;
 
@@ -120,7 +123,8 @@ pub struct Scheduler {
     sensors: HashMap<String, Sensor>,
     /// Per tick: how long it took and how many statements it made, when
     /// `ORCA_TICK_STATS` names a file to write their summary to at exit.
-    stats: Option<(String, Vec<(f64, u64)>)>,
+    /// Scaler passes likewise.
+    stats: Option<(String, Vec<Figure>, Vec<Figure>)>,
 }
 
 /// Who holds `LEAD_LOCK`, as `host H pid P`, if anyone.
@@ -397,7 +401,7 @@ fn run(
         sensors: HashMap::new(),
         stats: std::env::var("ORCA_TICK_STATS")
             .ok()
-            .map(|path| (path, Vec::new())),
+            .map(|path| (path, Vec::new(), Vec::new())),
     };
     let code = s.run_loop();
     alert_done.store(true, Ordering::SeqCst);
@@ -422,7 +426,7 @@ impl Scheduler {
             }
             let (began, calls) = (Instant::now(), self.db.calls);
             self.tick();
-            if let Some((_, ticks)) = &mut self.stats {
+            if let Some((_, ticks, _)) = &mut self.stats {
                 ticks.push((
                     began.elapsed().as_secs_f64() * 1000.0,
                     self.db.calls - calls,
@@ -533,10 +537,15 @@ impl Scheduler {
         }
         self.sense(session, &pipelines);
         self.start(session, &pipelines);
-        if self.scaler.due()
-            && let Err(e) = self.scaler.scale(&mut self.db, session)
-        {
-            Self::complain(e);
+        if self.scaler.due() {
+            match self.scaler.scale(&mut self.db, session) {
+                Ok(figures) => {
+                    if let Some((_, _, passes)) = &mut self.stats {
+                        passes.push(figures);
+                    }
+                }
+                Err(e) => Self::complain(e),
+            }
         }
         if began.elapsed().as_secs_f64() > self.timing.stale / 2.0 {
             // The database stalled under this tick: beats of others may have
@@ -923,23 +932,32 @@ impl Scheduler {
 
     /// Writes the tick figures `make bench` reads: one `key=value` line.
     fn write_stats(&self) {
-        let Some((path, ticks)) = &self.stats else {
+        let Some((path, ticks, passes)) = &self.stats else {
             return;
         };
-        let mut ms: Vec<f64> = ticks.iter().map(|t| t.0).collect();
-        ms.sort_by(|a, b| a.total_cmp(b));
-        let pick = |q: f64| {
-            ms.get(((ms.len() as f64 - 1.0) * q).round() as usize)
-                .copied()
-        };
-        let calls: u64 = ticks.iter().map(|t| t.1).sum();
+        /// count, p50, p99, max of the first figure; mean of the second.
+        fn summary(figures: &[Figure]) -> (usize, f64, f64, f64, f64) {
+            let mut ms: Vec<f64> = figures.iter().map(|t| t.0).collect();
+            ms.sort_by(|a, b| a.total_cmp(b));
+            let pick = |q: f64| {
+                ms.get(((ms.len() as f64 - 1.0) * q).round() as usize)
+                    .copied()
+                    .unwrap_or(0.0)
+            };
+            let calls: u64 = figures.iter().map(|t| t.1).sum();
+            (
+                ms.len(),
+                pick(0.5),
+                pick(0.99),
+                ms.last().copied().unwrap_or(0.0),
+                calls as f64 / ms.len().max(1) as f64,
+            )
+        }
+        let (n, p50, p99, max, per) = summary(ticks);
+        let (sn, s50, _, smax, sper) = summary(passes);
         let line = format!(
-            "ticks={} p50_ms={:.2} p99_ms={:.2} max_ms={:.2} statements_per_tick={:.2}\n",
-            ms.len(),
-            pick(0.5).unwrap_or(0.0),
-            pick(0.99).unwrap_or(0.0),
-            ms.last().copied().unwrap_or(0.0),
-            calls as f64 / ms.len().max(1) as f64,
+            "ticks={n} p50_ms={p50:.2} p99_ms={p99:.2} max_ms={max:.2} statements_per_tick={per:.2} \
+             scaler_passes={sn} scaler_p50_ms={s50:.2} scaler_max_ms={smax:.2} scaler_statements_per_pass={sper:.2}\n"
         );
         if let Err(e) = std::fs::write(path, line) {
             log::error!("ORCA_TICK_STATS {path}: {e}");

@@ -116,6 +116,10 @@ placement = "worker:p"
         token = token_of(&stack);
         token.is_some()
     });
+    wait_until("orca pools shows it busy", 30.0, || {
+        let shown = db.ok(&["pools"]);
+        shown.contains("pool p: 1 machines") && shown.contains("busy")
+    });
     let token = token.unwrap();
     let secret = token.split_once(':').unwrap().1.to_string();
     wait_until("the run succeeds on the machine", 40.0, || {
@@ -164,6 +168,8 @@ placement = "worker:p"
     assert_eq!(roles, 0);
     assert_eq!(db.events_of_kind("machine made"), 1);
     assert_eq!(db.events_of_kind("machine removed"), 1);
+    let demand: i32 = db.one("SELECT demand FROM orca.pools WHERE name = 'p'");
+    assert_eq!(demand, 0);
     let pools = db.ok(&["pools", "--json"]) + &db.ok(&["pools"]);
     s.stop();
     for (what, text) in [("the log", s.output()), ("orca pools", pools)] {
@@ -279,7 +285,7 @@ placement = "worker:p"
 "#,
     );
     db.queue("job");
-    let mut s = pool_scheduler(&db, &dir, &[]);
+    let mut s = pool_scheduler(&db, &dir, &[("ORCA_POOL_TRY_SECONDS", "1")]);
     wait_until("a machine is made", 30.0, || made(&db, "p") == 1);
     // x is full for every type, y for big: big is tried for its wait, then small in y.
     assert_eq!(
@@ -300,6 +306,12 @@ placement = "worker:p"
         said.contains("x is full") && said.contains("big@y is full"),
         "{said}"
     );
+    // At most one attempt every ORCA_POOL_TRY_SECONDS (database clock).
+    let gap: f64 = db.one(
+        "SELECT min(d) FROM (SELECT extract(epoch FROM at - lag(at) OVER (ORDER BY at))::float8 AS d
+         FROM orca.events WHERE kind = 'no capacity') x",
+    );
+    assert!(gap >= 1.0, "attempts {gap}s apart");
     // After a make the walk starts again from the first type.
     let walk: i32 = db.one("SELECT walk_type FROM orca.pools WHERE name = 'p'");
     assert_eq!(walk, 0);
@@ -440,7 +452,7 @@ placement = "worker:p"
         ),
     );
     let run = db.queue("job");
-    let mut s = pool_scheduler(&db, &dir, &[("ORCA_POOL_LOST_SECONDS", "3")]);
+    let mut s = pool_scheduler(&db, &dir, &[("ORCA_POOL_LOST_SECONDS", "8")]);
     let stack = stack(&db);
     wait_until("the first attempt runs", 40.0, || {
         !pids_in(&pids).is_empty()
@@ -450,8 +462,22 @@ placement = "worker:p"
     let machine = local_machines(&stack)[0];
     // SAFETY: kill(2) on the machine's process group.
     unsafe { libc::kill(-machine, libc::SIGSTOP) };
-    // The stale-heartbeat sweep (stale 3 s) leaves it alone: it is still
-    // running at attempt 1 until the machine is lost.
+    // Silent past the stale limit (3 s) but not lost (8 s): the core's
+    // sweep leaves its run alone, at attempt 1.
+    wait_until("the machine is silent for 5 s", 30.0, || {
+        db.one::<bool>(
+            "SELECT bool_and(now() - seen_at > interval '5 seconds') FROM orca.pool_machines",
+        )
+    });
+    let held: (String, i32) = {
+        let r = db
+            .client()
+            .query_one("SELECT state, start FROM orca.runs WHERE id = $1", &[&run])
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(held, ("running".to_string(), 1));
+    // Lost: removed, its run queued again and finished on a new machine.
     wait_until("the run succeeds elsewhere", 60.0, || {
         db.state(run) == "succeeded"
     });
@@ -556,6 +582,199 @@ fn hand_made_machine(db: &TestDb, pool: &str, role: &str, secret: &str) {
     .unwrap();
 }
 
+/// `orca worker --pool POOL` with the credentials of a hand-made machine.
+fn hand_worker(db: &TestDb, dir: &TempDir, pool: &str, role: &str, secret: &str) -> Proc {
+    let mut c = Command::new(bin());
+    c.args(["worker", "--pool", pool])
+        .env("ORCA_DATABASE_URL", without_password(&db.url))
+        .env("ORCA_TOKEN", format!("{role}:{secret}"))
+        .env("ORCA_TICK_SECONDS", "0.2")
+        .env("ORCA_KILL_GRACE_SECONDS", "1");
+    Proc::spawn(c, &dir.path(&format!("worker-{role}.log")))
+}
+
+/// The test server's URL without the admin's password.
+fn without_password(url: &str) -> String {
+    url.replace("postgres:orca-test@", "")
+}
+
+#[test]
+fn a_worker_supervises_its_runs_as_the_scheduler_does() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &format!(
+            r#"
+[pools.p]
+types = [{{ type = "small", wait = 0 }}]
+locations = ["here"]
+
+[pipelines.out]
+command = "echo line one; echo line two >&2; exit 4"
+placement = "worker:p"
+
+[pipelines.slow]
+command = "sleep 300"
+placement = "worker:p"
+timeout = 1
+
+[pipelines.hangs]
+command = "{}"
+placement = "worker:p"
+max_runs = 2
+"#,
+            hang(&pids)
+        ),
+    );
+    let role = format!("orca_m_sup_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw-sup");
+    db.client()
+        .execute("UPDATE orca.pool_machines SET slots = 4", &[])
+        .unwrap();
+    let out = db.queue("out");
+    let slow = db.queue("slow");
+    let cancelled = db.queue("hangs");
+    let taken = db.queue("hangs");
+    let mut w = hand_worker(&db, &dir, "p", &role, "pw-sup");
+    wait_until("out fails with its exit code", 30.0, || {
+        db.state(out) == "failed"
+    });
+    let (code, output): (Option<i32>, Vec<u8>) = {
+        let r = db
+            .client()
+            .query_one(
+                "SELECT exit_code, output FROM orca.runs WHERE id = $1",
+                &[&out],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(code, Some(4));
+    assert!(text(&output).contains("line one") && text(&output).contains("line two"));
+    wait_until("slow times out", 30.0, || db.state(slow) == "failed");
+    let why: String = db.one(&format!("SELECT why FROM orca.runs WHERE id = {slow}"));
+    assert!(why.contains("timed out"), "{why}");
+    wait_until("both hanging runs run", 30.0, || pids_in(&pids).len() == 2);
+    db.ok(&["cancel", &cancelled.to_string()]);
+    wait_until("the cancelled run is cancelled", 30.0, || {
+        db.state(cancelled) == "cancelled"
+    });
+    // Another takes the other run over (its start is no longer the
+    // worker's): the worker kills its process and records nothing.
+    db.client()
+        .execute(
+            "UPDATE orca.runs SET start = start + 1, machine = NULL, host = 'elsewhere' WHERE id = $1",
+            &[&taken],
+        )
+        .unwrap();
+    wait_until("both hanging processes are gone", 30.0, || {
+        pids_in(&pids).iter().all(|p| !alive(*p))
+    });
+    let (state, host): (String, String) = {
+        let r = db
+            .client()
+            .query_one("SELECT state, host FROM orca.runs WHERE id = $1", &[&taken])
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!((state.as_str(), host.as_str()), ("running", "elsewhere"));
+    w.stop();
+}
+
+#[test]
+fn max_runs_holds_across_workers() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let log = dir.path("log");
+    db.register(
+        &dir,
+        &format!(
+            r#"
+[pools.p]
+types = [{{ type = "small", wait = 0 }}]
+locations = ["here"]
+
+[pipelines.job]
+command = "echo start $ORCA_RUN_ID $(date +%s.%N) >> {0}; sleep 0.5; echo end $ORCA_RUN_ID $(date +%s.%N) >> {0}"
+placement = "worker:p"
+max_runs = 2
+"#,
+            log.display()
+        ),
+    );
+    let ids: Vec<i64> = (0..12).map(|_| db.queue("job")).collect();
+    let workers: Vec<Proc> = (0..3)
+        .map(|i| {
+            let role = format!("orca_m_mr{i}_{}", std::process::id());
+            hand_made_machine(&db, "p", &role, "pw");
+            db.client()
+                .execute(
+                    "UPDATE orca.pool_machines SET slots = 1, name = $1 WHERE role = $2",
+                    &[&format!("m{i}"), &role],
+                )
+                .unwrap();
+            hand_worker(&db, &dir, "p", &role, "pw")
+        })
+        .collect();
+    wait_until("all twelve succeed", 60.0, || {
+        ids.iter().all(|id| db.state(*id) == "succeeded")
+    });
+    // One slot each: two at once needs two workers; a third never starts.
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(crate::scheduler::max_overlap(&lines), 2, "{lines}");
+    for mut w in workers {
+        w.stop();
+    }
+}
+
+#[test]
+fn a_worker_rides_out_a_database_restart() {
+    let cluster = Cluster::new("");
+    cluster.start();
+    let db = TestDb::on(&cluster.url());
+    let dir = TempDir::new();
+    let ended = dir.path("ended");
+    db.register(
+        &dir,
+        &format!(
+            r#"
+[pools.p]
+types = [{{ type = "small", wait = 0 }}]
+locations = ["here"]
+
+[pipelines.job]
+command = "sleep 2; echo $ORCA_RUN_ID >> {}"
+placement = "worker:p"
+"#,
+            ended.display()
+        ),
+    );
+    let role = format!("orca_m_out_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let run = db.queue("job");
+    let mut w = hand_worker(&db, &dir, "p", &role, "pw");
+    wait_until("the run runs", 30.0, || db.state(run) == "running");
+    cluster.stop();
+    wait_until("its command ends while the database is down", 30.0, || {
+        !pids_in(&ended).is_empty()
+    });
+    cluster.start();
+    wait_until("its end is recorded", 60.0, || db.state(run) == "succeeded");
+    assert_eq!(
+        db.one::<i32>(&format!("SELECT start FROM orca.runs WHERE id = {run}")),
+        1
+    );
+    // And it goes on taking runs.
+    let next = db.queue("job");
+    wait_until("the next run succeeds", 30.0, || {
+        db.state(next) == "succeeded"
+    });
+    assert!(w.child.try_wait().unwrap().is_none(), "the worker exited");
+    w.stop();
+}
+
 #[test]
 fn a_worker_s_credentials_do_a_worker_s_work_and_nothing_else() {
     let db = TestDb::new();
@@ -594,15 +813,8 @@ placement = "worker:p"
     let theirs = db.queue("theirs");
     let ours = db.queue("ours");
     let hangs = db.queue("hangs");
-    let plain = db.url.replace("postgres:orca-test@", "");
-    let mut worker = {
-        let mut c = Command::new(bin());
-        c.args(["worker", "--pool", "p"])
-            .env("ORCA_DATABASE_URL", &plain)
-            .env("ORCA_TOKEN", format!("{role}:{secret}"))
-            .env("ORCA_TICK_SECONDS", "0.2");
-        Proc::spawn(c, &dir.path("worker.log"))
-    };
+    let plain = without_password(&db.url);
+    let mut worker = hand_worker(&db, &dir, "p", &role, secret);
     wait_until("its own pool's run succeeds", 30.0, || {
         db.state(ours) == "succeeded"
     });
@@ -627,6 +839,16 @@ placement = "worker:p"
             "{statement}: {e:?}"
         );
     }
+    // Its functions act on its own machine's runs only.
+    let other: Option<String> = c
+        .query_one(
+            "SELECT orca.worker_finish($1, 1, 'succeeded', 0, NULL, 'forged', ''::bytea, '{}')",
+            &[&theirs],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(other, None);
+    assert_eq!(db.state(theirs), "queued");
     // A wrong secret is refused by Postgres.
     let wrong = as_machine.replace(secret, "guess");
     assert!(postgres::Client::connect(&wrong, postgres::NoTls).is_err());
