@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # orca's figures: tick cost against finished history, the tick's query plans,
 # runs started per second, the scheduler's peak RSS, the binary's size, and
-# the leaderless gaps of scheduler overlap (deploy handover, crash, hang).
+# the leaderless gaps of scheduler overlap (deploy handover, crash, hang),
+# and pools: a scaler pass, claims per second against pgbench, a worker's RSS.
 #
 #   scripts/test-db.sh bench/bench.sh
 #
@@ -397,6 +398,131 @@ else
 fi
 size=$(stat -c %s "$ORCA_BIN")
 echo "bench binary ($ORCA_BIN) MiB: $(mib "$size")"
+
+# -------------------------------------------------------------------- pools
+# 1. A scaler pass with pool_n pools x 20 live machines each (rows only, all
+#    seen, at max_machines) and 10,000 queued runs of their pipelines: the
+#    scheduler runs a pass every tick (ORCA_POOL_SCALE_SECONDS=0) for
+#    measure_pool_s seconds; ORCA_TICK_STATS gives each pass's ms and
+#    statements.
+# 2. Claims per second: 8 pgbench clients, each logged in as a pool machine
+#    of its own, each transaction one `orca.worker_claim(1)` and then the
+#    `orca.worker_finish` of what it claimed, as a worker does (8 pipelines,
+#    100,000 queued); beside pgbench's own simple-update, 8 clients.
+# 3. A worker's peak RSS while it runs 200 runs of ["true"].
+pool_n=100
+measure_pool_s=${ORCA_BENCH_POOL_SECONDS:-10}
+pgbench=${ORCA_PG_BINDIR:-/usr/lib/postgresql/15/bin}/pgbench
+url_pools=$(db_url orca_bench_pools)
+log "pools: $pool_n pools x 20 machines, 10000 queued runs"
+{
+  for i in $(seq 1 "$pool_n"); do
+    printf '[pools.p%s]\ntypes = [{ type = "small", wait = 0 }]\nlocations = ["here"]\nmax_machines = 20\nidle_seconds = 3600\n\n' "$i"
+    printf '[pipelines.w%s]\ncommand = ["true"]\nplacement = "worker:p%s"\nmax_runs = 50\n\n' "$i" "$i"
+  done
+} >"$tmp/pools.toml"
+fresh_db orca_bench_pools "$tmp/pools.toml"
+sql "$url_pools" >/dev/null <<SQL
+INSERT INTO orca.runs (pipeline, queued_at, not_before)
+SELECT 'w' || (1 + g % $pool_n), now() - interval '1 hour', now() - interval '1 hour'
+FROM generate_series(0, 9999) g;
+INSERT INTO orca.pool_machines (pool, name, type, location, role, slots, seen_at, busy_at)
+SELECT 'p' || p, 'orca-p' || p || '-' || m, 'small', 'here', 'bench_p' || p || '_' || m, 1,
+       now() + interval '1 hour', now() + interval '1 hour'
+FROM generate_series(1, $pool_n) p, generate_series(1, 20) m;
+ANALYZE;
+SQL
+ORCA_POOL_SCALE_SECONDS=0 ORCA_POOL_GROW_AFTER=0 start_sched "$url_pools" 0.1 "$tmp/stats-pools" "$tmp/sched-pools.log"
+pools_pid=$SCHED_PID
+sleep "$measure_pool_s"
+pools_status=$(sql "$url_pools" -c "SELECT count(*) FILTER (WHERE status LIKE 'at max_machines%') || ' of ' || count(*) FROM orca.pools")
+pools_made=$(sql "$url_pools" -c "SELECT count(*) FROM orca.pool_machines" )
+pools_exit=0
+stop_sched "$pools_pid" 10 || pools_exit=$?
+
+log "claims: pgbench, 8 clients, ${measure_pool_s}s each"
+url_claims=$(db_url orca_bench_claims)
+{
+  printf '[pools.c]\ntypes = [{ type = "small", wait = 0 }]\nlocations = ["here"]\n\n'
+  for i in $(seq 1 8); do
+    printf '[pipelines.c%s]\ncommand = ["true"]\nplacement = "worker:c"\nmax_runs = 1000000\n\n' "$i"
+  done
+} >"$tmp/claims.toml"
+fresh_db orca_bench_claims "$tmp/claims.toml"
+claim_role=orca_bench_claimer_$$
+sql "$url_claims" >/dev/null <<SQL
+INSERT INTO orca.runs (pipeline) SELECT 'c' || (1 + g % 8) FROM generate_series(0, 99999) g;
+ANALYZE;
+SQL
+for i in $(seq 1 8); do
+  sql "$url_claims" >/dev/null <<SQL
+CREATE ROLE ${claim_role}_$i LOGIN PASSWORD 'bench' IN ROLE orca_worker;
+INSERT INTO orca.pool_machines (pool, name, type, location, role, slots, seen_at)
+VALUES ('c', 'orca-c-bench-$i', 'small', 'here', '${claim_role}_$i', 64, now());
+SQL
+done
+hostport=$(printf '%s' "$url_claims" | sed -E 's|^[a-z]+://([^@/]*@)?([^/?]*).*|\2|')
+# As a worker does: a claim, then the end of what it claimed.
+cat >"$tmp/claim.sql" <<'PGB'
+SELECT id, start FROM orca.worker_claim(1) \gset
+SELECT orca.worker_finish(:id, :start, 'succeeded', 0, NULL, 'bench', ''::bytea, '{}');
+PGB
+claims_tps=n/a; simple_tps=n/a
+if [ -x "$pgbench" ]; then
+  # One pgbench per machine (each logs in as its own role), all at once.
+  pgb_pids=""
+  for i in $(seq 1 8); do
+    "$pgbench" -n -c 1 -T "$measure_pool_s" -f "$tmp/claim.sql" \
+      "postgres://${claim_role}_$i:bench@$hostport/orca_bench_claims" >"$tmp/pgbench-claims-$i.log" 2>&1 &
+    pgb_pids="$pgb_pids $!"
+  done
+  for p in $pgb_pids; do wait "$p" || log "a claims pgbench failed: $(tail -n 2 "$tmp"/pgbench-claims-*.log | head -n 4)"; done
+  claims_tps=$(cat "$tmp"/pgbench-claims-*.log | sed -n 's/^tps = \([0-9.]*\).*/\1/p' | awk '{ s += $1 } END { printf "%.0f", s }')
+  claims_done=$(sql "$url_claims" -c "SELECT count(*) FROM orca.runs WHERE state = 'succeeded'")
+  url_pgb=$(db_url orca_bench_pgbench)
+  drop_db orca_bench_pgbench; made_dbs="$made_dbs orca_bench_pgbench"
+  sql "$ORCA_TEST_DATABASE_URL" -c "CREATE DATABASE orca_bench_pgbench" >/dev/null
+  "$pgbench" -q -i -s 10 "$url_pgb" >"$tmp/pgbench-init.log" 2>&1
+  "$pgbench" -n -b simple-update -c 8 -j 2 -T "$measure_pool_s" "$url_pgb" >"$tmp/pgbench-simple.log" 2>&1 || true
+  simple_tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$tmp/pgbench-simple.log" | tail -n 1)
+else
+  log "no pgbench at $pgbench: claim figures skipped"
+fi
+
+log "worker RSS: 200 runs of [\"true\"]"
+sql "$url_claims" -c "UPDATE orca.runs SET state = 'cancelled' WHERE state = 'queued'; INSERT INTO orca.runs (pipeline) SELECT 'c1' FROM generate_series(1, 200)" >/dev/null
+ORCA_DATABASE_URL="postgres://$hostport/orca_bench_claims" ORCA_TOKEN="${claim_role}_1:bench" ORCA_TICK_SECONDS=0.05 \
+  "$ORCA_BIN" worker --pool c >"$tmp/worker.log" 2>&1 &
+worker_pid=$!
+t0=$(now)
+while [ "$(sql "$url_claims" -c "SELECT count(*) FROM orca.runs WHERE state IN ('queued', 'running')")" != 0 ]; do
+  if awk -v e="$(since "$t0")" 'BEGIN { exit !(e > 120) }' || ! alive "$worker_pid"; then break; fi
+  sleep 0.2
+done
+worker_took=$(since "$t0")
+worker_rss=$(peak_rss_mib "$worker_pid")
+kill -TERM "$worker_pid" 2>/dev/null || true
+wait "$worker_pid" 2>/dev/null || true
+sql "$ORCA_TEST_DATABASE_URL" -c "DROP DATABASE IF EXISTS orca_bench_claims WITH (FORCE)" >/dev/null || true
+for i in $(seq 1 8); do sql "$ORCA_TEST_DATABASE_URL" -c "DROP ROLE IF EXISTS ${claim_role}_$i" >/dev/null || true; done
+
+echo
+echo "== pools: a scaler pass, $pool_n pools x 20 machines, 10000 queued; claims; worker =="
+echo "scaler passes: $(stat_field scaler_passes "$tmp/stats-pools")"
+echo "scaler pass p50 ms: $(stat_field scaler_p50_ms "$tmp/stats-pools")"
+echo "scaler pass max ms: $(stat_field scaler_max_ms "$tmp/stats-pools")"
+echo "scaler statements per pass: $(stat_field scaler_statements_per_pass "$tmp/stats-pools")"
+echo "pools at max_machines at stop: $pools_status"
+echo "machines made (rows; 2000 preloaded): $pools_made"
+echo "scheduler exit code: $pools_exit"
+echo "claims per second, 8 machines (pgbench: worker_claim(1), then worker_finish of it): ${claims_tps:-n/a}"
+echo "runs claimed and finished: ${claims_done:-n/a}"
+echo "pgbench simple-update per second, 8 clients: ${simple_tps:-n/a}"
+if [ -n "${claims_tps:-}" ] && [ -n "${simple_tps:-}" ] && [ "$claims_tps" != n/a ] && [ "$simple_tps" != n/a ]; then
+  echo "claims / simple-update (goal >= 0.30): $(awk -v c="$claims_tps" -v s="$simple_tps" 'BEGIN { printf "%.2f", c / s }')"
+fi
+echo "worker: 200 runs of [\"true\"] s: $worker_took"
+echo "worker peak RSS MiB: $worker_rss"
 
 # -------------------------------------------------------- scheduler overlap
 # With ORCA_OVERLAP=on, how long no scheduler leads, from real processes, each

@@ -9,12 +9,17 @@
 #   ORCA_BIN           the orca binary (default: orca on PATH)
 #   ORCA_SHUTDOWN      how to shut the machine down (default: shutdown -h now)
 #
-# The worker is started again a second after it ends, unless its credentials
-# were revoked (exit 3: the machine was removed), when the machine shuts down.
+# The worker is started again a second after it fails. Stopped (exit 0, after
+# SIGTERM), it stays stopped; its credentials revoked (exit 3: the machine was
+# removed), the machine shuts down.
 bin=${ORCA_BIN:-orca}
 while :; do
   "$bin" worker --pool "$ORCA_POOL"
   code=$?
+  if [ "$code" -eq 0 ]; then
+    echo "orca boot: the worker was stopped: not starting it again" >&2
+    exit 0
+  fi
   if [ "$code" -eq 3 ]; then
     echo "orca boot: this machine's credentials were revoked: shutting down" >&2
     ${ORCA_SHUTDOWN:-shutdown -h now}

@@ -1,12 +1,14 @@
 -- Every live machine, by the database's clock: whether its worker was ever
 -- seen, seconds since it was last heard from (or made), seconds it has run
--- nothing, and the runs running on it.
+-- nothing, the runs running on it, its age, the busy_at a conditional
+-- removal compares, and whether it is being removed.
 SELECT m.id, m.pool, m.name, m.type, m.location, m.role, m.provider_id, m.slots,
        m.seen_at IS NOT NULL,
        extract(epoch FROM now() - coalesce(m.seen_at, m.made_at))::float8,
        extract(epoch FROM now() - m.busy_at)::float8,
        (SELECT count(*) FROM orca.runs r WHERE r.machine = m.id AND r.state = 'running'),
-       extract(epoch FROM now() - m.made_at)::float8
+       extract(epoch FROM now() - m.made_at)::float8,
+       m.busy_at, m.ending IS NOT NULL
 FROM orca.pool_machines m
 WHERE m.ended_at IS NULL
 ORDER BY m.pool, m.id

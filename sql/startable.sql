@@ -10,7 +10,7 @@ SELECT id, pipeline, args FROM (
     CROSS JOIN LATERAL (
         SELECT r.id, r.pipeline, r.args FROM orca.runs r
         WHERE r.pipeline = p.name AND r.state = 'queued' AND NOT r.fill AND r.not_before <= now()
-        ORDER BY r.id
+        ORDER BY r.queued_at, r.id
         LIMIT greatest(p.max_runs - c.n, 0)
     ) q
     WHERE p.placement = $1 AND NOT p.paused AND NOT p.retired

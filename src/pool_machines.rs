@@ -7,9 +7,10 @@
 //! logs or prints it.
 //!
 //! Invariants:
-//! * Removing a machine revokes its role first (no more logins, its
-//!   sessions ended), then deletes the machine, then ends its row: a machine
-//!   being removed can't take another run.
+//! * Removing a machine marks it ending first (an idle one only if it is
+//!   still idle: a claim and the mark lock the same row), then revokes its
+//!   role (no more logins, its sessions ended), then deletes the machine,
+//!   then ends its row: a machine being removed takes no other run.
 //! * A role no live row holds is dropped by the scaler ([`orphaned_roles`]).
 
 use postgres::Client;
@@ -46,12 +47,19 @@ pub struct Machine {
     pub running: i64,
     /// Seconds since it was made.
     pub age: f64,
+    /// When it last ran something, as stored (a conditional removal
+    /// compares it: see `sql/machine_ending.sql`).
+    pub busy_at: chrono::DateTime<chrono::Utc>,
+    /// Its removal has begun.
+    pub ending: bool,
 }
 
 impl Machine {
-    /// Its state in words: booting, busy or idle.
+    /// Its state in words: removing, booting, busy or idle.
     pub fn state(&self) -> &'static str {
-        if !self.seen {
+        if self.ending {
+            "removing"
+        } else if !self.seen {
             "booting"
         } else if self.running > 0 {
             "busy"
@@ -80,6 +88,8 @@ pub fn live(client: &mut Client) -> Result<Vec<Machine>, postgres::Error> {
             idle: r.get(10),
             running: r.get(11),
             age: r.get(12),
+            busy_at: r.get(13),
+            ending: r.get(14),
         })
         .collect())
 }
@@ -121,11 +131,30 @@ pub fn make_role(client: &mut Client, stack: &str, id: i64) -> Result<Token, Str
     Ok(Token { role, secret })
 }
 
-/// Revokes role `role`: no more logins, its open sessions ended, dropped.
+/// Revokes role `role`: no more logins, its open sessions ended.
 pub fn revoke(client: &mut Client, role: &str) -> Result<(), postgres::Error> {
     client
         .execute(sql::MACHINE_ROLE_REVOKE, &[&role])
         .map(|_| ())
+}
+
+/// Drops revoked role `role` and what it owns; false if that can't be done
+/// now (it is tried again as an orphan on a later pass).
+pub fn drop_role(client: &mut Client, role: &str) -> Result<bool, postgres::Error> {
+    Ok(client.query_one(sql::MACHINE_ROLE_DROP, &[&role])?.get(0))
+}
+
+/// Marks machine `id` as being removed, so it claims nothing more. With
+/// `busy_at` (an idle machine's, as seen), only if it is still idle: false
+/// when it took a run since.
+pub fn mark_ending(
+    client: &mut Client,
+    id: i64,
+    busy_at: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<bool, postgres::Error> {
+    Ok(client
+        .query_opt(sql::MACHINE_ENDING, &[&id, &busy_at])?
+        .is_some())
 }
 
 /// This stack's machine roles that no live row holds.

@@ -39,6 +39,8 @@ mod tests {
             idle: 0.0,
             running,
             age: 0.0,
+            busy_at: chrono::Utc::now(),
+            ending: false,
         }
     }
 

@@ -73,6 +73,8 @@ pub struct PoolScaler {
     stack: Option<String>,
     images: HashMap<String, (Result<Vec<String>, String>, Instant)>,
     local: Local,
+    /// Orphan roles that could not be dropped (said once each).
+    undroppable: std::collections::HashSet<String>,
 }
 
 /// The status prefix while the try interval is waited out.
@@ -87,6 +89,7 @@ impl PoolScaler {
             stack: None,
             images: HashMap::new(),
             local: Local::default(),
+            undroppable: Default::default(),
         }
     }
 
@@ -96,9 +99,17 @@ impl PoolScaler {
             .is_none_or(|t| t.elapsed().as_secs_f64() >= self.timing.scale)
     }
 
-    /// One pass over every pool, writing on session `session` only. Returns
-    /// what it cost: milliseconds and statements.
-    pub fn scale(&mut self, db: &mut Db, session: u64) -> Result<(f64, u64), Fault> {
+    /// One pass over every pool, writing on session `session` only. With
+    /// `judge_silence` false (just after taking the lead, or after a tick
+    /// that stalled: workers' beats may not have landed yet), no machine is
+    /// removed as lost or never booted. Returns what it cost: milliseconds
+    /// and statements.
+    pub fn scale(
+        &mut self,
+        db: &mut Db,
+        session: u64,
+        judge_silence: bool,
+    ) -> Result<(f64, u64), Fault> {
         let (began, calls) = (Instant::now(), db.calls);
         self.last = Some(Instant::now());
         let stack = match &self.stack {
@@ -112,12 +123,29 @@ impl PoolScaler {
                 s
             }
         };
+        self.local.begin_pass();
         let grow_after = self.timing.grow_after;
         let rows = db.run_fenced(session, |c| c.query(sql::POOLS_VIEW, &[&grow_after]))?;
         let machines = db.run_fenced(session, pool_machines::live)?;
         for role in db.run_fenced(session, |c| pool_machines::orphaned_roles(c, &stack))? {
-            log::warn!("dropping role {role}: no live machine holds it");
-            db.run_fenced(session, |c| pool_machines::revoke(c, &role))?;
+            // Best effort: a role that can't be dropped yet is shut out and
+            // tried again on the next pass.
+            let dropped = db.run_fenced(session, |c| {
+                pool_machines::revoke(c, &role)?;
+                pool_machines::drop_role(c, &role)
+            });
+            match dropped {
+                Ok(true) => log::info!("dropped role {role}: no live machine holds it"),
+                Ok(false) => {
+                    if self.undroppable.insert(role.clone()) {
+                        log::warn!(
+                            "role {role} (no live machine holds it) can't be dropped yet; it can't log in"
+                        );
+                    }
+                }
+                Err(Fault::Sql(e)) => log::error!("role {role}: {e}"),
+                Err(down) => return Err(down),
+            }
         }
         for row in rows {
             let name: String = row.get(0);
@@ -142,7 +170,7 @@ impl PoolScaler {
                 demand: row.get(8),
             };
             let mine: Vec<&Machine> = machines.iter().filter(|m| m.pool == name).collect();
-            let decided = self.step(db, session, &stack, &view, &mine)?;
+            let decided = self.step(db, session, &stack, &view, &mine, judge_silence)?;
             if decided.demand != view.demand as i64
                 || decided.status != view.status
                 || decided.walk_type != view.walk_type
@@ -200,16 +228,28 @@ impl PoolScaler {
         stack: &str,
         v: &PoolView,
         machines: &[&Machine],
+        judge_silence: bool,
     ) -> Result<Decided, Fault> {
         let p = &v.pool;
         let t = self.timing.clone();
         let mut live: Vec<&Machine> = Vec::new();
-        let mut gone: Vec<(&Machine, String)> = Vec::new();
+        // (machine, why, whether it must still be idle to go)
+        let mut gone: Vec<(&Machine, String, bool)> = Vec::new();
         for m in machines {
-            if !m.seen && m.age >= t.boot {
-                gone.push((m, format!("its worker never showed up within {}s", t.boot)));
-            } else if m.seen && m.silent >= t.lost {
-                gone.push((m, format!("its worker went silent for {:.0}s", m.silent)));
+            if m.ending {
+                gone.push((m, "its removal is taken up again".into(), false));
+            } else if judge_silence && !m.seen && m.age >= t.boot {
+                gone.push((
+                    m,
+                    format!("its worker never showed up within {}s", t.boot),
+                    false,
+                ));
+            } else if judge_silence && m.seen && m.silent >= t.lost {
+                gone.push((
+                    m,
+                    format!("its worker went silent for {:.0}s", m.silent),
+                    false,
+                ));
             } else {
                 live.push(m);
             }
@@ -234,19 +274,24 @@ impl PoolScaler {
             };
             match why {
                 Some(why) => {
-                    gone.push((m, why));
+                    gone.push((m, why, true));
                     false
                 }
                 None => true,
             }
         });
         let mut problem = None;
-        for (m, why) in gone {
-            if let Err(e) = self.remove(db, session, p, m, &why) {
-                match e {
-                    Fault::Sql(msg) => problem = Some(msg),
-                    down => return Err(down),
+        // Machines still there: kept, busy after all, or not removed yet.
+        let mut standing = live.len();
+        for (m, why, if_idle) in gone {
+            match self.remove(db, session, p, m, &why, if_idle) {
+                Ok(true) => {}
+                Ok(false) => standing += 1,
+                Err(Fault::Sql(msg)) => {
+                    problem = Some(msg);
+                    standing += 1;
                 }
+                Err(down) => return Err(down),
             }
         }
         let mut status = problem.map(|e| format!("can't remove a machine: {e}"));
@@ -265,7 +310,7 @@ impl PoolScaler {
                             s.id,
                             p.name
                         );
-                        if let Err(e) = provider.delete(&s.id) {
+                        if let Err(e) = provider.delete(&s.id, &s.name) {
                             log::error!("stray {}: can't delete it: {e}", s.name);
                             continue;
                         }
@@ -319,7 +364,7 @@ impl PoolScaler {
             d.status = format!("waiting for {} to boot", b.name);
             return Ok(d);
         }
-        if live.len() >= p.max_machines as usize {
+        if standing >= p.max_machines as usize {
             d.status = format!("at max_machines ({})", p.max_machines);
             return Ok(d);
         }
@@ -330,10 +375,10 @@ impl PoolScaler {
                 .status
                 .split_once("; last attempt: ")
                 .map_or(v.status.as_str(), |(_, l)| l);
-            d.status = format!(
-                "{WAITING_OUT} ({:.0}s left); last attempt: {last}",
-                t.try_every - ago
-            );
+            // (No countdown in it: the status stays the same, and so does
+            // the time `orca pools` says it has been so.)
+            let _ = ago;
+            d.status = format!("{WAITING_OUT}; last attempt: {last}");
             return Ok(d);
         }
         d.tried = true;
@@ -527,8 +572,10 @@ impl PoolScaler {
         Ok(notes.join("; "))
     }
 
-    /// Removes machine `m` of pool `p` for `why`: credentials revoked,
-    /// machine deleted, row ended and its runs queued again.
+    /// Removes machine `m` of pool `p` for `why`: marked ending (with
+    /// `if_idle`, only if it took no run since it was seen idle), credentials
+    /// revoked, machine deleted, row ended and its runs queued again, role
+    /// dropped. False if it turned out busy and stays.
     fn remove(
         &mut self,
         db: &mut Db,
@@ -536,11 +583,17 @@ impl PoolScaler {
         p: &Pool,
         m: &Machine,
         why: &str,
-    ) -> Result<(), Fault> {
+        if_idle: bool,
+    ) -> Result<bool, Fault> {
+        let seen_busy = if_idle.then_some(m.busy_at);
+        if !db.run_fenced(session, |c| pool_machines::mark_ending(c, m.id, seen_busy))? {
+            log::info!("pool {}: {} took a run: kept", p.name, m.name);
+            return Ok(false);
+        }
         db.run_fenced(session, |c| pool_machines::revoke(c, &m.role))?;
         if let Some(id) = &m.provider_id {
             self.provider(&p.provider)
-                .and_then(|pr| pr.delete(id))
+                .and_then(|pr| pr.delete(id, &m.name))
                 .map_err(|e| Fault::Sql(format!("{}: can't delete it: {e}", m.name)))?;
         }
         let requeued = db.run_fenced(session, |c| c.query(sql::MACHINE_END, &[&m.id, &why]))?;
@@ -554,6 +607,8 @@ impl PoolScaler {
                 format!("; {} of its runs queued again", requeued.len())
             }
         );
-        Ok(())
+        // A role that can't be dropped now is an orphan: dropped on a later pass.
+        let _ = db.run_fenced(session, |c| pool_machines::drop_role(c, &m.role));
+        Ok(true)
     }
 }

@@ -538,7 +538,14 @@ impl Scheduler {
         self.sense(session, &pipelines);
         self.start(session, &pipelines);
         if self.scaler.due() {
-            match self.scaler.scale(&mut self.db, session) {
+            // Silence is judged only once the lead is a stale limit old and
+            // this tick did not stall: after an outage, workers' beats need
+            // a moment to land again.
+            let judge = self
+                .lead
+                .is_some_and(|(_, since)| since.elapsed().as_secs_f64() >= self.timing.stale)
+                && began.elapsed().as_secs_f64() <= self.timing.stale / 2.0;
+            match self.scaler.scale(&mut self.db, session, judge) {
                 Ok(figures) => {
                     if let Some((_, _, passes)) = &mut self.stats {
                         passes.push(figures);

@@ -72,8 +72,14 @@ pub const MACHINE_ADD: &str = include_str!("../sql/machine_add.sql");
 /// See `sql/machine_end.sql`.
 pub const MACHINE_END: &str = include_str!("../sql/machine_end.sql");
 
+/// See `sql/machine_ending.sql`.
+pub const MACHINE_ENDING: &str = include_str!("../sql/machine_ending.sql");
+
 /// See `sql/machine_next_id.sql`.
 pub const MACHINE_NEXT_ID: &str = include_str!("../sql/machine_next_id.sql");
+
+/// See `sql/machine_role_drop.sql`.
+pub const MACHINE_ROLE_DROP: &str = include_str!("../sql/machine_role_drop.sql");
 
 /// See `sql/machine_role_make.sql`.
 pub const MACHINE_ROLE_MAKE: &str = include_str!("../sql/machine_role_make.sql");

@@ -446,8 +446,9 @@ pub struct Db {
     /// When the last failed attempt to connect was: at most one a second.
     last_try: Option<Instant>,
     /// The last attempt to connect was refused for its credentials
-    /// (SQLSTATE class 28: no such role, may not log in, bad password).
-    pub refused: bool,
+    /// (SQLSTATE class 28: no such role, may not log in, bad password, no
+    /// `pg_hba.conf` entry), with Postgres's message.
+    pub refused: Option<String>,
 }
 
 impl Db {
@@ -461,7 +462,7 @@ impl Db {
             sessions: 0,
             calls: 0,
             last_try: None,
-            refused: false,
+            refused: None,
         }
     }
 
@@ -503,7 +504,7 @@ impl Db {
             }
             match self.target.open() {
                 Ok(mut c) => {
-                    self.refused = false;
+                    self.refused = None;
                     if let Err(e) = c.batch_execute(SERVER_KEEPALIVES) {
                         log::debug!("server-side keepalives not set: {}", plain(&e));
                     }
@@ -520,7 +521,10 @@ impl Db {
                     }
                 }
                 Err(e) => {
-                    self.refused = e.code().is_some_and(|c| c.code().starts_with("28"));
+                    self.refused = e
+                        .code()
+                        .is_some_and(|c| c.code().starts_with("28"))
+                        .then(|| plain(&e));
                     self.last_try = Some(Instant::now());
                     self.went_down(&plain(&e));
                     return false;

@@ -213,6 +213,20 @@ impl Supervisor {
         self.publish();
     }
 
+    /// Fails attempt `(id, start)` of pipeline `pipeline` without running
+    /// it (its end is written like any other).
+    pub fn fail(&mut self, id: i64, start: i32, pipeline: &str, why: String) {
+        self.pending.push(Pending::Finish(Outcome {
+            id,
+            start,
+            state: "failed",
+            exit: None,
+            why,
+            output: Vec::new(),
+            pipeline: pipeline.to_string(),
+        }));
+    }
+
     /// Reaps processes that ended and turns them into pending ends.
     pub fn reap(&mut self) {
         let mut i = 0;

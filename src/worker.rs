@@ -48,19 +48,59 @@ struct Machine {
 enum Trouble {
     /// Try again next round.
     Away,
-    /// The credentials don't stand for a live machine any more.
-    Revoked,
+    /// The credentials were refused. `definite`: they were revoked (the
+    /// role is gone or may not log in); otherwise it may be a
+    /// misconfiguration (`pg_hba.conf`, a failover), which is waited out.
+    Refused { why: String, definite: bool },
     /// Something else, logged.
     Failed(String),
 }
 
+/// Whether a refusal means the credentials were revoked, not misconfigured.
+fn revoked_for_sure(why: &str) -> bool {
+    why.contains("does not exist") || why.contains("not permitted to log in")
+}
+
 fn trouble(db: &Db, e: Fault) -> Trouble {
     match e {
-        Fault::Down if db.refused => Trouble::Revoked,
-        Fault::Down => Trouble::Away,
-        // orca.worker_machine(): the role is live but its machine's row ended.
-        Fault::Sql(m) if m.contains("no live machine") => Trouble::Revoked,
+        Fault::Down => match &db.refused {
+            Some(why) => Trouble::Refused {
+                why: why.clone(),
+                definite: revoked_for_sure(why),
+            },
+            None => Trouble::Away,
+        },
+        // orca.worker_machine(): the role logs in but no machine row is
+        // live: the machine was just made and its row is on its way, or it
+        // is being removed (its role is revoked next).
+        Fault::Sql(m) if m.contains("no live machine") => Trouble::Refused {
+            why: m,
+            definite: false,
+        },
         Fault::Sql(m) => Trouble::Failed(m),
+    }
+}
+
+/// How long credentials may be refused, not definitely revoked, before the
+/// worker gives up: `ORCA_WORKER_REFUSED_SECONDS` (60).
+struct Refusals {
+    window: f64,
+    since: Option<Instant>,
+}
+
+impl Refusals {
+    /// Whether to give up now, after a refusal.
+    fn give_up(&mut self, why: &str, definite: bool) -> bool {
+        let window = self.window;
+        let since = *self.since.get_or_insert_with(|| {
+            if !definite {
+                log::warn!(
+                    "this machine's credentials were refused ({why}); giving up after {window}s of it"
+                );
+            }
+            Instant::now()
+        });
+        definite || since.elapsed().as_secs_f64() >= window
     }
 }
 
@@ -103,6 +143,21 @@ pub fn main(pool: &str) -> i32 {
         }
     };
     drop(secret);
+    let window = match crate::settings::seconds("ORCA_WORKER_REFUSED_SECONDS", 60.0) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("orca: {e}");
+            return 2;
+        }
+    };
+    let mut refusals = Refusals {
+        window,
+        since: None,
+    };
+    // Other processes of this user (its runs among them) may not read this
+    // one's memory or environment, where the token is.
+    // SAFETY: prctl(2) with PR_SET_DUMPABLE only changes this process's flag.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         let handler = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
@@ -127,9 +182,12 @@ pub fn main(pool: &str) -> i32 {
                 };
             }
             Err(e) => match trouble(&db, e) {
-                Trouble::Revoked => {
-                    log::error!("this machine's credentials were refused: exiting");
-                    return REVOKED;
+                Trouble::Refused { why, definite } => {
+                    if refusals.give_up(&why, definite) {
+                        log::error!("this machine's credentials were refused ({why}): exiting");
+                        return REVOKED;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
                 }
                 Trouble::Away => std::thread::sleep(Duration::from_secs(1)),
                 Trouble::Failed(m) => {
@@ -170,6 +228,7 @@ pub fn main(pool: &str) -> i32 {
             match db.run(|c| c.query(sql::WORKER_CLAIM, &[&(room as i32)])) {
                 Ok(rows) => {
                     said.clear();
+                    refusals.since = None;
                     for row in rows {
                         let id: i64 = row.get(0);
                         let start: i32 = row.get(1);
@@ -179,18 +238,26 @@ pub fn main(pool: &str) -> i32 {
                         match serde_json::from_value::<Pipeline>(spec) {
                             Ok(p) => sup.launch(id, start, &Arc::new(p), &args),
                             Err(e) => {
-                                // Its attempt goes stale: the run is queued again
-                                // when this machine is removed.
-                                log::error!(
-                                    "run {id} of {name}: its pipeline's stored spec is not one this binary reads: {:?} error",
+                                // Not one this binary can run: the attempt
+                                // fails, saying why (a retry may land on a
+                                // machine with a newer binary).
+                                let why = format!(
+                                    "the worker on machine {} can't read pipeline {name}'s stored spec ({:?} error): an older binary?",
+                                    machine.name,
                                     e.classify()
                                 );
+                                log::error!("run {id}: {why}");
+                                sup.fail(id, start, &name, why);
                             }
                         }
                     }
                 }
                 Err(e) => match trouble(&db, e) {
-                    Trouble::Revoked => return revoked(&mut sup, &machine.name),
+                    Trouble::Refused { why, definite } => {
+                        if refusals.give_up(&why, definite) {
+                            return revoked(&mut sup, &machine.name);
+                        }
+                    }
                     Trouble::Away => {}
                     Trouble::Failed(m) => {
                         if m != said {
@@ -200,8 +267,14 @@ pub fn main(pool: &str) -> i32 {
                     }
                 },
             }
-        } else if !db.ensure() && db.refused {
-            return revoked(&mut sup, &machine.name);
+        } else if !db.ensure() {
+            if let Some(why) = db.refused.clone()
+                && refusals.give_up(&why, revoked_for_sure(&why))
+            {
+                return revoked(&mut sup, &machine.name);
+            }
+        } else {
+            refusals.since = None;
         }
         sup.publish();
         let next = began + tick;

@@ -38,6 +38,7 @@ CREATE TABLE orca.pool_machines (
     made_at      timestamptz NOT NULL DEFAULT now(),
     seen_at      timestamptz,                  -- its worker's last beat; NULL: booting
     busy_at      timestamptz NOT NULL DEFAULT now(), -- it last ran something (or was made)
+    ending       timestamptz,                  -- being removed: it takes no more runs
     ended_at     timestamptz,
     why          text
 );
@@ -45,6 +46,12 @@ CREATE INDEX pool_machines_live ON orca.pool_machines (pool) WHERE ended_at IS N
 CREATE INDEX pool_machines_role ON orca.pool_machines (role) WHERE ended_at IS NULL;
 
 ALTER TABLE orca.runs ADD COLUMN machine bigint;
+-- Queued runs in the order they are taken, oldest first (queued_at, then
+-- id). Ordering by a key the primary key can't provide keeps the planner
+-- on this index: ORDER BY id would walk the primary key past every
+-- finished run older than the queue (the planner assumes queued runs are
+-- spread evenly over ids).
+CREATE INDEX runs_queued_order ON orca.runs (pipeline, queued_at, id) WHERE state = 'queued';
 CREATE INDEX runs_machine_running ON orca.runs (machine) WHERE state = 'running';
 
 -- The group role of every machine's login role. Roles are the cluster's, so
@@ -138,13 +145,21 @@ BEGIN
 END
 $$;
 
--- A worker starting: its machine's pool, name and slots; marks it seen.
+-- A worker starting: its machine's pool, name and slots; marks it seen and
+-- queues again the runs its previous worker left running.
 CREATE FUNCTION orca.worker_hello(OUT pool text, OUT name text, OUT slots integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     m orca.pool_machines := orca.worker_machine();
+    r record;
 BEGIN
     UPDATE orca.pool_machines SET seen_at = clock_timestamp() WHERE id = m.id;
+    -- A worker starting runs nothing yet: runs still running on this machine
+    -- were its previous worker's, whose processes died with it.
+    FOR r IN SELECT x.id, x.start FROM orca.runs x WHERE x.machine = m.id AND x.state = 'running' LOOP
+        PERFORM orca.requeue_attempt(r.id, r.start,
+            format('the worker on machine %s started again', m.name), ''::bytea);
+    END LOOP;
     pool := m.pool;
     name := m.name;
     slots := m.slots;
@@ -153,8 +168,10 @@ $$;
 
 -- Claims up to p_room queued runs of this machine's pool, oldest first: per
 -- pipeline at most max_runs less its running ones (across every worker: the
--- pipeline's lock serialises the count), fill runs on top. Two workers never
--- take one run (FOR UPDATE SKIP LOCKED).
+-- count is taken under the pipeline's lock, held to the end of the claim; a
+-- pipeline whose lock another claim holds is passed over this time), fill
+-- runs on top, within the machine's free slots. Two workers never take one
+-- run (FOR UPDATE SKIP LOCKED); a machine being removed takes none.
 CREATE FUNCTION orca.worker_claim(p_room integer)
 RETURNS TABLE (id bigint, start integer, pipeline text, args text[], spec jsonb)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -167,21 +184,32 @@ DECLARE
     run_id bigint;
     claimed bigint[] := '{}';
 BEGIN
+    -- The machine's row, locked: a removal marks it ending under the same
+    -- lock, so a claim and a removal never cross.
+    PERFORM 1 FROM orca.pool_machines pm WHERE pm.id = m.id AND pm.ending IS NULL FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    p_room := least(p_room, m.slots - (SELECT count(*) FROM orca.runs r
+                                       WHERE r.machine = m.id AND r.state = 'running'));
     FOR c IN
         SELECT p.name, p.max_runs, p.spec FROM orca.pipelines p
         WHERE p.placement = 'worker:' || m.pool AND NOT p.paused AND NOT p.retired
           AND EXISTS (SELECT 1 FROM orca.runs r WHERE r.pipeline = p.name AND r.state = 'queued'
                       AND r.not_before <= now())
-        ORDER BY (SELECT min(r.id) FROM orca.runs r WHERE r.pipeline = p.name AND r.state = 'queued')
+        ORDER BY (SELECT r.queued_at FROM orca.runs r WHERE r.pipeline = p.name AND r.state = 'queued'
+                  ORDER BY r.queued_at, r.id LIMIT 1), p.name
     LOOP
         EXIT WHEN taken >= p_room;
-        PERFORM pg_advisory_xact_lock(1869767526, hashtext(c.name));
+        -- Another worker claiming this pipeline's runs right now: leave it
+        -- to that one (this worker tries again on its next round).
+        CONTINUE WHEN NOT pg_try_advisory_xact_lock(1869767526, hashtext(c.name));
         SELECT count(*) INTO busy FROM orca.runs r
         WHERE r.pipeline = c.name AND r.state = 'running' AND NOT r.fill;
         FOR run_id IN
             (SELECT r.id FROM orca.runs r
              WHERE r.pipeline = c.name AND r.state = 'queued' AND NOT r.fill AND r.not_before <= now()
-             ORDER BY r.id LIMIT greatest(least(c.max_runs - busy, p_room - taken), 0)
+             ORDER BY r.queued_at, r.id LIMIT greatest(least(c.max_runs - busy, p_room - taken), 0)
              FOR UPDATE SKIP LOCKED)
         LOOP
             UPDATE orca.runs r SET state = 'running', start = r.start + 1, started_at = now(),
@@ -195,7 +223,7 @@ BEGIN
         FOR run_id IN
             (SELECT r.id FROM orca.runs r
              WHERE r.pipeline = c.name AND r.state = 'queued' AND r.fill AND r.not_before <= now()
-             ORDER BY r.id LIMIT greatest(p_room - taken, 0)
+             ORDER BY r.queued_at, r.id LIMIT greatest(p_room - taken, 0)
              FOR UPDATE SKIP LOCKED)
         LOOP
             UPDATE orca.runs r SET state = 'running', start = r.start + 1, started_at = now(),
@@ -224,6 +252,7 @@ $$;
 
 -- Beats this machine (seen) and the attempts its worker runs; returns those
 -- still running here at their start, with whether a cancel was asked for.
+-- Runs on this machine its worker doesn't run are queued again.
 CREATE FUNCTION orca.worker_beat(p_ids bigint[], p_starts integer[], p_pids integer[])
 RETURNS TABLE (id bigint, cancel boolean)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -234,6 +263,14 @@ BEGIN
     UPDATE orca.pool_machines SET seen_at = clock_timestamp(),
         busy_at = CASE WHEN cardinality(p_ids) > 0 THEN now() ELSE busy_at END
     WHERE pool_machines.id = m.id;
+    -- Running here, yet not among the worker's attempts for 15 s (a claim
+    -- whose answer was lost, a process that could not be started): queued
+    -- again, since nothing runs them.
+    PERFORM orca.requeue_attempt(x.id, x.start,
+        format('the worker on machine %s was not running it', m.name), x.output)
+    FROM orca.runs x
+    WHERE x.machine = m.id AND x.state = 'running' AND NOT (x.id = ANY(p_ids))
+      AND x.heartbeat < now() - interval '15 seconds';
     RETURN QUERY
     UPDATE orca.runs r SET heartbeat = clock_timestamp(), pid = b.pid
     FROM unnest(p_ids, p_starts, p_pids) AS b(id, start, pid)
@@ -248,7 +285,7 @@ RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_
 DECLARE
     m orca.pool_machines := orca.worker_machine();
 BEGIN
-    UPDATE orca.runs SET output = p_output
+    UPDATE orca.runs SET output = substring(p_output FROM greatest(octet_length(p_output) - 65535, 1))
     WHERE id = p_id AND start = p_start AND state = 'running' AND machine = m.id;
 END
 $$;
@@ -264,11 +301,13 @@ BEGIN
     IF p_state NOT IN ('succeeded', 'failed', 'cancelled') THEN
         RAISE EXCEPTION 'bad state %', p_state;
     END IF;
-    PERFORM 1 FROM orca.runs WHERE id = p_id AND start = p_start AND machine = m.id FOR UPDATE;
+    PERFORM 1 FROM orca.runs
+    WHERE id = p_id AND start = p_start AND machine = m.id AND state = 'running' FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    UPDATE orca.pool_machines SET busy_at = now() WHERE id = m.id;
+    -- (busy_at needs no write here: the worker's beats keep it fresh while
+    -- the run runs.)
     RETURN orca.finish_attempt(p_id, p_start, p_state, p_code, p_signal, p_why, p_output, p_body);
 END
 $$;
@@ -279,7 +318,8 @@ RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, 
 DECLARE
     m orca.pool_machines := orca.worker_machine();
 BEGIN
-    PERFORM 1 FROM orca.runs WHERE id = p_id AND start = p_start AND machine = m.id FOR UPDATE;
+    PERFORM 1 FROM orca.runs
+    WHERE id = p_id AND start = p_start AND machine = m.id AND state = 'running' FOR UPDATE;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
@@ -296,16 +336,33 @@ BEGIN
 END
 $$;
 
--- Revokes a machine's credentials: no more logins, its sessions ended, the
--- role dropped. Safe to repeat.
+-- Revokes a machine's credentials: no more logins, its sessions ended. Safe
+-- to repeat. (Committed before the role is dropped, so a role that can't be
+-- dropped yet is still shut out.)
 CREATE FUNCTION orca.machine_role_revoke(p_role text)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = p_role) THEN
-        EXECUTE format('ALTER ROLE %I NOLOGIN', p_role);
+        EXECUTE format('ALTER ROLE %I NOLOGIN CONNECTION LIMIT 0', p_role);
         PERFORM pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = p_role;
+    END IF;
+END
+$$;
+
+-- Drops a revoked machine's role with whatever it owns (a large object it
+-- made, say). False if it can't be dropped now (a session still ending):
+-- the scaler tries again on a later pass.
+CREATE FUNCTION orca.machine_role_drop(p_role text)
+RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = p_role) THEN
+        EXECUTE format('ALTER ROLE %I NOLOGIN CONNECTION LIMIT 0', p_role);
+        EXECUTE format('DROP OWNED BY %I', p_role);
         EXECUTE format('DROP ROLE %I', p_role);
     END IF;
+    RETURN true;
+EXCEPTION WHEN OTHERS THEN
+    RETURN false;
 END
 $$;
 

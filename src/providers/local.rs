@@ -24,6 +24,8 @@ const TYPE_VAR: &str = "ORCA_LOCAL_TYPE";
 #[derive(Default)]
 pub struct Local {
     children: Vec<std::process::Child>,
+    /// This pass's reading of `/proc` (listing every pool reads it once).
+    listed: Option<Vec<Found>>,
 }
 
 /// A machine found in `/proc`.
@@ -93,6 +95,10 @@ impl Local {
 }
 
 impl Provider for Local {
+    fn begin_pass(&mut self) {
+        self.listed = None;
+    }
+
     fn arch(&mut self, _type: &str) -> Result<String, String> {
         Ok(super::oci_arch(std::env::consts::ARCH).to_string())
     }
@@ -119,14 +125,26 @@ impl Provider for Local {
         }
         let exe = std::env::current_exe()
             .map_err(|e| MakeError::Failed(format!("can't find this binary: {e}")))?;
+        // A machine gets what a fresh machine would have, not the
+        // scheduler's environment (its secrets): the basics, and orca's
+        // settings other than its database URLs.
+        let passed = std::env::vars().filter(|(k, _)| {
+            matches!(
+                k.as_str(),
+                "PATH" | "HOME" | "USER" | "LANG" | "TZ" | "RUST_LOG" | "TMPDIR"
+            ) || (k.starts_with("ORCA_")
+                && !matches!(
+                    k.as_str(),
+                    "ORCA_DATABASE_URL" | "ORCA_POOL_DATABASE_URL" | "ORCA_TOKEN"
+                )
+                && !k.starts_with("ORCA_LOCAL_"))
+        });
         let child = Command::new("/bin/sh")
             .arg("-c")
             .arg(BOOT_SCRIPT)
             .arg("orca-boot")
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
-            .env_remove("AWS_SESSION_TOKEN")
-            .env_remove("ORCA_POOL_DATABASE_URL")
+            .env_clear()
+            .envs(passed)
             .envs(m.boot.env())
             .env("ORCA_BIN", exe)
             .env("ORCA_SHUTDOWN", "true")
@@ -146,22 +164,24 @@ impl Provider for Local {
     fn list(&mut self, pool: &str, stack: &str) -> Result<Vec<Listed>, String> {
         self.reap();
         let want = labels(pool, stack);
-        Ok(scan()
-            .into_iter()
+        Ok(self
+            .listed
+            .get_or_insert_with(scan)
+            .iter()
             .filter(|f| f.labels == want)
             .map(|f| Listed {
                 id: f.pid.to_string(),
-                name: f.name,
+                name: f.name.clone(),
             })
             .collect())
     }
 
-    fn delete(&mut self, id: &str) -> Result<(), String> {
+    fn delete(&mut self, id: &str, name: &str) -> Result<(), String> {
         let pid: i32 = id
             .parse()
             .map_err(|_| format!("'{id}' is not a local machine id"))?;
-        // Only a machine: a pid that was reused by anything else is left be.
-        if scan().iter().any(|f| f.pid == pid) {
+        // Only that machine: a pid reused by anything else is left be.
+        if scan().iter().any(|f| f.pid == pid && f.name == name) {
             // SAFETY: kill(2) with a negative pid signals that process group.
             unsafe { libc::kill(-pid, libc::SIGKILL) };
         }

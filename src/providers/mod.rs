@@ -44,14 +44,18 @@ pub enum MakeError {
 
 /// A source of machines.
 pub trait Provider {
+    /// A scaler pass begins: what the provider lists may be read once for
+    /// the whole pass.
+    fn begin_pass(&mut self) {}
     /// The architecture (OCI's names: `amd64`, `arm64`) of `type_`.
     fn arch(&mut self, type_: &str) -> Result<String, String>;
     /// Makes a machine; returns the provider's id for it.
     fn make(&mut self, m: &Make) -> Result<String, MakeError>;
     /// The machines labelled with `pool` and `stack`.
     fn list(&mut self, pool: &str, stack: &str) -> Result<Vec<Listed>, String>;
-    /// Deletes machine `id` (one that is already gone is not an error).
-    fn delete(&mut self, id: &str) -> Result<(), String>;
+    /// Deletes machine `id`, named `name` (one that is already gone is not
+    /// an error; an id that now stands for another machine is left alone).
+    fn delete(&mut self, id: &str, name: &str) -> Result<(), String>;
 }
 
 /// Maps an architecture as a platform names it to OCI's name.

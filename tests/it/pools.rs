@@ -135,7 +135,8 @@ placement = "worker:p"
             .unwrap();
         (r.get(0), r.get(1), r.get(2))
     };
-    assert_eq!((host.as_str(), start), (live(&db, "p")[0].0.as_str(), 1));
+    let machine: String = db.one("SELECT name FROM orca.pool_machines");
+    assert_eq!((host.as_str(), start), (machine.as_str(), 1));
     assert!(text(&out).contains("ran on job"), "{}", text(&out));
     // Removed once idle (never while it ran: the run kept its one attempt),
     // its process group gone.
@@ -849,9 +850,26 @@ placement = "worker:p"
         .get(0);
     assert_eq!(other, None);
     assert_eq!(db.state(theirs), "queued");
-    // A wrong secret is refused by Postgres.
+    // A wrong secret is refused by Postgres; a worker with it gives up
+    // after ORCA_WORKER_REFUSED_SECONDS (it may be a misconfiguration).
     let wrong = as_machine.replace(secret, "guess");
     assert!(postgres::Client::connect(&wrong, postgres::NoTls).is_err());
+    let mut guesser = {
+        let mut c = Command::new(bin());
+        c.args(["worker", "--pool", "p"])
+            .env("ORCA_DATABASE_URL", &plain)
+            .env("ORCA_TOKEN", format!("{role}:guess"))
+            .env("ORCA_WORKER_REFUSED_SECONDS", "2");
+        Proc::spawn(c, &dir.path("guesser.log"))
+    };
+    assert_eq!(guesser.wait(30.0).code(), Some(3), "{}", guesser.output());
+    assert!(
+        guesser.output().contains("giving up after 2s"),
+        "{}",
+        guesser.output()
+    );
+    // Something the machine owns (a large object) doesn't keep its role alive.
+    c.batch_execute("SELECT lo_create(0)").unwrap();
     // Revoked: its sessions end, it can't log in again, the worker kills
     // its run and exits non-zero (3: the boot script shuts the machine down).
     db.client()
@@ -866,4 +884,122 @@ placement = "worker:p"
     let log = worker.output();
     assert!(log.contains("revoked"), "{log}");
     assert!(!log.contains(secret), "the secret is in the worker's log");
+    let dropped: bool = db
+        .client()
+        .query_one("SELECT orca.machine_role_drop($1)", &[&role])
+        .unwrap()
+        .get(0);
+    assert!(dropped);
+    let left: i64 = db
+        .client()
+        .query_one("SELECT count(*) FROM pg_roles WHERE rolname = $1", &[&role])
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn a_machine_being_removed_takes_no_run_and_one_that_took_a_run_is_kept() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        r#"
+[pools.p]
+types = [{ type = "small", wait = 0 }]
+locations = ["here"]
+
+[pipelines.job]
+command = "true"
+placement = "worker:p"
+"#,
+    );
+    let role = format!("orca_m_race_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let (id, idle_since): (i64, chrono::DateTime<chrono::Utc>) = {
+        let r = db
+            .client()
+            .query_one("SELECT id, busy_at FROM orca.pool_machines", &[])
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    let first = db.queue("job");
+    let as_machine = format!(
+        "{}?user={role}&password=pw",
+        without_password(&db.url).split('?').next().unwrap()
+    );
+    let mut m = postgres::Client::connect(&as_machine, postgres::NoTls).unwrap();
+    // The machine claims a run after the scaler saw it idle: the scaler's
+    // conditional mark finds it busy and keeps it.
+    let claimed = m.query("SELECT id FROM orca.worker_claim(1)", &[]).unwrap();
+    assert_eq!(claimed.len(), 1);
+    let ending = include_str!("../../sql/machine_ending.sql");
+    let marked = db
+        .client()
+        .query_opt(ending, &[&id, &Some(idle_since)])
+        .unwrap();
+    assert!(
+        marked.is_none(),
+        "a machine that took a run was marked for idleness"
+    );
+    assert_eq!(db.state(first), "running");
+    // Marked for removal (unconditionally: lost, say), it claims nothing more.
+    let marked = db
+        .client()
+        .query_opt(ending, &[&id, &None::<chrono::DateTime<chrono::Utc>>])
+        .unwrap();
+    assert!(marked.is_some());
+    let second = db.queue("job");
+    let claimed = m.query("SELECT id FROM orca.worker_claim(4)", &[]).unwrap();
+    assert!(claimed.is_empty());
+    assert_eq!(db.state(second), "queued");
+}
+
+#[test]
+fn a_restarted_worker_s_runs_are_queued_again_and_run_anew() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &format!(
+            r#"
+[pools.p]
+types = [{{ type = "small", wait = 0 }}]
+locations = ["here"]
+
+[pipelines.job]
+command = "{}"
+placement = "worker:p"
+"#,
+            hang_first_attempt(&pids)
+        ),
+    );
+    let role = format!("orca_m_again_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let run = db.queue("job");
+    let mut w = hand_worker(&db, &dir, "p", &role, "pw");
+    wait_until("the first attempt runs", 30.0, || {
+        !pids_in(&pids).is_empty()
+    });
+    // The worker dies (kill -9); its run's process dies with it. Its
+    // machine lives on and starts the worker again.
+    w.signal(libc::SIGKILL);
+    w.wait(20.0);
+    wait_until("the first attempt's process is gone", 20.0, || {
+        pids_in(&pids).iter().all(|p| !alive(*p))
+    });
+    let mut again = hand_worker(&db, &dir, "p", &role, "pw");
+    wait_until("the run succeeds on its second attempt", 30.0, || {
+        db.state(run) == "succeeded"
+    });
+    assert_eq!(
+        db.one::<i32>(&format!("SELECT start FROM orca.runs WHERE id = {run}")),
+        2
+    );
+    let why: String = db.one(&format!(
+        "SELECT why FROM orca.events WHERE run = {run} AND kind = 'requeued'"
+    ));
+    assert!(why.contains("started again"), "{why}");
+    again.stop();
 }
