@@ -1,4 +1,6 @@
--- Running local runs whose heartbeat is older than the stale limit ($1 s)
+-- Running runs started by a scheduler (not on a pool machine, not on EC2:
+-- a pipeline moved from local to a pool since counts as local here) whose
+-- heartbeat is older than the stale limit ($1 s)
 -- and that no live process supervises: not this process's ($2), and not held
 -- by a live scheduler instance that lists them (the runs-held condition).
 -- They are queued again (cancelled, if a cancel was asked for).
@@ -10,7 +12,7 @@ WITH r AS (
       AND heartbeat < now() - make_interval(secs => $1)
       AND NOT (id = ANY($2))
       AND machine IS NULL
-      AND pipeline IN (SELECT name FROM orca.pipelines WHERE placement = 'local')
+      AND pipeline NOT IN (SELECT name FROM orca.pipelines WHERE placement = 'ec2')
       AND NOT EXISTS (
           SELECT 1 FROM orca.schedulers s
           WHERE s.id = orca.runs.instance AND s.ended_at IS NULL

@@ -55,12 +55,15 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// Its state in words: removing, booting, busy or idle.
+    /// Its state in words: removing, booting, silent (no beat for 5 s or
+    /// more: its worker beats every second), busy or idle.
     pub fn state(&self) -> &'static str {
         if self.ending {
             "removing"
         } else if !self.seen {
             "booting"
+        } else if self.silent >= 5.0 {
+            "silent"
         } else if self.running > 0 {
             "busy"
         } else {

@@ -478,6 +478,7 @@ placement = "worker:p"
         (r.get(0), r.get(1))
     };
     assert_eq!(held, ("running".to_string(), 1));
+    assert!(db.ok(&["pools"]).contains("silent"));
     // Lost: removed, its run queued again and finished on a new machine.
     wait_until("the run succeeds elsewhere", 60.0, || {
         db.state(run) == "succeeded"
