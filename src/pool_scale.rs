@@ -53,6 +53,17 @@ struct PoolView {
     demand: i32,
 }
 
+/// Records a scaler decision of `kind` that has no other write, with `why`.
+fn event(db: &mut Db, session: u64, kind: &str, why: &str) -> Result<(), Fault> {
+    db.run_fenced(session, |c| {
+        c.execute(
+            sql::EVENT_ADD,
+            &[&None::<i64>, &None::<String>, &kind, &why],
+        )
+    })
+    .map(|_| ())
+}
+
 /// What a pass decided for a pool's row.
 struct Decided {
     demand: i64,
@@ -318,12 +329,7 @@ impl PoolScaler {
                             "{} ({}) of pool {}: no live row held it",
                             s.name, s.id, p.name
                         );
-                        db.run_fenced(session, |c| {
-                            c.execute(
-                                sql::EVENT_ADD,
-                                &[&None::<i64>, &None::<String>, &"stray deleted", &why],
-                            )
-                        })?;
+                        event(db, session, "stray deleted", &why)?;
                     }
                 }
                 Err(e) => status = Some(format!("can't list its machines: {e}")),
@@ -418,17 +424,12 @@ impl PoolScaler {
                         have.join(", ")
                     );
                     log::warn!("pool {}: {why}", p.name);
-                    db.run_fenced(session, |c| {
-                        c.execute(
-                            sql::EVENT_ADD,
-                            &[
-                                &None::<i64>,
-                                &None::<String>,
-                                &"type skipped",
-                                &format!("pool {}: {why}", p.name),
-                            ],
-                        )
-                    })?;
+                    event(
+                        db,
+                        session,
+                        "type skipped",
+                        &format!("pool {}: {why}", p.name),
+                    )?;
                     notes.push(why);
                     if d.walk_type + 1 >= p.types.len() {
                         d.walk_type = 0;
@@ -508,17 +509,12 @@ impl PoolScaler {
                 ty.name,
                 full.join("; ")
             );
-            db.run_fenced(session, |c| {
-                c.execute(
-                    sql::EVENT_ADD,
-                    &[
-                        &None::<i64>,
-                        &None::<String>,
-                        &"no capacity",
-                        &format!("pool {}: {say}", p.name),
-                    ],
-                )
-            })?;
+            event(
+                db,
+                session,
+                "no capacity",
+                &format!("pool {}: {say}", p.name),
+            )?;
             let next = if last {
                 format!("{say}; it is the last type: trying it again")
             } else if waited >= ty.wait {

@@ -255,6 +255,7 @@ pub fn main(config_path: Option<&str>) -> i32 {
         }
     };
     install_stop_handlers();
+    let scaler = PoolScaler::new(pool_timing);
     let mut db = Db::new(target.clone(), "scheduler");
     // Wait for the database, however long: a scheduler started before its
     // database (a reboot) should come up with it.
@@ -302,7 +303,6 @@ pub fn main(config_path: Option<&str>) -> i32 {
             last_beat: Instant::now(),
             said_waiting: false,
         };
-        let scaler = PoolScaler::new(pool_timing);
         return run(
             db,
             target,
@@ -339,7 +339,6 @@ pub fn main(config_path: Option<&str>) -> i32 {
         std::process::id(),
         target.shown()
     );
-    let scaler = PoolScaler::new(pool_timing);
     run(
         db,
         target,

@@ -193,12 +193,14 @@ BEGIN
     p_room := least(p_room, m.slots - (SELECT count(*) FROM orca.runs r
                                        WHERE r.machine = m.id AND r.state = 'running'));
     FOR c IN
-        SELECT p.name, p.max_runs, p.spec FROM orca.pipelines p
+        SELECT p.name, p.max_runs FROM orca.pipelines p
+        CROSS JOIN LATERAL (
+            SELECT r.queued_at, r.id FROM orca.runs r
+            WHERE r.pipeline = p.name AND r.state = 'queued' AND r.not_before <= now()
+            ORDER BY r.queued_at, r.id LIMIT 1
+        ) oldest
         WHERE p.placement = 'worker:' || m.pool AND NOT p.paused AND NOT p.retired
-          AND EXISTS (SELECT 1 FROM orca.runs r WHERE r.pipeline = p.name AND r.state = 'queued'
-                      AND r.not_before <= now())
-        ORDER BY (SELECT r.queued_at FROM orca.runs r WHERE r.pipeline = p.name AND r.state = 'queued'
-                  ORDER BY r.queued_at, r.id LIMIT 1), p.name
+        ORDER BY oldest.queued_at, oldest.id
     LOOP
         EXIT WHEN taken >= p_room;
         -- Another worker claiming this pipeline's runs right now: leave it
@@ -356,7 +358,7 @@ CREATE FUNCTION orca.machine_role_drop(p_role text)
 RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = p_role) THEN
-        EXECUTE format('ALTER ROLE %I NOLOGIN CONNECTION LIMIT 0', p_role);
+        PERFORM orca.machine_role_revoke(p_role);
         EXECUTE format('DROP OWNED BY %I', p_role);
         EXECUTE format('DROP ROLE %I', p_role);
     END IF;

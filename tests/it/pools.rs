@@ -546,16 +546,15 @@ fn a_stray_with_this_stack_s_labels_is_deleted_and_another_stack_s_kept() {
 fn a_pool_removed_from_the_file_loses_its_idle_machines() {
     let db = TestDb::new();
     let dir = TempDir::new();
-    let with_pool = r#"
-[pools.p]
-types = [{ type = "small", wait = 0 }]
-locations = ["here"]
-
+    let file = with_pool(
+        "p",
+        r#"
 [pipelines.job]
 command = "true"
 placement = "worker:p"
-"#;
-    db.register(&dir, with_pool);
+"#,
+    );
+    db.register(&dir, &file);
     let run = db.queue("job");
     let mut s = pool_scheduler(&db, &dir, &[]);
     wait_until("the run succeeds", 40.0, || db.state(run) == "succeeded");
@@ -567,6 +566,14 @@ placement = "worker:p"
     let why: String = db.one("SELECT why FROM orca.pool_machines");
     assert!(why.contains("no longer in orca.toml"), "{why}");
     s.stop();
+}
+
+/// `[pools.NAME]` with one type and one location (what most tests need),
+/// then `rest`.
+fn with_pool(name: &str, rest: &str) -> String {
+    format!(
+        "[pools.{name}]\ntypes = [{{ type = \"small\", wait = 0 }}]\nlocations = [\"here\"]\n{rest}"
+    )
 }
 
 /// A machine row and login role made by hand, for a worker run by the test.
@@ -607,12 +614,10 @@ fn a_worker_supervises_its_runs_as_the_scheduler_does() {
     let pids = dir.path("pids");
     db.register(
         &dir,
-        &format!(
-            r#"
-[pools.p]
-types = [{{ type = "small", wait = 0 }}]
-locations = ["here"]
-
+        &with_pool(
+            "p",
+            &format!(
+                r#"
 [pipelines.out]
 command = "echo line one; echo line two >&2; exit 4"
 placement = "worker:p"
@@ -627,7 +632,8 @@ command = "{}"
 placement = "worker:p"
 max_runs = 2
 "#,
-            hang(&pids)
+                hang(&pids)
+            ),
         ),
     );
     let role = format!("orca_m_sup_{}", std::process::id());
@@ -692,18 +698,17 @@ fn max_runs_holds_across_workers() {
     let log = dir.path("log");
     db.register(
         &dir,
-        &format!(
+        &with_pool(
+            "p",
+            &format!(
             r#"
-[pools.p]
-types = [{{ type = "small", wait = 0 }}]
-locations = ["here"]
-
 [pipelines.job]
 command = "echo start $ORCA_RUN_ID $(date +%s.%N) >> {0}; sleep 0.5; echo end $ORCA_RUN_ID $(date +%s.%N) >> {0}"
 placement = "worker:p"
 max_runs = 2
 "#,
             log.display()
+        ),
         ),
     );
     let ids: Vec<i64> = (0..12).map(|_| db.queue("job")).collect();
@@ -740,17 +745,16 @@ fn a_worker_rides_out_a_database_restart() {
     let ended = dir.path("ended");
     db.register(
         &dir,
-        &format!(
-            r#"
-[pools.p]
-types = [{{ type = "small", wait = 0 }}]
-locations = ["here"]
-
+        &with_pool(
+            "p",
+            &format!(
+                r#"
 [pipelines.job]
 command = "sleep 2; echo $ORCA_RUN_ID >> {}"
 placement = "worker:p"
 "#,
-            ended.display()
+                ended.display()
+            ),
         ),
     );
     let role = format!("orca_m_out_{}", std::process::id());
@@ -784,12 +788,10 @@ fn a_worker_s_credentials_do_a_worker_s_work_and_nothing_else() {
     let pids = dir.path("pids");
     db.register(
         &dir,
-        &format!(
-            r#"
-[pools.p]
-types = [{{ type = "small", wait = 0 }}]
-locations = ["here"]
-
+        &with_pool(
+            "p",
+            &format!(
+                r#"
 [pools.q]
 types = [{{ type = "small", wait = 0 }}]
 locations = ["here"]
@@ -806,7 +808,8 @@ placement = "worker:p"
 command = "{}"
 placement = "worker:p"
 "#,
-            hang(&pids)
+                hang(&pids)
+            ),
         ),
     );
     let role = format!("orca_m_test_{}", std::process::id());
@@ -905,15 +908,14 @@ fn a_machine_being_removed_takes_no_run_and_one_that_took_a_run_is_kept() {
     let dir = TempDir::new();
     db.register(
         &dir,
-        r#"
-[pools.p]
-types = [{ type = "small", wait = 0 }]
-locations = ["here"]
-
+        &with_pool(
+            "p",
+            r#"
 [pipelines.job]
 command = "true"
 placement = "worker:p"
 "#,
+        ),
     );
     let role = format!("orca_m_race_{}", std::process::id());
     hand_made_machine(&db, "p", &role, "pw");
@@ -963,17 +965,16 @@ fn a_restarted_worker_s_runs_are_queued_again_and_run_anew() {
     let pids = dir.path("pids");
     db.register(
         &dir,
-        &format!(
-            r#"
-[pools.p]
-types = [{{ type = "small", wait = 0 }}]
-locations = ["here"]
-
+        &with_pool(
+            "p",
+            &format!(
+                r#"
 [pipelines.job]
 command = "{}"
 placement = "worker:p"
 "#,
-            hang_first_attempt(&pids)
+                hang_first_attempt(&pids)
+            ),
         ),
     );
     let role = format!("orca_m_again_{}", std::process::id());
