@@ -1005,3 +1005,71 @@ placement = "worker:p"
     assert!(why.contains("started again"), "{why}");
     again.stop();
 }
+
+#[test]
+fn a_database_outage_longer_than_the_lost_limit_removes_no_machine() {
+    let cluster = Cluster::new("");
+    cluster.start();
+    let db = TestDb::on(&cluster.url());
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            "\n[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
+        ),
+    );
+    let run = db.queue("job");
+    let mut s = pool_scheduler(
+        &db,
+        &dir,
+        &[("ORCA_POOL_LOST_SECONDS", "3"), ("ORCA_STALE_SECONDS", "6")],
+    );
+    let stack = stack(&db);
+    wait_until("the run succeeds on a machine", 40.0, || {
+        db.state(run) == "succeeded"
+    });
+    // Down for longer than the lost limit; the machine comes back slower
+    // than the scheduler (it is stopped until after the scheduler leads
+    // again), so the scheduler's first passes see it silent past the limit.
+    cluster.stop();
+    let machine = local_machines(&stack)[0];
+    // SAFETY: kill(2) on the machine's process group.
+    unsafe { libc::kill(-machine, libc::SIGSTOP) };
+    let down = std::time::Instant::now();
+    wait_until("4 s of outage", 20.0, || {
+        down.elapsed().as_secs_f64() >= 4.0
+    });
+    cluster.start();
+    wait_until("the scheduler leads again", 40.0, || {
+        s.output().contains("lead taken again")
+    });
+    let back: f64 = db.one("SELECT extract(epoch FROM now())::float8");
+    wait_until("2 s of passes after leading again", 20.0, || {
+        db.one::<f64>("SELECT extract(epoch FROM now())::float8") - back >= 2.0
+    });
+    assert_eq!(
+        live(&db, "p").len(),
+        1,
+        "removed as lost just after the outage, before it could beat"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(-machine, libc::SIGCONT) };
+    wait_until("the machine's worker beats again", 40.0, || {
+        db.one::<bool>(
+            "SELECT coalesce(bool_and(now() - seen_at < interval '2 seconds'), false)
+             FROM orca.pool_machines WHERE ended_at IS NULL",
+        )
+    });
+    let beating: f64 = db.one("SELECT extract(epoch FROM now())::float8");
+    wait_until("passes past the grace", 30.0, || {
+        db.one::<f64>("SELECT extract(epoch FROM now())::float8") - beating >= 6.0
+    });
+    assert_eq!(made(&db, "p"), 1);
+    assert_eq!(
+        live(&db, "p").len(),
+        1,
+        "the machine was removed after the outage"
+    );
+    s.stop();
+}
