@@ -144,6 +144,18 @@ pub struct Pool {
     /// `local`: machines each location has room for (no entry: unlimited),
     /// by `LOCATION`, or by `TYPE@LOCATION` for one type there.
     pub capacity: BTreeMap<String, i32>,
+    /// `ec2`: the AMI machines boot (with `orca` baked in).
+    #[serde(default)]
+    pub ami: Option<String>,
+    /// `ec2`: the instance profile (name or ARN) machines get.
+    #[serde(default)]
+    pub instance_profile: Option<String>,
+    /// `ec2`: security group ids.
+    #[serde(default)]
+    pub security_groups: Vec<String>,
+    /// `ec2`: the region (else the AWS chain's: `AWS_REGION`, the profile, IMDS).
+    #[serde(default)]
+    pub region: Option<String>,
 }
 
 /// A whole `orca.toml`.
@@ -467,7 +479,12 @@ impl Checker<'_> {
             slots: 1,
             image: None,
             capacity: BTreeMap::new(),
+            ami: None,
+            instance_profile: None,
+            security_groups: Vec::new(),
+            region: None,
         };
+        let mut ec2_keys = Vec::new();
         let mut capacity_at = None;
         for (k, v) in table.iter() {
             let key = k.get_ref().as_ref();
@@ -520,6 +537,28 @@ impl Checker<'_> {
                     }
                 }
                 "image" => p.image = self.string(key, v),
+                "ami" | "instance_profile" | "region" => {
+                    ec2_keys.push(self.line(v.span().start));
+                    let value = self.string(key, v);
+                    match key {
+                        "ami" => p.ami = value,
+                        "instance_profile" => p.instance_profile = value,
+                        _ => p.region = value,
+                    }
+                }
+                "security_groups" => {
+                    ec2_keys.push(self.line(v.span().start));
+                    match v.get_ref() {
+                        DeValue::Array(a) => {
+                            for item in a.iter() {
+                                if let Some(g) = self.string("security_groups: every item", item) {
+                                    p.security_groups.push(g);
+                                }
+                            }
+                        }
+                        _ => self.say(v, "security_groups must be an array of security group ids"),
+                    }
+                }
                 "capacity" => match v.get_ref() {
                     DeValue::Table(t) => {
                         capacity_at = Some(self.line(v.span().start));
@@ -542,6 +581,19 @@ impl Checker<'_> {
             if missing && !table.contains_key(key) {
                 self.say(name, format!("pools.{}: missing {key}", p.name));
             }
+        }
+        if p.provider != Provider::Ec2 {
+            for line in ec2_keys {
+                self.problems.push(Problem {
+                    line,
+                    message: "ami, instance_profile, security_groups and region are settings of the ec2 provider".into(),
+                });
+            }
+        } else if p.ami.is_none() {
+            self.say(
+                name,
+                format!("pools.{}: the ec2 provider needs an ami", p.name),
+            );
         }
         if let Some(line) = capacity_at {
             if p.provider != Provider::Local {

@@ -6,6 +6,7 @@ mod child;
 mod cli;
 mod commands;
 mod config;
+mod ec2;
 mod overlap;
 mod pool_boot;
 mod pool_config;

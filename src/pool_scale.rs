@@ -32,7 +32,7 @@ use std::time::Instant;
 use crate::config::{Pool, Provider as Kind};
 use crate::pool_boot::{self, Boot};
 use crate::pool_machines::{self, Machine};
-use crate::providers::{Make, MakeError, Provider, local::Local};
+use crate::providers::{Make, MakeError, Provider, ec2::Ec2, local::Local};
 use crate::settings::PoolTiming;
 use crate::sql;
 use crate::state::{Db, Fault};
@@ -84,6 +84,10 @@ pub struct PoolScaler {
     stack: Option<String>,
     images: HashMap<String, (Result<Vec<String>, String>, Instant)>,
     local: Local,
+    /// EC2, by region ("" for the AWS chain's own).
+    ec2: HashMap<String, Ec2>,
+    /// EC2 clients that could not be made, by region: why, and when.
+    ec2_failed: HashMap<String, (String, Instant)>,
     /// Orphan roles that could not be dropped (said once each).
     undroppable: std::collections::HashSet<String>,
 }
@@ -100,6 +104,8 @@ impl PoolScaler {
             stack: None,
             images: HashMap::new(),
             local: Local::default(),
+            ec2: HashMap::new(),
+            ec2_failed: HashMap::new(),
             undroppable: Default::default(),
         }
     }
@@ -135,6 +141,9 @@ impl PoolScaler {
             }
         };
         self.local.begin_pass();
+        for e in self.ec2.values_mut() {
+            e.begin_pass();
+        }
         let grow_after = self.timing.grow_after;
         let rows = db.run_fenced(session, |c| c.query(sql::POOLS_VIEW, &[&grow_after]))?;
         let machines = db.run_fenced(session, pool_machines::live)?;
@@ -206,10 +215,33 @@ impl PoolScaler {
         Ok((began.elapsed().as_secs_f64() * 1000.0, db.calls - calls))
     }
 
-    fn provider(&mut self, kind: &Kind) -> Result<&mut dyn Provider, String> {
-        match kind {
+    /// The provider of pool `p`'s machines. An EC2 region's client is made
+    /// once; one that can't be made (no region, say) is tried again after
+    /// `ORCA_POOL_TRY_SECONDS`, saying why meanwhile.
+    fn provider(&mut self, p: &Pool) -> Result<&mut dyn Provider, String> {
+        match p.provider {
             Kind::Local => Ok(&mut self.local),
-            Kind::Ec2 => Err("the ec2 provider is not in this build yet".into()),
+            Kind::Ec2 => {
+                let key = p.region.clone().unwrap_or_default();
+                if let Some((why, at)) = self.ec2_failed.get(&key)
+                    && at.elapsed().as_secs_f64() < self.timing.try_every
+                {
+                    return Err(why.clone());
+                }
+                if !self.ec2.contains_key(&key) {
+                    match Ec2::new(p.region.as_deref()) {
+                        Ok(e) => {
+                            self.ec2_failed.remove(&key);
+                            self.ec2.insert(key.clone(), e);
+                        }
+                        Err(why) => {
+                            self.ec2_failed.insert(key, (why.clone(), Instant::now()));
+                            return Err(why);
+                        }
+                    }
+                }
+                Ok(self.ec2.get_mut(&key).expect("made above"))
+            }
         }
     }
 
@@ -308,7 +340,7 @@ impl PoolScaler {
         let mut status = problem.map(|e| format!("can't remove a machine: {e}"));
         // Strays: the provider's machines with this pool's and stack's labels
         // that no live row holds.
-        match self.provider(&p.provider) {
+        match self.provider(p) {
             Ok(provider) => match provider.list(&p.name, stack) {
                 Ok(found) => {
                     for s in found {
@@ -412,7 +444,7 @@ impl PoolScaler {
         // Types skipped for their architecture are passed over in this attempt.
         let ty = loop {
             let ty = &p.types[d.walk_type];
-            let arch = match self.provider(&p.provider).and_then(|pr| pr.arch(&ty.name)) {
+            let arch = match self.provider(p).and_then(|pr| pr.arch(&ty.name)) {
                 Ok(a) => a,
                 Err(e) => return Ok(format!("type {}: {e}", ty.name)),
             };
@@ -454,7 +486,7 @@ impl PoolScaler {
             walk_for = Some(0.0);
         }
         let arch = self
-            .provider(&p.provider)
+            .provider(p)
             .and_then(|pr| pr.arch(&ty.name))
             .unwrap_or_default();
         let id: i64 = db
@@ -474,7 +506,7 @@ impl PoolScaler {
         let mut made = None;
         let mut failed = None;
         for location in &p.locations {
-            let provider = self.provider(&p.provider).map_err(Fault::Sql)?;
+            let provider = self.provider(p).map_err(Fault::Sql)?;
             let req = Make {
                 pool: p,
                 name: &name,
@@ -588,7 +620,7 @@ impl PoolScaler {
         }
         db.run_fenced(session, |c| pool_machines::revoke(c, &m.role))?;
         if let Some(id) = &m.provider_id {
-            self.provider(&p.provider)
+            self.provider(p)
                 .and_then(|pr| pr.delete(id, &m.name))
                 .map_err(|e| Fault::Sql(format!("{}: can't delete it: {e}", m.name)))?;
         }

@@ -1,8 +1,9 @@
 //! Where pool machines come from: a provider makes, lists (by labels) and
 //! deletes machines, and says each type's architecture. `local` runs
 //! machines as process groups on this host (the demo and the tests); `ec2`
-//! is the next piece of work.
+//! makes EC2 instances, through the calls of [`crate::ec2`].
 
+pub mod ec2;
 pub mod local;
 
 use crate::config::Pool;

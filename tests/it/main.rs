@@ -2,6 +2,8 @@
 //! Postgres (see `harness`). One test crate, so the suite links once.
 
 mod cli;
+mod ec2;
+mod fake_aws;
 mod harness;
 mod outage;
 mod overlap;

@@ -1,0 +1,414 @@
+//! EC2, called by hand: the Query API (`Version=2016-11-15`) as form POSTs
+//! over `ureq`, each signed with SigV4 ([`sign`]); answers and error answers
+//! read with an XML parser. This is the one place that signs and sends.
+//!
+//! Error answers are sorted for the scaler ([`Ec2Error`]): "this location
+//! doesn't have it" (try the next), throttling and 5xx (retried here, with
+//! backoff and jitter), and everything else (said plainly, nothing made).
+
+pub mod credentials;
+pub mod sign;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use credentials::Chain;
+
+/// The Query API version every call names.
+const VERSION: &str = "2016-11-15";
+
+/// Error codes that mean "this location doesn't have it now".
+const CAPACITY: &[&str] = &[
+    "InsufficientInstanceCapacity",
+    "Unsupported",
+    "InstanceLimitExceeded",
+    "VcpuLimitExceeded",
+    "InsufficientHostCapacity",
+    "InsufficientCapacity",
+];
+
+/// Attempts of one call when throttled or on a 5xx or a lost answer.
+const ATTEMPTS: u32 = 4;
+
+/// How an EC2 call failed.
+#[derive(Debug, Clone)]
+pub enum Ec2Error {
+    /// The location doesn't have the type now (code, message).
+    Capacity(String, String),
+    /// Anything else EC2 answered (code, message): auth, a bad AMI, ...
+    Refused(String, String),
+    /// No answer (after retries), or credentials not found.
+    Unreachable(String),
+}
+
+impl std::fmt::Display for Ec2Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ec2Error::Capacity(c, m) | Ec2Error::Refused(c, m) => write!(f, "{c}: {m}"),
+            Ec2Error::Unreachable(m) => f.write_str(m),
+        }
+    }
+}
+
+/// An EC2 client for one region.
+pub struct Client {
+    endpoint: String,
+    /// The region it signs for.
+    pub region: String,
+    chain: Chain,
+    agent: ureq::Agent,
+    /// HTTP requests made (each attempt counts).
+    pub calls: u64,
+}
+
+/// `application/x-www-form-urlencoded` value encoding (RFC 3986 unreserved
+/// characters kept).
+pub fn form_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// A small random number, for jitter.
+fn jitter_ms(max: u64) -> u64 {
+    let mut b = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut b);
+    }
+    u64::from_le_bytes(b) % max.max(1)
+}
+
+/// The `Code` and `Message` of an EC2 error answer.
+pub fn error_of(xml: &str) -> Option<(String, String)> {
+    let doc = roxmltree::Document::parse(xml).ok()?;
+    let err = doc.descendants().find(|n| n.has_tag_name("Error"))?;
+    let text = |name: &str| {
+        err.children()
+            .find(|n| n.has_tag_name(name))
+            .and_then(|n| n.text())
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    };
+    Some((text("Code"), text("Message")))
+}
+
+impl Client {
+    /// A client for `region` (else the credential chain's region), at
+    /// `ORCA_EC2_ENDPOINT` if set, else `https://ec2.<region>.amazonaws.com/`.
+    pub fn new(region: Option<&str>) -> Result<Client, String> {
+        let region = match region {
+            Some(r) => r.to_string(),
+            None => credentials::region()?,
+        };
+        let endpoint = std::env::var("ORCA_EC2_ENDPOINT")
+            .ok()
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| format!("https://ec2.{region}.amazonaws.com/"));
+        Ok(Client {
+            endpoint,
+            region,
+            chain: Chain::default(),
+            agent: ureq::AgentBuilder::new()
+                .timeout_connect(Duration::from_secs(5))
+                .timeout(Duration::from_secs(30))
+                .build(),
+            calls: 0,
+        })
+    }
+
+    /// Calls `action` with `params`; the answer's XML text. Throttling, 5xx
+    /// and lost answers are retried (backoff with jitter) up to
+    /// [`ATTEMPTS`] times; a call that makes something must carry a
+    /// `ClientToken`, so a retry can't make it twice.
+    pub fn call(&mut self, action: &str, params: &[(String, String)]) -> Result<String, Ec2Error> {
+        let mut body = format!("Action={}&Version={VERSION}", form_encode(action));
+        for (k, v) in params {
+            body.push('&');
+            body.push_str(&form_encode(k));
+            body.push('=');
+            body.push_str(&form_encode(v));
+        }
+        let began = Instant::now();
+        let mut last = String::new();
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                let base = 200u64 << (attempt - 1);
+                std::thread::sleep(Duration::from_millis(base + jitter_ms(base)));
+            }
+            let creds = self.chain.get().map_err(Ec2Error::Unreachable)?;
+            let content_type = "application/x-www-form-urlencoded; charset=utf-8";
+            let req = sign::Request {
+                method: "POST",
+                url: &self.endpoint,
+                headers: &[("content-type", content_type)],
+                body: body.as_bytes(),
+            };
+            let signed = sign::headers(&req, &creds, &self.region, "ec2", SystemTime::now())
+                .map_err(Ec2Error::Unreachable)?;
+            let mut req = self
+                .agent
+                .post(&self.endpoint)
+                .set("content-type", content_type);
+            for (k, v) in &signed {
+                req = req.set(k, v);
+            }
+            self.calls += 1;
+            match req.send_string(&body) {
+                Ok(resp) => {
+                    return resp.into_string().map_err(|e| {
+                        Ec2Error::Unreachable(format!("{action}: reading the answer: {e}"))
+                    });
+                }
+                Err(ureq::Error::Status(code, resp)) => {
+                    let text = resp.into_string().unwrap_or_default();
+                    let (c, m) = error_of(&text).unwrap_or_else(|| {
+                        (format!("HTTP{code}"), format!("{action} answered {code}"))
+                    });
+                    // Capacity errors come as 5xx: they are answers, not
+                    // trouble to retry here (the walk tries the next location).
+                    if CAPACITY.contains(&c.as_str()) {
+                        return Err(Ec2Error::Capacity(c, m));
+                    }
+                    if c == "RequestLimitExceeded" || c == "Throttling" || code >= 500 {
+                        log::warn!("{action}: {c} (attempt {}): retrying", attempt + 1);
+                        last = format!("{c}: {m}");
+                        continue;
+                    }
+                    return Err(Ec2Error::Refused(c, m));
+                }
+                Err(ureq::Error::Transport(t)) => {
+                    log::warn!("{action}: {} (attempt {}): retrying", t.kind(), attempt + 1);
+                    last = format!("{}: no answer from {}", t.kind(), self.host());
+                }
+            }
+        }
+        Err(Ec2Error::Unreachable(format!(
+            "{action}: gave up after {ATTEMPTS} attempts in {:.1}s ({last})",
+            began.elapsed().as_secs_f64()
+        )))
+    }
+
+    /// The endpoint's host, for messages.
+    fn host(&self) -> &str {
+        let rest = self
+            .endpoint
+            .split_once("://")
+            .map_or(self.endpoint.as_str(), |(_, r)| r);
+        rest.split('/').next().unwrap_or(rest)
+    }
+}
+
+/// An instance as DescribeInstances tells it.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    /// `i-...`.
+    pub id: String,
+    /// Its `Name` tag.
+    pub name: String,
+    /// Its `orca-pool` tag.
+    pub pool: String,
+}
+
+/// What RunInstances is asked to make.
+pub struct Launch<'a> {
+    /// The AMI.
+    pub ami: &'a str,
+    /// The instance type.
+    pub type_: &'a str,
+    /// A subnet id (`subnet-...`) or an availability zone.
+    pub location: &'a str,
+    /// An instance profile's name or ARN.
+    pub instance_profile: Option<&'a str>,
+    /// Security group ids.
+    pub security_groups: &'a [String],
+    /// The user-data script (sent base64-encoded).
+    pub user_data: &'a str,
+    /// Tags for the instance and its volumes.
+    pub tags: &'a [(&'a str, &'a str)],
+    /// Makes a retry idempotent.
+    pub client_token: &'a str,
+}
+
+impl Client {
+    /// RunInstances of one instance; its id.
+    pub fn run_instance(&mut self, l: &Launch) -> Result<String, Ec2Error> {
+        use base64::Engine;
+        let mut p: Vec<(String, String)> = vec![
+            ("ImageId".into(), l.ami.into()),
+            ("InstanceType".into(), l.type_.into()),
+            ("MinCount".into(), "1".into()),
+            ("MaxCount".into(), "1".into()),
+            ("ClientToken".into(), l.client_token.into()),
+            (
+                "UserData".into(),
+                base64::engine::general_purpose::STANDARD.encode(l.user_data),
+            ),
+            ("MetadataOptions.HttpTokens".into(), "required".into()),
+            ("MetadataOptions.HttpEndpoint".into(), "enabled".into()),
+            (
+                "InstanceInitiatedShutdownBehavior".into(),
+                "terminate".into(),
+            ),
+        ];
+        if l.location.starts_with("subnet-") {
+            p.push(("SubnetId".into(), l.location.into()));
+        } else {
+            p.push(("Placement.AvailabilityZone".into(), l.location.into()));
+        }
+        if let Some(profile) = l.instance_profile {
+            let key = if profile.starts_with("arn:") {
+                "IamInstanceProfile.Arn"
+            } else {
+                "IamInstanceProfile.Name"
+            };
+            p.push((key.into(), profile.into()));
+        }
+        for (i, g) in l.security_groups.iter().enumerate() {
+            p.push((format!("SecurityGroupId.{}", i + 1), g.clone()));
+        }
+        for (s, kind) in ["instance", "volume"].iter().enumerate() {
+            let spec = format!("TagSpecification.{}", s + 1);
+            p.push((format!("{spec}.ResourceType"), kind.to_string()));
+            for (t, (k, v)) in l.tags.iter().enumerate() {
+                p.push((format!("{spec}.Tag.{}.Key", t + 1), k.to_string()));
+                p.push((format!("{spec}.Tag.{}.Value", t + 1), v.to_string()));
+            }
+        }
+        let xml = self.call("RunInstances", &p)?;
+        let doc = roxmltree::Document::parse(&xml)
+            .map_err(|e| Ec2Error::Unreachable(format!("RunInstances: unreadable answer: {e}")))?;
+        doc.descendants()
+            .find(|n| n.has_tag_name("instanceId"))
+            .and_then(|n| n.text())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                Ec2Error::Unreachable("RunInstances: no instanceId in the answer".into())
+            })
+    }
+
+    /// DescribeInstances with `filters` (name, values), every page.
+    pub fn describe(&mut self, filters: &[(&str, Vec<String>)]) -> Result<Vec<Instance>, Ec2Error> {
+        let mut out = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let mut p: Vec<(String, String)> = Vec::new();
+            for (i, (name, values)) in filters.iter().enumerate() {
+                p.push((format!("Filter.{}.Name", i + 1), name.to_string()));
+                for (j, v) in values.iter().enumerate() {
+                    p.push((format!("Filter.{}.Value.{}", i + 1, j + 1), v.clone()));
+                }
+            }
+            if let Some(t) = &next {
+                p.push(("NextToken".into(), t.clone()));
+            }
+            let xml = self.call("DescribeInstances", &p)?;
+            let doc = roxmltree::Document::parse(&xml).map_err(|e| {
+                Ec2Error::Unreachable(format!("DescribeInstances: unreadable answer: {e}"))
+            })?;
+            for inst in doc.descendants().filter(|n| {
+                n.has_tag_name("item") && n.children().any(|c| c.has_tag_name("instanceId"))
+            }) {
+                let child_text = |name: &str| {
+                    inst.children()
+                        .find(|c| c.has_tag_name(name))
+                        .and_then(|c| c.text())
+                        .unwrap_or("")
+                        .to_string()
+                };
+                let tag = |key: &str| {
+                    inst.children()
+                        .find(|c| c.has_tag_name("tagSet"))
+                        .and_then(|set| {
+                            set.children().find(|item| {
+                                item.children()
+                                    .any(|k| k.has_tag_name("key") && k.text() == Some(key))
+                            })
+                        })
+                        .and_then(|item| item.children().find(|c| c.has_tag_name("value")))
+                        .and_then(|v| v.text())
+                        .unwrap_or("")
+                        .to_string()
+                };
+                out.push(Instance {
+                    id: child_text("instanceId"),
+                    name: tag("Name"),
+                    pool: tag("orca-pool"),
+                });
+            }
+            next = doc
+                .descendants()
+                .find(|n| n.has_tag_name("nextToken"))
+                .and_then(|n| n.text())
+                .map(str::to_string)
+                .filter(|t| !t.is_empty());
+            if next.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// TerminateInstances of `id`.
+    pub fn terminate(&mut self, id: &str) -> Result<(), Ec2Error> {
+        match self.call("TerminateInstances", &[("InstanceId.1".into(), id.into())]) {
+            Ok(_) => Ok(()),
+            // Gone already: what was asked for holds.
+            Err(Ec2Error::Refused(c, _)) if c == "InvalidInstanceID.NotFound" => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The architectures (EC2's names: `x86_64`, `arm64`) of `type_`.
+    pub fn architectures(&mut self, type_: &str) -> Result<Vec<String>, Ec2Error> {
+        let xml = self.call(
+            "DescribeInstanceTypes",
+            &[("InstanceType.1".into(), type_.into())],
+        )?;
+        let doc = roxmltree::Document::parse(&xml).map_err(|e| {
+            Ec2Error::Unreachable(format!("DescribeInstanceTypes: unreadable answer: {e}"))
+        })?;
+        let arches: Vec<String> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("supportedArchitectures"))
+            .flat_map(|n| {
+                n.children()
+                    .filter_map(|c| c.text().map(|t| t.trim().to_string()))
+            })
+            .filter(|t| !t.is_empty())
+            .collect();
+        if arches.is_empty() {
+            return Err(Ec2Error::Refused(
+                "UnknownInstanceType".into(),
+                format!("DescribeInstanceTypes knows no type {type_}"),
+            ));
+        }
+        Ok(arches)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_answers_parse() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<Response><Errors><Error><Code>InsufficientInstanceCapacity</Code><Message>We currently do not have sufficient c7g.large capacity in the Availability Zone you requested.</Message></Error></Errors><RequestID>ea966190-f9aa-478e-9ede-example</RequestID></Response>"#;
+        let (code, message) = error_of(xml).unwrap();
+        assert_eq!(code, "InsufficientInstanceCapacity");
+        assert!(message.starts_with("We currently do not have"));
+        assert!(error_of("not xml").is_none());
+    }
+
+    #[test]
+    fn form_values_are_encoded() {
+        assert_eq!(form_encode("a b/c=d&e~"), "a%20b%2Fc%3Dd%26e~");
+    }
+}

@@ -1,0 +1,154 @@
+//! The EC2 provider: a machine is an instance, made by RunInstances from the
+//! pool's AMI with the boot script as user-data, tagged `Name`, `orca-pool`
+//! and `orca-stack` (instance and volumes); found by those tags; deleted by
+//! TerminateInstances. A type's architecture is DescribeInstanceTypes'
+//! (cached). The client token of a make is the machine's name and this
+//! stack's id, so a retried RunInstances whose answer was lost can't make a
+//! second instance.
+
+use std::collections::HashMap;
+
+use super::{Listed, Make, MakeError, Provider};
+use crate::ec2::{Client, Ec2Error, Launch};
+use crate::pool_boot::BOOT_SCRIPT;
+
+/// One region's EC2.
+pub struct Ec2 {
+    client: Client,
+    arches: HashMap<String, String>,
+    /// This pass's instances of the stack (one DescribeInstances for every
+    /// pool): by stack id.
+    listed: Option<(String, Vec<crate::ec2::Instance>)>,
+}
+
+/// `s` in single quotes for sh.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The user-data a machine boots with: its settings exported, then the boot
+/// script (the same as every provider's).
+pub fn user_data(env: &[(String, String)]) -> String {
+    let mut out = String::from(
+        "#!/bin/sh\n# orca pool machine: the boot script with this machine's settings.\n",
+    );
+    for (k, v) in env {
+        out.push_str(&format!("export {k}={}\n", sh_quote(v)));
+    }
+    out.push_str(BOOT_SCRIPT);
+    out
+}
+
+impl Ec2 {
+    /// The provider for `region` (else the AWS chain's region).
+    pub fn new(region: Option<&str>) -> Result<Ec2, String> {
+        Ok(Ec2 {
+            client: Client::new(region)?,
+            arches: HashMap::new(),
+            listed: None,
+        })
+    }
+}
+
+impl Provider for Ec2 {
+    fn begin_pass(&mut self) {
+        self.listed = None;
+    }
+
+    fn arch(&mut self, type_: &str) -> Result<String, String> {
+        if let Some(a) = self.arches.get(type_) {
+            return Ok(a.clone());
+        }
+        let found = self
+            .client
+            .architectures(type_)
+            .map_err(|e| e.to_string())?;
+        // An instance runs one of them; prefer the 64-bit ones.
+        let arch = ["arm64", "x86_64"]
+            .iter()
+            .find(|a| found.iter().any(|f| f == *a))
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| found[0].clone());
+        let arch = super::oci_arch(&arch).to_string();
+        self.arches.insert(type_.to_string(), arch.clone());
+        Ok(arch)
+    }
+
+    fn make(&mut self, m: &Make) -> Result<String, MakeError> {
+        let ami = m
+            .pool
+            .ami
+            .as_deref()
+            .ok_or_else(|| MakeError::Failed("the pool has no ami".into()))?;
+        let script = user_data(&m.boot.env());
+        let token = format!("{}-{}", m.name, m.stack);
+        let tags = [
+            ("Name", m.name),
+            ("orca-pool", m.pool.name.as_str()),
+            ("orca-stack", m.stack),
+        ];
+        let launch = Launch {
+            ami,
+            type_: m.type_,
+            location: m.location,
+            instance_profile: m.pool.instance_profile.as_deref(),
+            security_groups: &m.pool.security_groups,
+            user_data: &script,
+            tags: &tags,
+            client_token: &token,
+        };
+        self.client.run_instance(&launch).map_err(|e| match e {
+            Ec2Error::Capacity(..) => MakeError::NoCapacity(e.to_string()),
+            other => MakeError::Failed(other.to_string()),
+        })
+    }
+
+    fn list(&mut self, pool: &str, stack: &str) -> Result<Vec<Listed>, String> {
+        if let Some((s, all)) = &self.listed
+            && s == stack
+        {
+            return Ok(all
+                .iter()
+                .filter(|i| i.pool == pool)
+                .map(|i| Listed {
+                    id: i.id.clone(),
+                    name: i.name.clone(),
+                })
+                .collect());
+        }
+        let filters = [
+            ("tag:orca-stack", vec![stack.to_string()]),
+            (
+                "instance-state-name",
+                ["pending", "running", "stopping", "stopped"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            ),
+        ];
+        let all = self.client.describe(&filters).map_err(|e| e.to_string())?;
+        self.listed = Some((stack.to_string(), all));
+        self.list(pool, stack)
+    }
+
+    fn delete(&mut self, id: &str, _name: &str) -> Result<(), String> {
+        self.client.terminate(id).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_data_exports_quoted_settings_then_the_boot_script() {
+        let ud = user_data(&[
+            ("ORCA_POOL".into(), "p".into()),
+            ("ORCA_TOKEN".into(), "r:it's".into()),
+        ]);
+        assert!(ud.starts_with("#!/bin/sh\n"));
+        assert!(ud.contains("export ORCA_POOL='p'\n"));
+        assert!(ud.contains("export ORCA_TOKEN='r:it'\\''s'\n"));
+        assert!(ud.ends_with(BOOT_SCRIPT));
+    }
+}

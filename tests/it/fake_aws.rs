@@ -1,0 +1,537 @@
+//! A fake EC2 endpoint and a fake IMDSv2 on loopback, for the tests. The
+//! EC2 side checks every request's SigV4 signature itself (its own
+//! implementation, against the secrets it knows), keeps instances with their
+//! tags, pages DescribeInstances, and answers with capacity, throttling and
+//! auth errors on demand. Nothing here reaches the internet.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+/// An instance the fake keeps.
+#[derive(Clone, Debug)]
+pub struct Inst {
+    pub id: String,
+    pub type_: String,
+    pub tags: Vec<(String, String)>,
+    pub terminated: bool,
+    pub client_token: String,
+    /// RunInstances' parameters, as sent.
+    pub params: HashMap<String, String>,
+}
+
+impl Inst {
+    pub fn tag(&self, k: &str) -> Option<&str> {
+        self.tags.iter().find(|t| t.0 == k).map(|t| t.1.as_str())
+    }
+}
+
+/// What the fake knows and will do.
+#[derive(Default)]
+pub struct Ec2State {
+    /// Access key → secret.
+    pub secrets: HashMap<String, String>,
+    pub instances: Vec<Inst>,
+    /// (type, location) with no capacity; "*" matches any.
+    pub no_capacity: Vec<(String, String)>,
+    /// The next this many requests get RequestLimitExceeded.
+    pub throttle_next: u32,
+    /// Every request gets this error: (HTTP status, code, message).
+    pub fail_all: Option<(u16, String, String)>,
+    /// The next RunInstances that makes an instance closes the connection
+    /// without answering.
+    pub drop_next_run_answer: bool,
+    /// DescribeInstances page size (0: all in one page).
+    pub page_size: usize,
+    /// Every request: (action, access key, signature good).
+    pub log: Vec<(String, String, bool)>,
+    pub throttled: u32,
+}
+
+/// The fake EC2 endpoint.
+pub struct FakeEc2 {
+    pub url: String,
+    pub state: Arc<Mutex<Ec2State>>,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn sha256(b: &[u8]) -> Vec<u8> {
+    ring::digest::digest(&ring::digest::SHA256, b)
+        .as_ref()
+        .to_vec()
+}
+
+fn hmac(key: &[u8], msg: &[u8]) -> Vec<u8> {
+    let k = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+    ring::hmac::sign(&k, msg).as_ref().to_vec()
+}
+
+fn form_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let h = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("00");
+                out.push(u8::from_str_radix(h, 16).unwrap_or(b'?'));
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One HTTP request: method, path, headers (lowercased names), body.
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|h| h.0 == name)
+            .map(|h| h.1.as_str())
+    }
+}
+
+pub fn read_request(conn: &TcpStream) -> Option<Request> {
+    let mut r = BufReader::new(conn.try_clone().ok()?);
+    let mut line = String::new();
+    r.read_line(&mut line).ok()?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next()?.to_string();
+    let path = parts.next()?.to_string();
+    let mut headers = Vec::new();
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).ok()? == 0 || h == "\r\n" {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            headers.push((k.trim().to_lowercase(), v.trim().to_string()));
+        }
+    }
+    let len: usize = headers
+        .iter()
+        .find(|h| h.0 == "content-length")
+        .and_then(|h| h.1.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).ok()?;
+    Some(Request {
+        method,
+        path,
+        headers,
+        body,
+    })
+}
+
+pub fn reply(mut conn: &TcpStream, status: u16, body: &str) {
+    let _ = write!(
+        conn,
+        "HTTP/1.1 {status} X\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+/// Checks the SigV4 signature of `req`; the access key it names.
+fn verify(req: &Request, secrets: &HashMap<String, String>) -> (String, bool) {
+    let Some(auth) = req.header("authorization") else {
+        return (String::new(), false);
+    };
+    let field = |name: &str| {
+        auth.split(&[' ', ','][..])
+            .find_map(|p| p.trim().strip_prefix(&format!("{name}=")))
+            .unwrap_or("")
+            .to_string()
+    };
+    let cred = field("Credential");
+    let mut scope = cred.split('/');
+    let key = scope.next().unwrap_or("").to_string();
+    let (date, region, service) = (
+        scope.next().unwrap_or(""),
+        scope.next().unwrap_or(""),
+        scope.next().unwrap_or(""),
+    );
+    let Some(secret) = secrets.get(&key) else {
+        return (key, false);
+    };
+    let signed = field("SignedHeaders");
+    let mut canonical = format!("{}\n{}\n\n", req.method, req.path);
+    for name in signed.split(';') {
+        let v = req.header(name).unwrap_or("");
+        canonical.push_str(&format!(
+            "{name}:{}\n",
+            v.split_whitespace().collect::<Vec<_>>().join(" ")
+        ));
+    }
+    canonical.push_str(&format!("\n{signed}\n{}", hex(&sha256(&req.body))));
+    let amz_date = req.header("x-amz-date").unwrap_or("");
+    let to_sign = format!(
+        "AWS4-HMAC-SHA256\n{amz_date}\n{date}/{region}/{service}/aws4_request\n{}",
+        hex(&sha256(canonical.as_bytes()))
+    );
+    let k = hmac(format!("AWS4{secret}").as_bytes(), date.as_bytes());
+    let k = hmac(&k, region.as_bytes());
+    let k = hmac(&k, service.as_bytes());
+    let k = hmac(&k, b"aws4_request");
+    let good = hex(&hmac(&k, to_sign.as_bytes())) == field("Signature")
+        && service == "ec2"
+        && amz_date.starts_with(date);
+    (key, good)
+}
+
+fn error(code: &str, message: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors><RequestID>fake</RequestID></Response>"
+    )
+}
+
+const NS: &str = "xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"";
+
+fn matches(rule: &str, v: &str) -> bool {
+    rule == "*" || rule == v
+}
+
+impl FakeEc2 {
+    /// A fake EC2 that knows access key `key` with `secret`.
+    pub fn start(key: &str, secret: &str) -> FakeEc2 {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let state = Arc::new(Mutex::new(Ec2State::default()));
+        state
+            .lock()
+            .unwrap()
+            .secrets
+            .insert(key.into(), secret.into());
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let Some(req) = read_request(&conn) else {
+                    continue;
+                };
+                handle(&shared, &conn, &req);
+            }
+        });
+        FakeEc2 { url, state }
+    }
+
+    /// Live (not terminated) instances.
+    pub fn live(&self) -> Vec<Inst> {
+        self.state
+            .lock()
+            .unwrap()
+            .instances
+            .iter()
+            .filter(|i| !i.terminated)
+            .cloned()
+            .collect()
+    }
+
+    /// Requests whose signature did not check out.
+    pub fn bad_signatures(&self) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .log
+            .iter()
+            .filter(|l| !l.2)
+            .count()
+    }
+
+    /// How many requests of `action` there were.
+    pub fn count(&self, action: &str) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .log
+            .iter()
+            .filter(|l| l.0 == action)
+            .count()
+    }
+}
+
+fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
+    let params: HashMap<String, String> = String::from_utf8_lossy(&req.body)
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (form_decode(k), form_decode(v)))
+        .collect();
+    let action = params.get("Action").cloned().unwrap_or_default();
+    let mut st = shared.lock().unwrap();
+    let (key, good) = verify(req, &st.secrets);
+    st.log.push((action.clone(), key, good));
+    if !good {
+        return reply(
+            conn,
+            401,
+            &error(
+                "AuthFailure",
+                "AWS was not able to validate the provided access credentials",
+            ),
+        );
+    }
+    if params.get("Version").map(String::as_str) != Some("2016-11-15") {
+        return reply(conn, 400, &error("InvalidParameterValue", "bad Version"));
+    }
+    if let Some((status, code, message)) = st.fail_all.clone() {
+        return reply(conn, status, &error(&code, &message));
+    }
+    if st.throttle_next > 0 {
+        st.throttle_next -= 1;
+        st.throttled += 1;
+        return reply(
+            conn,
+            503,
+            &error("RequestLimitExceeded", "Request limit exceeded."),
+        );
+    }
+    match action.as_str() {
+        "RunInstances" => {
+            let token = params.get("ClientToken").cloned().unwrap_or_default();
+            if let Some(i) = st
+                .instances
+                .iter()
+                .find(|i| !token.is_empty() && i.client_token == token)
+            {
+                let body = format!(
+                    "<RunInstancesResponse {NS}><reservationId>r-1</reservationId><instancesSet><item><instanceId>{}</instanceId></item></instancesSet></RunInstancesResponse>",
+                    i.id
+                );
+                return reply(conn, 200, &body);
+            }
+            let type_ = params.get("InstanceType").cloned().unwrap_or_default();
+            let location = params
+                .get("SubnetId")
+                .or_else(|| params.get("Placement.AvailabilityZone"))
+                .cloned()
+                .unwrap_or_default();
+            if st
+                .no_capacity
+                .iter()
+                .any(|(t, l)| matches(t, &type_) && matches(l, &location))
+            {
+                return reply(
+                    conn,
+                    500,
+                    &error(
+                        "InsufficientInstanceCapacity",
+                        &format!(
+                            "We currently do not have sufficient {type_} capacity in {location}."
+                        ),
+                    ),
+                );
+            }
+            let mut tags = Vec::new();
+            for n in 1.. {
+                let (Some(k), Some(v)) = (
+                    params.get(&format!("TagSpecification.1.Tag.{n}.Key")),
+                    params.get(&format!("TagSpecification.1.Tag.{n}.Value")),
+                ) else {
+                    break;
+                };
+                tags.push((k.clone(), v.clone()));
+            }
+            let id = format!("i-{:017x}", st.instances.len() + 1);
+            st.instances.push(Inst {
+                id: id.clone(),
+                type_,
+                tags,
+                terminated: false,
+                client_token: token,
+                params: params.clone(),
+            });
+            if st.drop_next_run_answer {
+                st.drop_next_run_answer = false;
+                return; // the connection closes unanswered
+            }
+            let body = format!(
+                "<RunInstancesResponse {NS}><reservationId>r-1</reservationId><instancesSet><item><instanceId>{id}</instanceId></item></instancesSet></RunInstancesResponse>"
+            );
+            reply(conn, 200, &body)
+        }
+        "DescribeInstances" => {
+            let mut filters: Vec<(String, Vec<String>)> = Vec::new();
+            for n in 1.. {
+                let Some(name) = params.get(&format!("Filter.{n}.Name")) else {
+                    break;
+                };
+                let values = (1..)
+                    .map_while(|m| params.get(&format!("Filter.{n}.Value.{m}")).cloned())
+                    .collect();
+                filters.push((name.clone(), values));
+            }
+            let found: Vec<&Inst> = st
+                .instances
+                .iter()
+                .filter(|i| {
+                    filters.iter().all(|(name, values)| {
+                        if let Some(tag) = name.strip_prefix("tag:") {
+                            i.tag(tag).is_some_and(|v| values.iter().any(|x| x == v))
+                        } else if name == "instance-state-name" {
+                            let state = if i.terminated {
+                                "terminated"
+                            } else {
+                                "running"
+                            };
+                            values.iter().any(|x| x == state)
+                        } else {
+                            true
+                        }
+                    })
+                })
+                .collect();
+            let start: usize = params
+                .get("NextToken")
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(0);
+            let size = if st.page_size == 0 {
+                found.len().max(1)
+            } else {
+                st.page_size
+            };
+            let page: Vec<&&Inst> = found.iter().skip(start).take(size).collect();
+            let mut items = String::new();
+            for i in page {
+                let tags: String = i
+                    .tags
+                    .iter()
+                    .map(|(k, v)| format!("<item><key>{k}</key><value>{v}</value></item>"))
+                    .collect();
+                items.push_str(&format!(
+                    "<item><reservationId>r-1</reservationId><instancesSet><item><instanceId>{}</instanceId><instanceState><code>16</code><name>running</name></instanceState><tagSet>{tags}</tagSet></item></instancesSet></item>",
+                    i.id
+                ));
+            }
+            let next = if start + size < found.len() {
+                format!("<nextToken>{}</nextToken>", start + size)
+            } else {
+                String::new()
+            };
+            reply(
+                conn,
+                200,
+                &format!(
+                    "<DescribeInstancesResponse {NS}><requestId>x</requestId><reservationSet>{items}</reservationSet>{next}</DescribeInstancesResponse>"
+                ),
+            )
+        }
+        "TerminateInstances" => {
+            let id = params.get("InstanceId.1").cloned().unwrap_or_default();
+            match st.instances.iter_mut().find(|i| i.id == id) {
+                Some(i) => {
+                    i.terminated = true;
+                    reply(
+                        conn,
+                        200,
+                        &format!(
+                            "<TerminateInstancesResponse {NS}><instancesSet><item><instanceId>{id}</instanceId></item></instancesSet></TerminateInstancesResponse>"
+                        ),
+                    )
+                }
+                None => reply(
+                    conn,
+                    400,
+                    &error(
+                        "InvalidInstanceID.NotFound",
+                        &format!("The instance ID '{id}' does not exist"),
+                    ),
+                ),
+            }
+        }
+        "DescribeInstanceTypes" => {
+            let t = params.get("InstanceType.1").cloned().unwrap_or_default();
+            // Graviton families (c7g, m7g, ...) are arm64.
+            let arch = if t.split('.').next().is_some_and(|f| f.ends_with('g')) {
+                "arm64"
+            } else {
+                "x86_64"
+            };
+            reply(
+                conn,
+                200,
+                &format!(
+                    "<DescribeInstanceTypesResponse {NS}><instanceTypeSet><item><instanceType>{t}</instanceType><processorInfo><supportedArchitectures><item>{arch}</item></supportedArchitectures></processorInfo></item></instanceTypeSet></DescribeInstanceTypesResponse>"
+                ),
+            )
+        }
+        other => reply(
+            conn,
+            400,
+            &error(
+                "InvalidAction",
+                &format!("The action {other} is not valid for this web service."),
+            ),
+        ),
+    }
+}
+
+/// A fake IMDSv2: a token PUT, then the role and its credentials, each
+/// GET refused without the token. Credentials rotate: the n-th fetch gets
+/// `creds[min(n, len-1)]`, (key, secret, seconds to expiry).
+pub struct FakeImds {
+    pub url: String,
+    pub fetches: Arc<Mutex<usize>>,
+}
+
+impl FakeImds {
+    pub fn start(role: &str, region: &str, creds: Vec<(String, String, i64)>) -> FakeImds {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let fetches = Arc::new(Mutex::new(0usize));
+        let (role, region, count) = (role.to_string(), region.to_string(), fetches.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let Some(req) = read_request(&conn) else {
+                    continue;
+                };
+                if req.method == "PUT" && req.path == "/latest/api/token" {
+                    if req.header("x-aws-ec2-metadata-token-ttl-seconds").is_none() {
+                        reply(&conn, 400, "");
+                    } else {
+                        reply(&conn, 200, "fake-imds-token");
+                    }
+                    continue;
+                }
+                if req.header("x-aws-ec2-metadata-token") != Some("fake-imds-token") {
+                    reply(&conn, 401, "");
+                    continue;
+                }
+                let base = "/latest/meta-data/iam/security-credentials/";
+                if req.path == base {
+                    reply(&conn, 200, &role);
+                } else if req.path == format!("{base}{role}") {
+                    let mut n = count.lock().unwrap();
+                    let (k, s, secs) = creds[(*n).min(creds.len() - 1)].clone();
+                    *n += 1;
+                    let exp = chrono::Utc::now() + chrono::Duration::seconds(secs);
+                    reply(
+                        &conn,
+                        200,
+                        &format!(
+                            "{{\"Code\":\"Success\",\"Type\":\"AWS-HMAC\",\"AccessKeyId\":\"{k}\",\"SecretAccessKey\":\"{s}\",\"Token\":\"tok-{k}\",\"Expiration\":\"{}\"}}",
+                            exp.format("%Y-%m-%dT%H:%M:%SZ")
+                        ),
+                    );
+                } else if req.path == "/latest/meta-data/placement/region" {
+                    reply(&conn, 200, &region);
+                } else {
+                    reply(&conn, 404, "");
+                }
+            }
+        });
+        FakeImds { url, fetches }
+    }
+}
