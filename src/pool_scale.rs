@@ -248,10 +248,16 @@ impl PoolScaler {
     /// The architectures of `image`, read again once they are older than
     /// `ORCA_POOL_IMAGE_SECONDS` (a tag can be pushed again).
     fn arches(&mut self, image: &str) -> Result<Vec<String>, String> {
-        let fresh = self
-            .images
-            .get(image)
-            .is_some_and(|(_, at)| at.elapsed().as_secs_f64() < self.timing.image);
+        // Read again after ORCA_POOL_IMAGE_SECONDS; a read that failed, after
+        // the try interval.
+        let fresh = self.images.get(image).is_some_and(|(read, at)| {
+            let limit = if read.is_ok() {
+                self.timing.image
+            } else {
+                self.timing.try_every
+            };
+            at.elapsed().as_secs_f64() < limit
+        });
         if !fresh {
             let read = crate::registry::architectures(image);
             if let Err(e) = &read {

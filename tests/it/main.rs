@@ -8,4 +8,5 @@ mod harness;
 mod outage;
 mod overlap;
 mod pools;
+mod registry;
 mod scheduler;
