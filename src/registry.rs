@@ -2,8 +2,9 @@
 //! registry (the OCI distribution API): an index or manifest list names its
 //! platforms; a single manifest's config blob names its one architecture.
 //!
-//! Anonymous pulls and the bearer-token flow (`WWW-Authenticate: Bearer
-//! realm=...,service=...,scope=...`) are supported. A registry on a loopback
+//! Anonymous pulls, the bearer-token flow (`WWW-Authenticate: Bearer
+//! realm=...,service=...,scope=...`) and ECR (`<account>.dkr.ecr.<region>.
+//! amazonaws.com`: `Basic` with ECR's GetAuthorizationToken) are supported. A registry on a loopback
 //! address is spoken to over plain HTTP (as Docker does); others over HTTPS.
 
 use std::time::Duration;
@@ -90,23 +91,39 @@ fn read_json(resp: ureq::Response) -> Result<serde_json::Value, String> {
     serde_json::from_slice(&body).map_err(|e| format!("not JSON: {e}"))
 }
 
-/// GETs `url` as JSON, following the bearer-token flow once if asked to.
+/// The region of an ECR registry host, `<account>.dkr.ecr.<region>.amazonaws.com`.
+pub fn ecr_region(host: &str) -> Option<String> {
+    let host = host.split(':').next().unwrap_or(host);
+    let rest = host
+        .strip_suffix(".amazonaws.com")
+        .or_else(|| host.strip_suffix(".amazonaws.com.cn"))?;
+    let mut parts = rest.split('.');
+    let (account, dkr, ecr, region) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    (account.chars().all(|c| c.is_ascii_digit())
+        && dkr == "dkr"
+        && ecr.starts_with("ecr")
+        && parts.next().is_none())
+    .then(|| region.to_string())
+}
+
+/// GETs `url` as JSON with `auth` (an `Authorization` value), following the
+/// bearer-token flow once if asked to.
 fn get_json(
     agent: &ureq::Agent,
     url: &str,
     accept: &str,
-    bearer: &mut Option<String>,
+    auth: &mut Option<String>,
 ) -> Result<serde_json::Value, String> {
     for _ in 0..2 {
         let mut req = agent.get(url).set("Accept", accept);
-        if let Some(t) = bearer.as_deref() {
-            req = req.set("Authorization", &format!("Bearer {t}"));
+        if let Some(a) = auth.as_deref() {
+            req = req.set("Authorization", a);
         }
         match req.call() {
             Ok(resp) => {
                 return read_json(resp).map_err(|e| format!("{url}: {e}"));
             }
-            Err(ureq::Error::Status(401, resp)) if bearer.is_none() => {
+            Err(ureq::Error::Status(401, resp)) if auth.is_none() => {
                 let header = resp.header("www-authenticate").unwrap_or("").to_string();
                 let realm = auth_param(&header, "realm")
                     .ok_or_else(|| format!("{url}: 401 without a bearer realm"))?;
@@ -128,7 +145,7 @@ fn get_json(
                     .as_str()
                     .or(token["access_token"].as_str())
                     .ok_or_else(|| format!("token from {realm}: no token in the answer"))?;
-                *bearer = Some(t.to_string());
+                *auth = Some(format!("Bearer {t}"));
             }
             Err(ureq::Error::Status(code, _)) => return Err(format!("{url}: HTTP {code}")),
             Err(e) => return Err(format!("{url}: {e}")),
@@ -141,10 +158,19 @@ fn get_json(
 pub fn architectures(image: &str) -> Result<Vec<String>, String> {
     let r = parse(image)?;
     let agent = agent();
-    let root = base(&r.registry);
-    let mut bearer = None;
+    // ECR through another address (a VPC endpoint, a proxy; the tests).
+    let root = match std::env::var("ORCA_ECR_REGISTRY_ENDPOINT") {
+        Ok(e) if !e.is_empty() && ecr_region(&r.registry).is_some() => {
+            e.trim_end_matches('/').to_string()
+        }
+        _ => base(&r.registry),
+    };
+    let mut auth = match ecr_region(&r.registry) {
+        Some(region) => Some(crate::ec2::ecr_authorization(&region)?),
+        None => None,
+    };
     let url = format!("{root}/v2/{}/manifests/{}", r.name, r.reference);
-    let manifest = get_json(&agent, &url, ACCEPT, &mut bearer)?;
+    let manifest = get_json(&agent, &url, ACCEPT, &mut auth)?;
     let mut arches: Vec<String> = if let Some(list) = manifest["manifests"].as_array() {
         list.iter()
             .filter_map(|m| m["platform"]["architecture"].as_str())
@@ -156,7 +182,7 @@ pub fn architectures(image: &str) -> Result<Vec<String>, String> {
             .as_str()
             .ok_or_else(|| format!("{url}: neither an index nor a manifest with a config"))?;
         let url = format!("{root}/v2/{}/blobs/{digest}", r.name);
-        let config = get_json(&agent, &url, "*/*", &mut bearer)?;
+        let config = get_json(&agent, &url, "*/*", &mut auth)?;
         vec![
             config["architecture"]
                 .as_str()
@@ -193,6 +219,21 @@ mod tests {
         assert!(parse(":x").is_err());
         assert_eq!(base("localhost:5000"), "http://localhost:5000");
         assert_eq!(base("ghcr.io"), "https://ghcr.io");
+    }
+
+    #[test]
+    fn ecr_hosts_name_their_region() {
+        assert_eq!(
+            ecr_region("123456789012.dkr.ecr.eu-west-1.amazonaws.com").as_deref(),
+            Some("eu-west-1")
+        );
+        assert_eq!(
+            ecr_region("123456789012.dkr.ecr-fips.us-east-1.amazonaws.com").as_deref(),
+            Some("us-east-1")
+        );
+        assert_eq!(ecr_region("ghcr.io"), None);
+        assert_eq!(ecr_region("public.ecr.aws"), None);
+        assert_eq!(ecr_region("evil.dkr.ecr.eu-west-1.amazonaws.com"), None);
     }
 
     #[test]

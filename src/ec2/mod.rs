@@ -143,25 +143,19 @@ impl Client {
                 let base = 200u64 << (attempt - 1);
                 std::thread::sleep(Duration::from_millis(base + jitter_ms(base)));
             }
-            let creds = self.chain.get().map_err(Ec2Error::Unreachable)?;
-            let content_type = "application/x-www-form-urlencoded; charset=utf-8";
             let req = sign::Request {
                 method: "POST",
                 url: &self.endpoint,
-                headers: &[("content-type", content_type)],
+                headers: &[(
+                    "content-type",
+                    "application/x-www-form-urlencoded; charset=utf-8",
+                )],
                 body: body.as_bytes(),
             };
-            let signed = sign::headers(&req, &creds, &self.region, "ec2", SystemTime::now())
-                .map_err(Ec2Error::Unreachable)?;
-            let mut req = self
-                .agent
-                .post(&self.endpoint)
-                .set("content-type", content_type);
-            for (k, v) in &signed {
-                req = req.set(k, v);
-            }
             self.calls += 1;
-            match req.send_string(&body) {
+            match signed_post(&self.agent, &mut self.chain, &req, &self.region, "ec2")
+                .map_err(Ec2Error::Unreachable)?
+            {
                 Ok(resp) => {
                     return resp.into_string().map_err(|e| {
                         Ec2Error::Unreachable(format!("{action}: reading the answer: {e}"))
@@ -204,6 +198,81 @@ impl Client {
             .map_or(self.endpoint.as_str(), |(_, r)| r);
         rest.split('/').next().unwrap_or(rest)
     }
+}
+
+/// Signs `req` (a POST) for `service` in `region` with the chain's
+/// credentials and sends it; the answer, or ureq's error (an HTTP error
+/// status among them). Err: no credentials, or it can't be signed.
+fn signed_post(
+    agent: &ureq::Agent,
+    chain: &mut Chain,
+    req: &sign::Request,
+    region: &str,
+    service: &str,
+) -> Result<Result<ureq::Response, ureq::Error>, String> {
+    let creds = chain.get()?;
+    let signed = sign::headers(req, &creds, region, service, SystemTime::now())?;
+    let mut post = agent.post(req.url);
+    for (k, v) in req.headers.iter().copied() {
+        post = post.set(k, v);
+    }
+    for (k, v) in &signed {
+        post = post.set(k, v);
+    }
+    Ok(post.send_bytes(req.body))
+}
+
+/// The `Authorization` header value for pulling from ECR in `region`:
+/// `Basic` with ECR's GetAuthorizationToken answer (signed like every AWS
+/// call; at `ORCA_ECR_ENDPOINT` if set).
+pub fn ecr_authorization(region: &str) -> Result<String, String> {
+    let url = std::env::var("ORCA_ECR_ENDPOINT")
+        .ok()
+        .filter(|e| !e.is_empty())
+        .unwrap_or_else(|| format!("https://api.ecr.{region}.amazonaws.com/"));
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(10))
+        .build();
+    let req = sign::Request {
+        method: "POST",
+        url: &url,
+        headers: &[
+            ("content-type", "application/x-amz-json-1.1"),
+            (
+                "x-amz-target",
+                "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken",
+            ),
+        ],
+        body: b"{}",
+    };
+    let what = "ECR GetAuthorizationToken";
+    let text = match signed_post(&agent, &mut Chain::default(), &req, region, "ecr")? {
+        Ok(resp) => resp
+            .into_string()
+            .map_err(|e| format!("{what}: reading the answer: {e}"))?,
+        Err(ureq::Error::Status(code, resp)) => {
+            let doc: serde_json::Value =
+                serde_json::from_str(&resp.into_string().unwrap_or_default()).unwrap_or_default();
+            let kind = doc["__type"]
+                .as_str()
+                .unwrap_or("")
+                .rsplit('#')
+                .next()
+                .unwrap_or("");
+            let message = doc["message"]
+                .as_str()
+                .or(doc["Message"].as_str())
+                .unwrap_or("");
+            return Err(format!("{what}: HTTP {code}: {kind}: {message}"));
+        }
+        Err(ureq::Error::Transport(t)) => return Err(format!("{what}: {}", t.kind())),
+    };
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).map_err(|_| format!("{what}: the answer is not JSON"))?;
+    doc["authorizationData"][0]["authorizationToken"]
+        .as_str()
+        .map(|t| format!("Basic {t}"))
+        .ok_or_else(|| format!("{what}: no authorizationToken in the answer"))
 }
 
 /// An instance as DescribeInstances tells it.

@@ -187,8 +187,13 @@ fn verify(req: &Request, secrets: &HashMap<String, String>) -> (String, bool) {
     let k = hmac(&k, region.as_bytes());
     let k = hmac(&k, service.as_bytes());
     let k = hmac(&k, b"aws4_request");
+    let wanted = if req.header("x-amz-target").is_some() {
+        "ecr"
+    } else {
+        "ec2"
+    };
     let good = hex(&hmac(&k, to_sign.as_bytes())) == field("Signature")
-        && service == "ec2"
+        && service == wanted
         && amz_date.starts_with(date);
     (key, good)
 }
@@ -269,10 +274,23 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (form_decode(k), form_decode(v)))
         .collect();
-    let action = params.get("Action").cloned().unwrap_or_default();
+    let target = req.header("x-amz-target").unwrap_or("").to_string();
+    let action = match target.rsplit_once('.') {
+        Some((_, op)) => op.to_string(),
+        None => params.get("Action").cloned().unwrap_or_default(),
+    };
     let mut st = shared.lock().unwrap();
     let (key, good) = verify(req, &st.secrets);
     st.log.push((action.clone(), key, good));
+    if good && action == "GetAuthorizationToken" {
+        let json_ok = req.header("content-type") == Some("application/x-amz-json-1.1")
+            && target == "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken";
+        return reply(
+            conn,
+            if json_ok { 200 } else { 400 },
+            r#"{"authorizationData":[{"authorizationToken":"QVdTOmZha2UtZWNyLXBhc3N3b3Jk","expiresAt":1.9E9,"proxyEndpoint":"https://123456789012.dkr.ecr.eu-west-1.amazonaws.com"}]}"#,
+        );
+    }
     if !good {
         return reply(
             conn,

@@ -172,6 +172,23 @@ impl Registry {
     }
 }
 
+/// A front for `registry` that wants `Authorization: Basic BASIC` (as ECR
+/// does, with the token ECR's GetAuthorizationToken gives); its address.
+fn basic_front(registry: &str, basic: &'static str) -> String {
+    let front = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = front.local_addr().unwrap().to_string();
+    let registry = registry.to_string();
+    std::thread::spawn(move || {
+        for conn in front.incoming().flatten() {
+            let Some(req) = read_request(&conn) else {
+                continue;
+            };
+            forward(&conn, &req, &registry, &format!("Basic {basic}"), None);
+        }
+    });
+    addr
+}
+
 /// A front for `registry` that wants a bearer token from its own token
 /// endpoint (realm), as Docker Hub and GHCR do; the address to pull from.
 fn bearer_front(registry: &str) -> String {
@@ -205,17 +222,32 @@ fn bearer_front(registry: &str) -> String {
             let Some(req) = read_request(&conn) else {
                 continue;
             };
-            forward(&conn, &req, &registry, &realm);
+            forward(&conn, &req, &registry, "Bearer tok-for-orca", Some(&realm));
         }
     });
     addr
 }
 
-fn forward(mut conn: &std::net::TcpStream, req: &Request, registry: &str, realm: &str) {
-    if req.header("authorization") != Some("Bearer tok-for-orca") {
+/// Forwards `req` to `registry` if it carries `Authorization: WANT`; else
+/// 401, with a bearer challenge naming `realm` if given.
+fn forward(
+    mut conn: &std::net::TcpStream,
+    req: &Request,
+    registry: &str,
+    want: &str,
+    realm: Option<&str>,
+) {
+    if req.header("authorization") != Some(want) {
+        let challenge = realm
+            .map(|r| {
+                format!(
+                    "WWW-Authenticate: Bearer realm=\"{r}\",service=\"test-registry\",scope=\"repository:team/multi:pull\"\r\n"
+                )
+            })
+            .unwrap_or_default();
         let _ = write!(
             conn,
-            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"{realm}\",service=\"test-registry\",scope=\"repository:team/multi:pull\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            "HTTP/1.1 401 Unauthorized\r\n{challenge}Content-Length: 0\r\nConnection: close\r\n\r\n"
         );
         return;
     }
@@ -325,4 +357,53 @@ fn image_architectures_come_from_a_real_registry() {
         made(&db, "moving") == 1
     });
     s.stop();
+}
+
+#[test]
+fn an_ecr_image_is_pulled_with_a_signed_ecr_token() {
+    let reg = Registry::start();
+    reg.index("team/worker", "v1", &[host_arch()]);
+    // ECR's token, as the fake's GetAuthorizationToken gives it: AWS:<password>.
+    let front = basic_front(&reg.addr, "QVdTOmZha2UtZWNyLXBhc3N3b3Jk");
+    let ecr = crate::fake_aws::FakeEc2::start("AKIDECR", "ecr-secret");
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &pool(
+            "p",
+            "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/worker:v1",
+        ),
+    );
+    db.queue("p-job");
+    let front_url = format!("http://{front}");
+    let mut s = db.scheduler(
+        &dir,
+        &[
+            ("ORCA_POOL_SCALE_SECONDS", "0.3"),
+            ("ORCA_POOL_GROW_AFTER", "0"),
+            ("ORCA_POOL_TRY_SECONDS", "0.3"),
+            ("ORCA_ECR_ENDPOINT", ecr.url.as_str()),
+            ("ORCA_ECR_REGISTRY_ENDPOINT", front_url.as_str()),
+            ("AWS_ACCESS_KEY_ID", "AKIDECR"),
+            ("AWS_SECRET_ACCESS_KEY", "ecr-secret"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ],
+    );
+    wait_until("a machine for the ECR image", 40.0, || made(&db, "p") == 1);
+    let st = ecr.state.lock().unwrap();
+    assert!(
+        st.log
+            .iter()
+            .any(|(action, key, good)| action == "GetAuthorizationToken"
+                && key == "AKIDECR"
+                && *good)
+    );
+    assert!(
+        st.log.iter().all(|l| l.2),
+        "a request's signature did not check out"
+    );
+    drop(st);
+    s.stop();
+    assert!(!s.output().contains("ecr-secret"));
 }
