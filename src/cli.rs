@@ -149,6 +149,30 @@ pub enum Cmd {
         #[command(flatten)]
         db: DbOpts,
     },
+    /// An EC2 run's worker instance: waits until its run is over (exit 0).
+    #[command(name = "pool-wait")]
+    PoolWait {
+        /// The provider's id for this instance.
+        instance: String,
+        /// The run it serves.
+        run: i64,
+        /// The run's start (attempt) it serves.
+        start: i32,
+    },
+    /// An EC2 run's instance, idle: waits to be handed another run; prints
+    /// `next <run> <start> <head address> <0|1>` and exits 0, or exits 1
+    /// when shut down or after SECONDS and a minute.
+    #[command(name = "pool-next")]
+    PoolNext {
+        /// The provider's id for this instance.
+        instance: String,
+        /// The run it served.
+        run: i64,
+        /// The run's start (attempt) it served.
+        start: i32,
+        /// How long to stay warm (ORCA_EC2_POOL_SECONDS).
+        seconds: f64,
+    },
     /// Scheduler instances (ORCA_OVERLAP=on), oldest first.
     Instances {
         /// One JSON document.

@@ -22,6 +22,7 @@ mod sql;
 mod stack_identity;
 mod state;
 mod supervise;
+mod warm_pool;
 mod worker;
 
 use clap::Parser;
@@ -90,6 +91,17 @@ fn main() {
         } => std::process::exit(scheduler::main(config.as_deref())),
         Cmd::Instances { json, db } => commands::instances(*json, db),
         Cmd::Worker { pool } => std::process::exit(worker::main(pool)),
+        Cmd::PoolWait {
+            instance,
+            run,
+            start,
+        } => std::process::exit(warm_pool::pool_wait(instance, *run, *start)),
+        Cmd::PoolNext {
+            instance,
+            run,
+            start,
+            seconds,
+        } => std::process::exit(warm_pool::pool_next(instance, *run, *start, *seconds)),
         Cmd::Pools { json, db } => commands::pools(*json, db),
         Cmd::Deploy {
             action: cli::DeployCmd::Check { db },

@@ -29,6 +29,25 @@ impl Boot {
     }
 }
 
+/// The environment variable with a machine's (or an instance's) own
+/// credentials, `ROLE:SECRET`.
+pub const TOKEN_VAR: &str = "ORCA_TOKEN";
+
+/// Where a machine's or instance's process (`who`: "worker", "pool-next")
+/// reaches the database: `ORCA_DATABASE_URL` with the credentials of
+/// `ORCA_TOKEN`. The error never shows the token.
+pub fn own_target(who: &str) -> Result<crate::state::Target, String> {
+    let token = std::env::var(TOKEN_VAR).unwrap_or_default();
+    let Some((role, secret)) = token.split_once(':') else {
+        return Err(format!(
+            "{TOKEN_VAR} is not set (or not ROLE:SECRET): orca {who} runs with its machine's own credentials"
+        ));
+    };
+    Ok(crate::state::Target::from_env()?
+        .with_credentials(role, secret)
+        .with_application_name(&format!("orca {who} {role}")))
+}
+
 /// The database URL machines get: `ORCA_POOL_DATABASE_URL` if set (machines
 /// may reach the database by another address), else `ORCA_DATABASE_URL`;
 /// either way without its user and password, since a machine logs in with

@@ -42,11 +42,20 @@ pub const INSTANCE_DRAIN: &str = include_str!("../sql/instance_drain.sql");
 /// See `sql/instance_end.sql`.
 pub const INSTANCE_END: &str = include_str!("../sql/instance_end.sql");
 
+/// See `sql/instance_idle.sql`.
+pub const INSTANCE_IDLE: &str = include_str!("../sql/instance_idle.sql");
+
 /// See `sql/instance_join.sql`.
 pub const INSTANCE_JOIN: &str = include_str!("../sql/instance_join.sql");
 
 /// See `sql/instance_lead.sql`.
 pub const INSTANCE_LEAD: &str = include_str!("../sql/instance_lead.sql");
+
+/// See `sql/instance_poll.sql`.
+pub const INSTANCE_POLL: &str = include_str!("../sql/instance_poll.sql");
+
+/// See `sql/instance_run_over.sql`.
+pub const INSTANCE_RUN_OVER: &str = include_str!("../sql/instance_run_over.sql");
 
 /// See `sql/instances_list.sql`.
 pub const INSTANCES_LIST: &str = include_str!("../sql/instances_list.sql");

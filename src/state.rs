@@ -63,6 +63,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "pools",
         sql: include_str!("../sql/migrations/0003_pools.sql"),
     },
+    Migration {
+        version: 4,
+        name: "warm_pool",
+        sql: include_str!("../sql/migrations/0004_warm_pool.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

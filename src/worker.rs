@@ -18,15 +18,12 @@ use std::time::{Duration, Instant};
 use crate::config::Pipeline;
 use crate::settings::Timing;
 use crate::sql;
-use crate::state::{Db, Fault, Target};
+use crate::state::{Db, Fault};
 use crate::supervise::{self, Supervisor};
 
 /// The exit code when the machine's credentials are refused: the boot
 /// script shuts the machine down on it instead of starting the worker again.
 pub const REVOKED: i32 = 3;
-
-/// The environment variable with the machine's credentials, `ROLE:SECRET`.
-pub const TOKEN_VAR: &str = "ORCA_TOKEN";
 
 static STOPS: AtomicUsize = AtomicUsize::new(0);
 
@@ -124,25 +121,13 @@ pub fn main(pool: &str) -> i32 {
             return 2;
         }
     };
-    let Some((role, secret)) = std::env::var(TOKEN_VAR).ok().and_then(|t| {
-        t.split_once(':')
-            .map(|(r, s)| (r.to_string(), s.to_string()))
-    }) else {
-        eprintln!(
-            "orca: {TOKEN_VAR} is not set (or not ROLE:SECRET): a worker runs with its machine's credentials"
-        );
-        return 2;
-    };
-    let target = match Target::from_env() {
-        Ok(t) => t
-            .with_credentials(&role, &secret)
-            .with_application_name(&format!("orca worker {role}")),
+    let target = match crate::pool_boot::own_target("worker") {
+        Ok(t) => t,
         Err(e) => {
             eprintln!("orca: {e}");
             return 2;
         }
     };
-    drop(secret);
     let window = match crate::settings::seconds("ORCA_WORKER_REFUSED_SECONDS", 60.0) {
         Ok(w) => w,
         Err(e) => {

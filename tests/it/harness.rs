@@ -94,6 +94,8 @@ pub struct TestDb {
     pub url: String,
     admin: String,
     name: String,
+    /// Login roles made for it (roles are the server's): dropped with it.
+    roles: std::cell::RefCell<Vec<String>>,
 }
 
 impl TestDb {
@@ -117,6 +119,7 @@ impl TestDb {
         c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
         TestDb {
             url: with_db(admin, &name),
+            roles: Default::default(),
             admin: admin.to_string(),
             name,
         }
@@ -192,6 +195,17 @@ impl TestDb {
             .get(0)
     }
 
+    /// Makes login role `name` with password `pw`, a member of `group`;
+    /// dropped with this database.
+    pub fn login_role(&self, name: &str, pw: &str, group: &str) {
+        self.client()
+            .batch_execute(&format!(
+                "CREATE ROLE {name} LOGIN PASSWORD '{pw}' IN ROLE {group}"
+            ))
+            .unwrap();
+        self.roles.borrow_mut().push(name.to_string());
+    }
+
     /// How many events of `kind` there are, of any run or none.
     pub fn events_of_kind(&self, kind: &str) -> i64 {
         self.client()
@@ -226,6 +240,15 @@ impl Drop for TestDb {
             }
         }
         if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            // The database first: a role that still owns something in it
+            // can't be dropped before.
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+            for role in self.roles.borrow().iter() {
+                let _ = c.batch_execute(&format!("DROP ROLE IF EXISTS \"{role}\""));
+            }
             if let Some(stack) = &stack {
                 let roles = c
                     .query(
@@ -238,10 +261,6 @@ impl Drop for TestDb {
                     let _ = c.batch_execute(&format!("DROP ROLE IF EXISTS \"{role}\""));
                 }
             }
-            let _ = c.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
         }
     }
 }

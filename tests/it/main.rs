@@ -10,3 +10,4 @@ mod overlap;
 mod pools;
 mod registry;
 mod scheduler;
+mod warm_pool;

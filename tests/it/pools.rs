@@ -578,11 +578,8 @@ fn with_pool(name: &str, rest: &str) -> String {
 
 /// A machine row and login role made by hand, for a worker run by the test.
 fn hand_made_machine(db: &TestDb, pool: &str, role: &str, secret: &str) {
+    db.login_role(role, secret, "orca_worker");
     let mut c = db.client();
-    c.batch_execute(&format!(
-        "CREATE ROLE {role} LOGIN PASSWORD '{secret}' IN ROLE orca_worker"
-    ))
-    .unwrap();
     c.execute(
         "INSERT INTO orca.pool_machines (pool, name, type, location, role, slots)
          VALUES ($1, 'orca-' || $1 || '-hand', 'small', 'here', $2, 2)",

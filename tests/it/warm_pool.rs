@@ -1,0 +1,316 @@
+//! The instance's side of the warm pool: `orca pool-next` and
+//! `orca pool-wait` as real processes with an instance's own credentials,
+//! the test playing the scheduler's part in `orca.instances`.
+
+use std::process::Command;
+
+use crate::harness::*;
+
+/// An instance's login role and a running run of a pipeline, with the
+/// instance's row for it (head, joined). Returns the run's id.
+fn setup(db: &TestDb, dir: &TempDir, login: &str, instance: &str) -> i64 {
+    db.register(
+        dir,
+        "[pipelines.job]\ncommand = \"true\"\nplacement = \"ec2\"\n",
+    );
+    db.login_role(login, "pw", "orca_instance");
+    let mut c = db.client();
+    let run: i64 = c
+        .query_one(
+            "INSERT INTO orca.runs (pipeline, state, start) VALUES ('job', 'running', 1) RETURNING id",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    c.execute(
+        "INSERT INTO orca.instances (instance, run, start, role, login, state) VALUES ($1, $2, 1, 'head', $3, 'joined')",
+        &[&instance, &run, &login],
+    )
+    .unwrap();
+    run
+}
+
+/// `orca ARGS` as instance `login`.
+fn as_instance(
+    db: &TestDb,
+    dir: &TempDir,
+    login: &str,
+    args: &[&str],
+    extra: &[(&str, &str)],
+) -> Proc {
+    let mut c = Command::new(bin());
+    c.args(args)
+        .env(
+            "ORCA_DATABASE_URL",
+            db.url.replace("postgres:orca-test@", ""),
+        )
+        .env("ORCA_TOKEN", format!("{login}:pw"));
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    Proc::spawn(c, &dir.path(&format!("{}-{login}.log", args[0])))
+}
+
+fn state_of(db: &TestDb, instance: &str, run: i64) -> String {
+    db.client()
+        .query_one(
+            "SELECT state FROM orca.instances WHERE instance = $1 AND run = $2 ORDER BY id DESC LIMIT 1",
+            &[&instance, &run],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// The scheduler's hand-over: the idle row ended and a `pooled` row for the
+/// next run, in one transaction. Returns the new run.
+fn hand_over(db: &TestDb, instance: &str, login: &str, fresh: bool) -> i64 {
+    let mut c = db.client();
+    let mut tx = c.transaction().unwrap();
+    let next: i64 = tx
+        .query_one(
+            "INSERT INTO orca.runs (pipeline, state, start) VALUES ('job', 'running', 1) RETURNING id",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    tx.execute(
+        "UPDATE orca.instances SET state = 'ended', ended_at = now(), why = 'handed to the next run'
+         WHERE instance = $1 AND ended_at IS NULL",
+        &[&instance],
+    )
+    .unwrap();
+    tx.execute(
+        "INSERT INTO orca.instances (instance, run, start, role, login, state, address, fresh_code)
+         VALUES ($1, $2, 1, 'worker', $3, 'pooled', '10.0.0.5', $4)",
+        &[&instance, &next, &login, &fresh],
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    next
+}
+
+#[test]
+fn pool_next_marks_idle_polls_and_takes_the_run_it_is_handed() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let login = format!("orca_i_next_{}", std::process::id());
+    let run = setup(&db, &dir, &login, "i-1");
+    let run_s = run.to_string();
+    let mut p = as_instance(
+        &db,
+        &dir,
+        &login,
+        &["pool-next", "i-1", &run_s, "1", "60"],
+        &[],
+    );
+    wait_until("the served row is idle and polled", 20.0, || {
+        state_of(&db, "i-1", run) == "idle"
+            && db.one::<bool>("SELECT now() - polled < interval '2 seconds' FROM orca.instances")
+    });
+    // Polled every second: the beat moves.
+    let first: chrono::DateTime<chrono::Utc> = db.one("SELECT polled FROM orca.instances");
+    wait_until("polled again", 10.0, || {
+        db.one::<chrono::DateTime<chrono::Utc>>("SELECT polled FROM orca.instances") > first
+    });
+    let next = hand_over(&db, "i-1", &login, false);
+    assert_eq!(p.wait(10.0).code(), Some(0), "{}", p.output());
+    assert_eq!(p.output().trim(), format!("next {next} 1 10.0.0.5 0"));
+    assert_eq!(state_of(&db, "i-1", next), "joined");
+}
+
+#[test]
+fn pool_next_exits_1_when_shut_down_or_when_its_time_is_up() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let login = format!("orca_i_end_{}", std::process::id());
+    let run = setup(&db, &dir, &login, "i-1");
+    let run_s = run.to_string();
+    let mut p = as_instance(
+        &db,
+        &dir,
+        &login,
+        &["pool-next", "i-1", &run_s, "1", "600"],
+        &[],
+    );
+    wait_until("the served row is idle", 20.0, || {
+        state_of(&db, "i-1", run) == "idle"
+    });
+    // The scheduler shuts the idle instance down: its row ends, no other.
+    db.client()
+        .execute(
+            "UPDATE orca.instances SET state = 'ended', ended_at = now(), why = 'no demand'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(p.wait(10.0).code(), Some(1), "{}", p.output());
+    assert!(p.output().trim().is_empty() || !p.output().contains("next "));
+    // No run within `seconds` and the (shortened) minute more: exit 1.
+    db.client()
+        .execute(
+            "INSERT INTO orca.instances (instance, run, start, role, login, state) VALUES ('i-2', $1, 1, 'head', $2, 'joined')",
+            &[&run, &login],
+        )
+        .unwrap();
+    let began = std::time::Instant::now();
+    let mut q = as_instance(
+        &db,
+        &dir,
+        &login,
+        &["pool-next", "i-2", &run_s, "1", "1"],
+        &[("ORCA_POOL_NEXT_GRACE_SECONDS", "1")],
+    );
+    assert_eq!(q.wait(20.0).code(), Some(1), "{}", q.output());
+    assert!(
+        began.elapsed().as_secs_f64() >= 2.0,
+        "it gave up before its time"
+    );
+}
+
+#[test]
+fn pool_wait_ends_with_its_run_or_its_row() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let login = format!("orca_i_wait_{}", std::process::id());
+    let run = setup(&db, &dir, &login, "i-1");
+    let run_s = run.to_string();
+    let mut p = as_instance(&db, &dir, &login, &["pool-wait", "i-1", &run_s, "1"], &[]);
+    // It waits while the run runs.
+    wait_until("pool-wait has connected", 20.0, || {
+        db.one::<i64>(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = '{login}'"
+        )) > 0
+    });
+    assert!(p.child.try_wait().unwrap().is_none());
+    db.client()
+        .execute(
+            "UPDATE orca.runs SET state = 'succeeded' WHERE id = $1",
+            &[&run],
+        )
+        .unwrap();
+    assert_eq!(p.wait(10.0).code(), Some(0), "{}", p.output());
+    // And when its row ends (the run is queued again elsewhere, say).
+    db.client()
+        .execute(
+            "UPDATE orca.runs SET state = 'running' WHERE id = $1",
+            &[&run],
+        )
+        .unwrap();
+    let mut q = as_instance(&db, &dir, &login, &["pool-wait", "i-1", &run_s, "1"], &[]);
+    wait_until("pool-wait has connected again", 20.0, || {
+        db.one::<i64>(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = '{login}'"
+        )) > 0
+    });
+    db.client()
+        .execute(
+            "UPDATE orca.instances SET ended_at = now(), state = 'ended'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(q.wait(10.0).code(), Some(0), "{}", q.output());
+}
+
+#[test]
+fn an_instance_sees_only_its_own_rows() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let login = format!("orca_i_own_{}", std::process::id());
+    let run = setup(&db, &dir, &login, "i-1");
+    let other = format!("orca_i_other_{}", std::process::id());
+    db.login_role(&other, "pw", "orca_instance");
+    // Another login's pooled row for the same instance id is not taken.
+    db.client()
+        .execute(
+            "INSERT INTO orca.instances (instance, run, start, role, login, state) VALUES ('i-1', $1, 1, 'worker', $2, 'pooled')",
+            &[&run, &other],
+        )
+        .unwrap();
+    let run_s = run.to_string();
+    let mut p = as_instance(
+        &db,
+        &dir,
+        &login,
+        &["pool-next", "i-1", &run_s, "1", "0"],
+        &[("ORCA_POOL_NEXT_GRACE_SECONDS", "2")],
+    );
+    assert_eq!(p.wait(20.0).code(), Some(1), "{}", p.output());
+    assert!(!p.output().contains("next "));
+    // And no table is open to it.
+    let url = format!(
+        "{}?user={login}&password=pw",
+        db.url
+            .replace("postgres:orca-test@", "")
+            .split('?')
+            .next()
+            .unwrap()
+    );
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let e = c
+        .batch_execute("SELECT count(*) FROM orca.instances")
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+}
+
+#[test]
+fn a_database_restart_during_pool_next_changes_nothing() {
+    let cluster = Cluster::new("");
+    cluster.start();
+    let db = TestDb::on(&cluster.url());
+    let dir = TempDir::new();
+    let login = format!("orca_i_restart_{}", std::process::id());
+    let run = setup(&db, &dir, &login, "i-1");
+    let run_s = run.to_string();
+    let mut p = as_instance(
+        &db,
+        &dir,
+        &login,
+        &["pool-next", "i-1", &run_s, "1", "600"],
+        &[],
+    );
+    wait_until("the served row is idle", 20.0, || {
+        state_of(&db, "i-1", run) == "idle"
+    });
+    cluster.stop();
+    let down = std::time::Instant::now();
+    wait_until("3 s of outage", 20.0, || {
+        down.elapsed().as_secs_f64() >= 3.0
+    });
+    assert!(
+        p.child.try_wait().unwrap().is_none(),
+        "pool-next exited during the outage"
+    );
+    cluster.start();
+    let next = hand_over(&db, "i-1", &login, true);
+    assert_eq!(p.wait(20.0).code(), Some(0), "{}", p.output());
+    assert!(
+        p.output().contains(&format!("next {next} 1 10.0.0.5 1")),
+        "{}",
+        p.output()
+    );
+}
+
+#[test]
+fn bad_arguments_are_one_line_and_exit_2() {
+    for args in [
+        vec!["pool-next", "i-1", "notanumber", "1", "60"],
+        vec!["pool-next", "i-1", "5", "1"],
+        vec!["pool-wait", "i-1"],
+    ] {
+        let out = Command::new(bin()).args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    // No token: one line, exit 2.
+    let out = Command::new(bin())
+        .args(["pool-wait", "i-1", "5", "1"])
+        .env("ORCA_DATABASE_URL", "postgres://127.0.0.1:9/x")
+        .env_remove("ORCA_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("ORCA_TOKEN"));
+}
