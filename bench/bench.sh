@@ -524,6 +524,69 @@ fi
 echo "worker: 200 runs of [\"true\"] s: $worker_took"
 echo "worker peak RSS MiB: $worker_rss"
 
+# --------------------------------------------------------------- warm pool
+# The instance's side: idle_n instances each running `orca pool-next` with
+# a login of its own for warm_s seconds: transactions per second on their
+# database per idle instance (pg_stat_database), then a hand-over to each
+# (the scheduler's part played by SQL): from the hand-over's commit to
+# pool-next's exit, and pool-next's peak RSS.
+idle_n=10
+warm_s=${ORCA_BENCH_WARM_SECONDS:-10}
+url_warm=$(db_url orca_bench_warm)
+log "warm pool: $idle_n idle instances for ${warm_s}s"
+printf '[pipelines.job]\ncommand = "true"\nplacement = "ec2"\n' >"$tmp/warm.toml"
+fresh_db orca_bench_warm "$tmp/warm.toml"
+warm_role=orca_bench_inst_$$
+sql "$url_warm" >/dev/null <<SQL
+CREATE ROLE $warm_role LOGIN PASSWORD 'bench' IN ROLE orca_instance;
+INSERT INTO orca.runs (pipeline, state, start) SELECT 'job', 'running', 1 FROM generate_series(1, $idle_n);
+INSERT INTO orca.instances (instance, run, start, role, login, state)
+SELECT 'i-' || id, id, 1, 'head', '$warm_role', 'joined' FROM orca.runs;
+SQL
+warm_hostport=$(printf '%s' "$url_warm" | sed -E 's|^[a-z]+://([^@/]*@)?([^/?]*).*|\2|')
+warm_pids=""
+for id in $(sql "$url_warm" -c "SELECT id FROM orca.runs ORDER BY id"); do
+  ORCA_DATABASE_URL="postgres://$warm_hostport/orca_bench_warm" ORCA_TOKEN="$warm_role:bench" \
+    "$ORCA_BIN" pool-next "i-$id" "$id" 1 3600 >"$tmp/next-$id.out" 2>"$tmp/next-$id.err" &
+  warm_pids="$warm_pids $!"
+done
+t0=$(now)
+while [ "$(sql "$url_warm" -c "SELECT count(*) FROM orca.instances WHERE state = 'idle'")" != "$idle_n" ]; do
+  if awk -v e="$(since "$t0")" 'BEGIN { exit !(e > 60) }'; then log "pool-next did not go idle"; break; fi
+  sleep 0.2
+done
+xacts() { sql "$url_warm" -c "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = 'orca_bench_warm'"; }
+x0=$(xacts); t0=$(now)
+sleep "$warm_s"
+x1=$(xacts); took=$(since "$t0")
+warm_rate=$(awk -v a="$x0" -v b="$x1" -v t="$took" -v n="$idle_n" 'BEGIN { printf "%.2f", (b - a) / t / n }')
+warm_rss=$(peak_rss_mib "$(echo $warm_pids | awk '{ print $1 }')")
+# Hand each instance the next run, one at a time, timing commit → exit.
+handover=""
+for id in $(sql "$url_warm" -c "SELECT id FROM orca.runs ORDER BY id"); do
+  pid=$(echo $warm_pids | tr ' ' '\n' | sed -n "$(( $(echo "$handover" | wc -w) + 1 ))p")
+  t0=$(now)
+  sql "$url_warm" >/dev/null <<SQL
+BEGIN;
+UPDATE orca.instances SET state = 'ended', ended_at = now(), why = 'handed over' WHERE instance = 'i-$id' AND ended_at IS NULL;
+INSERT INTO orca.instances (instance, run, start, role, login, state, address) VALUES ('i-$id', $id, 2, 'worker', '$warm_role', 'pooled', '10.0.0.1');
+COMMIT;
+SQL
+  wait_gone "$pid" 10 || log "pool-next $pid did not exit within 10 s of its hand-over"
+  handover="$handover $(since "$t0")"
+done
+for p in $warm_pids; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+drop_db orca_bench_warm || true
+sql "$ORCA_TEST_DATABASE_URL" -c "DROP ROLE IF EXISTS $warm_role" >/dev/null || true
+
+echo
+echo "== warm pool: the instance's side ($idle_n idle instances, ${warm_s} s) =="
+echo "transactions per second per idle instance: $warm_rate"
+# shellcheck disable=SC2086  # a word list on purpose
+echo "hand-over committed to pool-next's exit s, p50 / max: $(printf '%s\n' $handover | sort -n | awk '{ a[NR] = $1 } END { printf "%s / %s", a[int((NR + 1) / 2)], a[NR] }')"
+echo "pool-next peak RSS MiB (goal <= 8): $warm_rss"
+echo "(run queued to instance joined needs the scheduler's side of EC2 runs: not built yet)"
+
 # -------------------------------------------------------- scheduler overlap
 # With ORCA_OVERLAP=on, how long no scheduler leads, from real processes, each
 # figure repeated overlap_reps times on a fresh orca_bench_overlap (its one

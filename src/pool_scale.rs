@@ -447,54 +447,60 @@ impl PoolScaler {
             None
         };
         let mut notes = Vec::new();
-        // Types skipped for their architecture are passed over in this attempt.
-        let ty = loop {
-            let ty = &p.types[d.walk_type];
-            let arch = match self.provider(p).and_then(|pr| pr.arch(&ty.name)) {
-                Ok(a) => a,
-                Err(e) => return Ok(format!("type {}: {e}", ty.name)),
-            };
-            match &arches {
-                Some((image, Ok(have))) if !have.contains(&arch) => {
-                    let why = format!(
-                        "type {} skipped: image {image} has no {arch} variant (it has {})",
-                        ty.name,
-                        have.join(", ")
-                    );
-                    log::warn!("pool {}: {why}", p.name);
-                    event(
-                        db,
-                        session,
-                        "type skipped",
-                        &format!("pool {}: {why}", p.name),
-                    )?;
-                    notes.push(why);
-                    if d.walk_type + 1 >= p.types.len() {
-                        d.walk_type = 0;
-                        d.walk_since = "clear";
-                        return Ok(format!("no type fits: {}", notes.join("; ")));
-                    }
-                    d.walk_type += 1;
-                    d.walk_since = "now";
-                    walk_for = Some(0.0);
-                }
+        // Types skipped for their architecture are passed over in this
+        // attempt. Architectures matter only with an image to match.
+        let skip = |d: &mut Decided, notes: &mut Vec<String>, why: String| -> bool {
+            log::warn!("pool {}: {why}", p.name);
+            notes.push(why);
+            if d.walk_type + 1 >= p.types.len() {
+                d.walk_type = 0;
+                d.walk_since = "clear";
+                return false;
+            }
+            d.walk_type += 1;
+            d.walk_since = "now";
+            true
+        };
+        let (ty, arch) = loop {
+            let ty = p.types[d.walk_type].clone();
+            let have = match &arches {
+                Some((image, Ok(have))) => (image, have),
                 Some((image, Err(e))) => {
                     notes.push(format!(
                         "image {image}'s architectures can't be read ({e}): no type skipped"
                     ));
-                    break ty.clone();
+                    break (ty, String::new());
                 }
-                _ => break ty.clone(),
+                None => break (ty, String::new()),
+            };
+            let why = match self.provider(p).and_then(|pr| pr.arch(&ty.name)) {
+                Ok(arch) if have.1.contains(&arch) => break (ty, arch),
+                Ok(arch) => format!(
+                    "type {} skipped: image {} has no {arch} variant (it has {})",
+                    ty.name,
+                    have.0,
+                    have.1.join(", ")
+                ),
+                Err(e) => format!(
+                    "type {} skipped: its architecture can't be told ({e})",
+                    ty.name
+                ),
+            };
+            event(
+                db,
+                session,
+                "type skipped",
+                &format!("pool {}: {why}", p.name),
+            )?;
+            if !skip(d, &mut notes, why) {
+                return Ok(format!("no type fits: {}", notes.join("; ")));
             }
+            walk_for = Some(0.0);
         };
         if walk_for.is_none() {
             d.walk_since = "now";
             walk_for = Some(0.0);
         }
-        let arch = self
-            .provider(p)
-            .and_then(|pr| pr.arch(&ty.name))
-            .unwrap_or_default();
         let id: i64 = db
             .run_fenced(session, |c| c.query_one(sql::MACHINE_NEXT_ID, &[]))?
             .get(0);

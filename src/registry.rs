@@ -31,7 +31,11 @@ pub struct Reference {
 pub fn parse(image: &str) -> Result<Reference, String> {
     let bad = || format!("'{image}' is not an image reference (registry/name:tag or @digest)");
     let (rest, reference) = match image.split_once('@') {
-        Some((r, d)) => (r, d.to_string()),
+        // name:tag@digest: the digest decides.
+        Some((r, d)) => match r.rsplit_once(':') {
+            Some((n, t)) if !t.contains('/') => (n, d.to_string()),
+            _ => (r, d.to_string()),
+        },
         None => match image.rsplit_once(':') {
             Some((r, t)) if !t.contains('/') => (r, t.to_string()),
             _ => (image, "latest".to_string()),
@@ -53,6 +57,15 @@ pub fn parse(image: &str) -> Result<Reference, String> {
     if name.is_empty() {
         return Err(bad());
     }
+    // Docker Hub by its other names; its official images are library/NAME.
+    let (registry, name) = match registry.as_str() {
+        "docker.io" | "index.docker.io" | "registry-1.docker.io" if !name.contains('/') => (
+            "registry-1.docker.io".to_string(),
+            format!("library/{name}"),
+        ),
+        "docker.io" | "index.docker.io" => ("registry-1.docker.io".to_string(), name),
+        _ => (registry, name),
+    };
     Ok(Reference {
         registry,
         name,
@@ -68,6 +81,7 @@ fn base(registry: &str) -> String {
 
 fn agent() -> ureq::Agent {
     ureq::AgentBuilder::new()
+        .timeout_connect(Duration::from_secs(5))
         .timeout(Duration::from_secs(10))
         .redirects(5)
         .build()
@@ -173,6 +187,8 @@ pub fn architectures(image: &str) -> Result<Vec<String>, String> {
     let manifest = get_json(&agent, &url, ACCEPT, &mut auth)?;
     let mut arches: Vec<String> = if let Some(list) = manifest["manifests"].as_array() {
         list.iter()
+            // Linux variants only (an index may hold Windows ones too).
+            .filter(|m| m["platform"]["os"].as_str().is_none_or(|os| os == "linux"))
             .filter_map(|m| m["platform"]["architecture"].as_str())
             .filter(|a| *a != "unknown")
             .map(str::to_string)
@@ -216,6 +232,16 @@ mod tests {
         );
         let r = parse("ghcr.io/o/w@sha256:abc").unwrap();
         assert_eq!(r.reference, "sha256:abc");
+        let r = parse("ghcr.io/o/w:v1@sha256:abc").unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.reference.as_str()),
+            ("o/w", "sha256:abc")
+        );
+        let r = parse("docker.io/debian:12").unwrap();
+        assert_eq!(
+            (r.registry.as_str(), r.name.as_str()),
+            ("registry-1.docker.io", "library/debian")
+        );
         assert!(parse(":x").is_err());
         assert_eq!(base("localhost:5000"), "http://localhost:5000");
         assert_eq!(base("ghcr.io"), "https://ghcr.io");

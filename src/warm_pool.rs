@@ -118,8 +118,19 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> i32 {
         }
         pause(Some(deadline));
     }
+    // The poll is prepared once per session: one round trip a second.
+    let mut poll: Option<(u64, postgres::Statement)> = None;
     loop {
-        match db.run(|c| c.query_one(sql::INSTANCE_POLL, &[&instance, &run, &start])) {
+        db.ensure();
+        let session = db.sessions;
+        let polled = db.run(|c| {
+            if poll.as_ref().is_none_or(|(s, _)| *s != session) {
+                poll = Some((session, c.prepare(sql::INSTANCE_POLL)?));
+            }
+            let stmt = &poll.as_ref().expect("prepared above").1;
+            c.query_one(stmt, &[&instance, &run, &start])
+        });
+        match polled {
             Ok(row) => match row.get::<_, String>(0).as_str() {
                 "next" => {
                     println!(

@@ -175,6 +175,11 @@ fn expiration(text: &str) -> Option<SystemTime> {
 }
 
 impl Chain {
+    /// Forgets the cached credentials (refused: they may have been renewed).
+    pub fn forget(&mut self) {
+        self.cached = None;
+    }
+
     /// Credentials to sign with now: the cached ones unless they expire
     /// within five minutes, else found again down the chain.
     pub fn get(&mut self) -> Result<Credentials, String> {
@@ -185,10 +190,7 @@ impl Chain {
         }
         let (c, until, source) = find()?;
         if self.source != source {
-            log::info!(
-                "AWS credentials from {source} (access key {})",
-                c.access_key_id
-            );
+            log::info!("AWS credentials from {source}");
         }
         self.source = source;
         self.cached = Some((c.clone(), until));

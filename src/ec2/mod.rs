@@ -26,6 +26,16 @@ const CAPACITY: &[&str] = &[
     "InsufficientCapacity",
 ];
 
+/// Error codes that mean the credentials were refused.
+const AUTH: &[&str] = &[
+    "AuthFailure",
+    "ExpiredToken",
+    "RequestExpired",
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    "SignatureDoesNotMatch",
+];
+
 /// Attempts of one call when throttled or on a 5xx or a lost answer.
 const ATTEMPTS: u32 = 4;
 
@@ -97,7 +107,18 @@ pub fn error_of(xml: &str) -> Option<(String, String)> {
             .trim()
             .to_string()
     };
-    Some((text("Code"), text("Message")))
+    Some((text("Code"), trim_message(&text("Message"))))
+}
+
+/// An AWS error message as orca passes it on: its first line, at most 300
+/// characters (some messages carry an encoded blob, or the canonical
+/// request with its security token, on later lines).
+pub fn trim_message(m: &str) -> String {
+    let first = m.lines().next().unwrap_or("").trim();
+    match first.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &first[..i]),
+        None => first.to_string(),
+    }
 }
 
 impl Client {
@@ -108,6 +129,14 @@ impl Client {
             Some(r) => r.to_string(),
             None => credentials::region()?,
         };
+        // It goes into a host name: nothing but a region's characters.
+        if region.is_empty()
+            || !region
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            return Err(format!("'{region}' is not an AWS region"));
+        }
         let endpoint = std::env::var("ORCA_EC2_ENDPOINT")
             .ok()
             .filter(|e| !e.is_empty())
@@ -118,7 +147,7 @@ impl Client {
             chain: Chain::default(),
             agent: ureq::AgentBuilder::new()
                 .timeout_connect(Duration::from_secs(5))
-                .timeout(Duration::from_secs(30))
+                .timeout(Duration::from_secs(10))
                 .build(),
             calls: 0,
         })
@@ -176,6 +205,11 @@ impl Client {
                         last = format!("{c}: {m}");
                         continue;
                     }
+                    if AUTH.contains(&c.as_str()) {
+                        // Credentials from a file may have been renewed:
+                        // found again on the next call.
+                        self.chain.forget();
+                    }
                     return Err(Ec2Error::Refused(c, m));
                 }
                 Err(ureq::Error::Transport(t)) => {
@@ -222,6 +256,9 @@ fn signed_post(
     Ok(post.send_bytes(req.body))
 }
 
+/// The credentials ECR calls sign with (one chain for the process).
+static ECR_CHAIN: std::sync::OnceLock<std::sync::Mutex<Chain>> = std::sync::OnceLock::new();
+
 /// The `Authorization` header value for pulling from ECR in `region`:
 /// `Basic` with ECR's GetAuthorizationToken answer (signed like every AWS
 /// call; at `ORCA_ECR_ENDPOINT` if set).
@@ -246,7 +283,9 @@ pub fn ecr_authorization(region: &str) -> Result<String, String> {
         body: b"{}",
     };
     let what = "ECR GetAuthorizationToken";
-    let text = match signed_post(&agent, &mut Chain::default(), &req, region, "ecr")? {
+    let chain = ECR_CHAIN.get_or_init(|| std::sync::Mutex::new(Chain::default()));
+    let mut chain = chain.lock().unwrap_or_else(|p| p.into_inner());
+    let text = match signed_post(&agent, &mut chain, &req, region, "ecr")? {
         Ok(resp) => resp
             .into_string()
             .map_err(|e| format!("{what}: reading the answer: {e}"))?,
@@ -259,10 +298,12 @@ pub fn ecr_authorization(region: &str) -> Result<String, String> {
                 .rsplit('#')
                 .next()
                 .unwrap_or("");
-            let message = doc["message"]
-                .as_str()
-                .or(doc["Message"].as_str())
-                .unwrap_or("");
+            let message = trim_message(
+                doc["message"]
+                    .as_str()
+                    .or(doc["Message"].as_str())
+                    .unwrap_or(""),
+            );
             return Err(format!("{what}: HTTP {code}: {kind}: {message}"));
         }
         Err(ureq::Error::Transport(t)) => return Err(format!("{what}: {}", t.kind())),

@@ -17,8 +17,24 @@ pub struct Ec2 {
     client: Client,
     arches: HashMap<String, String>,
     /// This pass's instances of the stack (one DescribeInstances for every
-    /// pool): by stack id.
-    listed: Option<(String, Vec<crate::ec2::Instance>)>,
+    /// pool), or why they couldn't be listed: by stack id.
+    listed: Option<(String, Result<Vec<crate::ec2::Instance>, String>)>,
+}
+
+/// The ClientToken of making machine `name` in `location`: the same for a
+/// retry of that very request (EC2 answers it with the instance it made),
+/// another for another location (a token reused with other parameters is
+/// refused), and within EC2's 64 characters whatever the pool's name.
+pub fn client_token(stack: &str, name: &str, location: &str) -> String {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{name}\0{location}").as_bytes(),
+    );
+    let hash: String = digest.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("orca-{stack}-{hash}")
 }
 
 /// `s` in single quotes for sh.
@@ -81,7 +97,7 @@ impl Provider for Ec2 {
             .as_deref()
             .ok_or_else(|| MakeError::Failed("the pool has no ami".into()))?;
         let script = user_data(&m.boot.env());
-        let token = format!("{}-{}", m.name, m.stack);
+        let token = client_token(m.stack, m.name, m.location);
         let tags = [
             ("Name", m.name),
             ("orca-pool", m.pool.name.as_str()),
@@ -108,6 +124,8 @@ impl Provider for Ec2 {
             && s == stack
         {
             return Ok(all
+                .as_ref()
+                .map_err(Clone::clone)?
                 .iter()
                 .filter(|i| i.pool == pool)
                 .map(|i| Listed {
@@ -126,7 +144,8 @@ impl Provider for Ec2 {
                     .collect(),
             ),
         ];
-        let all = self.client.describe(&filters).map_err(|e| e.to_string())?;
+        // A failure too is the pass's answer: not asked again per pool.
+        let all = self.client.describe(&filters).map_err(|e| e.to_string());
         self.listed = Some((stack.to_string(), all));
         self.list(pool, stack)
     }
@@ -139,6 +158,19 @@ impl Provider for Ec2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_tokens_differ_by_location_and_fit_ec2s_limit() {
+        let long = "p".repeat(64);
+        let a = client_token("0123456789ab", &format!("orca-{long}-12345"), "subnet-a");
+        let b = client_token("0123456789ab", &format!("orca-{long}-12345"), "subnet-b");
+        assert_ne!(a, b);
+        assert!(a.len() <= 64, "{a}");
+        assert_eq!(
+            a,
+            client_token("0123456789ab", &format!("orca-{long}-12345"), "subnet-a")
+        );
+    }
 
     #[test]
     fn user_data_exports_quoted_settings_then_the_boot_script() {

@@ -324,6 +324,25 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
                 .iter()
                 .find(|i| !token.is_empty() && i.client_token == token)
             {
+                // As EC2 does: the same token with other parameters is refused.
+                let same = [
+                    "InstanceType",
+                    "SubnetId",
+                    "Placement.AvailabilityZone",
+                    "ImageId",
+                ]
+                .iter()
+                .all(|k| i.params.get(*k) == params.get(*k));
+                if !same {
+                    return reply(
+                        conn,
+                        400,
+                        &error(
+                            "IdempotentParameterMismatch",
+                            "The client token was used with other parameters.",
+                        ),
+                    );
+                }
                 let body = format!(
                     "<RunInstancesResponse {NS}><reservationId>r-1</reservationId><instancesSet><item><instanceId>{}</instanceId></item></instancesSet></RunInstancesResponse>",
                     i.id
