@@ -27,7 +27,7 @@
 //!   role is dropped as an orphan.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::config::{Pool, Provider as Kind};
 use crate::pool_boot::{self, Boot};
@@ -90,7 +90,14 @@ pub struct PoolScaler {
     ec2_failed: HashMap<String, (String, Instant)>,
     /// Orphan roles that could not be dropped (said once each).
     undroppable: std::collections::HashSet<String>,
+    /// The pool the next pass starts with: a pass that ran out of time
+    /// (slow provider calls) leaves the rest to the next, in turn.
+    resume: usize,
 }
+
+/// How long one pass may take before it leaves the remaining pools to the
+/// next pass (the tick's other work waits meanwhile).
+const PASS_BUDGET: Duration = Duration::from_secs(2);
 
 /// The status prefix while the try interval is waited out.
 const WAITING_OUT: &str = "waiting out the try interval";
@@ -107,13 +114,17 @@ impl PoolScaler {
             ec2: HashMap::new(),
             ec2_failed: HashMap::new(),
             undroppable: Default::default(),
+            resume: 0,
         }
     }
 
     /// Whether a pass is due now.
     pub fn due(&self) -> bool {
-        self.last
-            .is_none_or(|t| t.elapsed().as_secs_f64() >= self.timing.scale)
+        // A pass cut short goes on at the next tick.
+        self.resume > 0
+            || self
+                .last
+                .is_none_or(|t| t.elapsed().as_secs_f64() >= self.timing.scale)
     }
 
     /// One pass over every pool, writing on session `session` only. With
@@ -167,7 +178,19 @@ impl PoolScaler {
                 Err(down) => return Err(down),
             }
         }
-        for row in rows {
+        let count = rows.len();
+        let first = if self.resume < count { self.resume } else { 0 };
+        self.resume = 0;
+        for (n, row) in rows.iter().cycle().skip(first).take(count).enumerate() {
+            if n > 0 && began.elapsed() > PASS_BUDGET {
+                self.resume = (first + n) % count;
+                log::info!(
+                    "scaler pass over its {}s budget: {} pools left to the next pass",
+                    PASS_BUDGET.as_secs(),
+                    count - n
+                );
+                break;
+            }
             let name: String = row.get(0);
             let pool: Pool = match serde_json::from_value(row.get(1)) {
                 Ok(p) => p,

@@ -377,3 +377,42 @@ fn a_wrong_secret_fails_the_endpoint_s_signature_check() {
     assert!(ec2.live().is_empty());
     s.stop();
 }
+
+#[test]
+fn a_slow_endpoint_cuts_passes_short_and_every_pool_gets_its_turn() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    {
+        let mut st = ec2.state.lock().unwrap();
+        st.delay_ms = 1200;
+        st.no_capacity.push(("*".into(), "*".into()));
+    }
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let one = ec2_pool(r#"{ type = "m7i.large", wait = 0 }"#, r#""subnet-a""#);
+    let file: String = ["a", "b", "c"]
+        .iter()
+        .map(|p| {
+            one.replace("[pools.p]", &format!("[pools.{p}]"))
+                .replace("[pipelines.job]", &format!("[pipelines.job-{p}]"))
+                .replace("worker:p", &format!("worker:{p}"))
+        })
+        .collect();
+    db.register(&dir, &file);
+    for p in ["a", "b", "c"] {
+        db.queue(&format!("job-{p}"));
+    }
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    // Each pass runs out of its budget after a pool or two; the next goes
+    // on from there, so every pool is tried.
+    wait_until("every pool has tried to make a machine", 60.0, || {
+        db.one::<i64>(
+            "SELECT count(*) FROM orca.pools WHERE status LIKE '%InsufficientInstanceCapacity%'",
+        ) == 3
+    });
+    assert!(
+        s.output().contains("left to the next pass"),
+        "{}",
+        s.output()
+    );
+    s.stop();
+}

@@ -47,6 +47,8 @@ pub struct Ec2State {
     /// Every request: (action, access key, signature good).
     pub log: Vec<(String, String, bool)>,
     pub throttled: u32,
+    /// Every answer is this late (a slow endpoint).
+    pub delay_ms: u64,
 }
 
 /// The fake EC2 endpoint.
@@ -224,10 +226,12 @@ impl FakeEc2 {
         let shared = state.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let Some(req) = read_request(&conn) else {
-                    continue;
-                };
-                handle(&shared, &conn, &req);
+                let shared = shared.clone();
+                std::thread::spawn(move || {
+                    if let Some(req) = read_request(&conn) {
+                        handle(&shared, &conn, &req);
+                    }
+                });
             }
         });
         FakeEc2 { url, state }
@@ -274,6 +278,8 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (form_decode(k), form_decode(v)))
         .collect();
+    let delay = shared.lock().unwrap().delay_ms;
+    std::thread::sleep(std::time::Duration::from_millis(delay));
     let target = req.header("x-amz-target").unwrap_or("").to_string();
     let action = match target.rsplit_once('.') {
         Some((_, op)) => op.to_string(),
