@@ -306,6 +306,12 @@ fn credentials_from_a_profile_file() {
             .iter()
             .all(|(_, key, good)| key == "AKIDPROFILE" && *good)
     );
+    // The region from the profile's config.
+    assert!(
+        st.regions.iter().all(|r| r == "eu-central-1"),
+        "{:?}",
+        st.regions
+    );
     drop(st);
     s.stop();
     assert!(!s.output().contains("profile-secret"));
@@ -350,6 +356,12 @@ fn credentials_and_region_from_imdsv2_are_refreshed_before_they_expire() {
     let st = ec2.state.lock().unwrap();
     assert!(st.log.iter().any(|(_, key, _)| key == "AKIDROLE1"));
     assert!(st.log.iter().all(|(_, _, good)| *good));
+    // The region from the instance's metadata.
+    assert!(
+        st.regions.iter().all(|r| r == "eu-north-1"),
+        "{:?}",
+        st.regions
+    );
     drop(st);
     assert!(*imds.fetches.lock().unwrap() >= 2);
     s.stop();
@@ -414,5 +426,36 @@ fn a_slow_endpoint_cuts_passes_short_and_every_pool_gets_its_turn() {
         "{}",
         s.output()
     );
+    s.stop();
+}
+
+#[test]
+fn an_ec2_type_the_image_has_no_variant_for_is_skipped() {
+    // The image is amd64 only; c7g (Graviton, arm64 by DescribeInstanceTypes)
+    // is skipped, m7i (x86_64) made.
+    let reg = tiny_registry(&[("team/worker", &["amd64"])]);
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let file = ec2_pool(
+        r#"{ type = "c7g.large", wait = 600 }, { type = "m7i.large", wait = 0 }"#,
+        r#""subnet-a""#,
+    )
+    .replace(
+        "max_machines = 2",
+        &format!("max_machines = 2\nimage = \"{reg}/team/worker:v1\""),
+    );
+    db.register(&dir, &file);
+    db.queue("job");
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    wait_until("an instance is made", 40.0, || !ec2.live().is_empty());
+    assert_eq!(ec2.live()[0].type_, "m7i.large");
+    let said: String =
+        db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'type skipped'");
+    assert!(
+        said.contains("type c7g.large skipped") && said.contains("no arm64 variant"),
+        "{said}"
+    );
+    assert!(ec2.count("DescribeInstanceTypes") >= 1);
     s.stop();
 }

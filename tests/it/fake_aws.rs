@@ -49,6 +49,8 @@ pub struct Ec2State {
     pub throttled: u32,
     /// Every answer is this late (a slow endpoint).
     pub delay_ms: u64,
+    /// The region each request was signed for.
+    pub regions: Vec<String>,
 }
 
 /// The fake EC2 endpoint.
@@ -149,6 +151,15 @@ pub fn reply(mut conn: &TcpStream, status: u16, body: &str) {
 }
 
 /// Checks the SigV4 signature of `req`; the access key it names.
+/// The region in `req`'s signing scope.
+fn scope_region(req: &Request) -> String {
+    req.header("authorization")
+        .and_then(|a| a.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').nth(2))
+        .unwrap_or("")
+        .to_string()
+}
+
 fn verify(req: &Request, secrets: &HashMap<String, String>) -> (String, bool) {
     let Some(auth) = req.header("authorization") else {
         return (String::new(), false);
@@ -288,6 +299,7 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
     let mut st = shared.lock().unwrap();
     let (key, good) = verify(req, &st.secrets);
     st.log.push((action.clone(), key, good));
+    st.regions.push(scope_region(req));
     if good && action == "GetAuthorizationToken" {
         let json_ok = req.header("content-type") == Some("application/x-amz-json-1.1")
             && target == "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken";
