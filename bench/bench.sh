@@ -534,7 +534,7 @@ idle_n=10
 warm_s=${ORCA_BENCH_WARM_SECONDS:-10}
 url_warm=$(db_url orca_bench_warm)
 log "warm pool: $idle_n idle instances for ${warm_s}s"
-printf '[pipelines.job]\ncommand = "true"\nplacement = "ec2"\n' >"$tmp/warm.toml"
+printf '[pipelines.job]\ncommand = "true"\nplacement = "ec2"\n[pipelines.job.ec2]\ntype = "small"\nlocations = ["here"]\n' >"$tmp/warm.toml"
 fresh_db orca_bench_warm "$tmp/warm.toml"
 warm_role=orca_bench_inst_$$
 sql "$url_warm" >/dev/null <<SQL

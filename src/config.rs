@@ -101,12 +101,16 @@ pub struct Pipeline {
     pub sensor: Option<Command>,
     /// Seconds between sensor runs (also the sensor's time limit).
     pub sensor_every: f64,
+    /// `placement = "ec2"`: its instances.
+    #[serde(default)]
+    pub ec2: Option<Ec2Spec>,
 }
 
 /// Where a pool's machines come from.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub enum Provider {
     /// Processes on the scheduler's host (the demo and the tests).
+    #[default]
     Local,
     /// EC2 instances.
     Ec2,
@@ -120,6 +124,56 @@ pub struct PoolType {
     pub name: String,
     /// Seconds to keep trying it (ignored for the last type).
     pub wait: f64,
+}
+
+/// Where machines come from and how they are made: the settings a pool and
+/// an EC2 run (`[pipelines.NAME.ec2]`) share.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MachineSettings {
+    /// Where the machines come from.
+    pub provider: Provider,
+    /// Locations (subnets, zones; for `local`, names), in order of preference.
+    pub locations: Vec<String>,
+    /// `local`: machines a location (or `TYPE@LOCATION`) has room for.
+    pub capacity: BTreeMap<String, i32>,
+    /// `ec2`: the AMI.
+    pub ami: Option<String>,
+    /// `ec2`: the instance profile (name or ARN).
+    pub instance_profile: Option<String>,
+    /// `ec2`: security group ids.
+    pub security_groups: Vec<String>,
+    /// `ec2`: the region.
+    pub region: Option<String>,
+}
+
+/// `[pipelines.NAME.ec2]`: an EC2 run's instances of its own.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Ec2Spec {
+    /// Where its instances come from: `local` or `ec2`.
+    pub provider: Provider,
+    /// The instance type of the head and its workers.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Locations, in order of preference.
+    pub locations: Vec<String>,
+    /// `local`: machines a location has room for.
+    pub capacity: BTreeMap<String, i32>,
+    /// `ec2`: the AMI.
+    pub ami: Option<String>,
+    /// `ec2`: the instance profile.
+    pub instance_profile: Option<String>,
+    /// `ec2`: security group ids.
+    pub security_groups: Vec<String>,
+    /// `ec2`: the region.
+    pub region: Option<String>,
+    /// Instances beside the head.
+    pub workers: i32,
+    /// The cluster engine's head service, run beside the driver.
+    pub head_service: Option<Command>,
+    /// The engine's worker service, run on each worker.
+    pub worker_service: Option<Command>,
+    /// What an instance runs to take new code (on a run's first start).
+    pub update: Option<Command>,
 }
 
 /// One `[pools.NAME]`: machines that run `worker:NAME` pipelines.
@@ -165,6 +219,13 @@ pub struct Config {
     pub pipelines: Vec<Pipeline>,
     /// Its worker pools, by name.
     pub pools: Vec<Pool>,
+}
+
+/// Where machine settings were met while checking (for their checks).
+#[derive(Default)]
+struct Seen {
+    ec2_lines: Vec<usize>,
+    capacity_at: Option<usize>,
 }
 
 /// A problem found in the file, on a line.
@@ -372,8 +433,10 @@ impl Checker<'_> {
             alert: None,
             sensor: None,
             sensor_every: 60.0,
+            ec2: None,
         };
         let mut command = None;
+        let mut ec2_at = None;
         for (k, v) in table.iter() {
             let key = k.get_ref().as_ref();
             match key {
@@ -444,6 +507,10 @@ impl Checker<'_> {
                     }
                 }
                 "sensor" => p.sensor = self.command(key, v),
+                "ec2" => {
+                    ec2_at = Some(self.line(v.span().start));
+                    p.ec2 = self.ec2_spec(&p.name, v);
+                }
                 "sensor_every" => {
                     if let Some(n) = self.seconds(key, v, false) {
                         p.sensor_every = n;
@@ -459,7 +526,205 @@ impl Checker<'_> {
             }
             None => {}
         }
+        match (&p.placement, ec2_at) {
+            (Placement::Ec2, None) => self.say(
+                name,
+                format!(
+                    "pipelines.{}: placement \"ec2\" needs a [pipelines.{}.ec2] table",
+                    p.name, p.name
+                ),
+            ),
+            (Placement::Ec2, Some(_)) | (_, None) => {}
+            (_, Some(line)) => self.problems.push(Problem {
+                line,
+                message: format!("pipelines.{}.ec2 is for placement \"ec2\" only", p.name),
+            }),
+        }
         (self.problems.len() == before).then_some(p)
+    }
+
+    /// `[pipelines.NAME.ec2]`.
+    fn ec2_spec(&mut self, pipeline: &str, v: &Spanned<DeValue>) -> Option<Ec2Spec> {
+        let DeValue::Table(table) = v.get_ref() else {
+            self.say(v, format!("pipelines.{pipeline}.ec2 must be a table"));
+            return None;
+        };
+        let before = self.problems.len();
+        let mut m = MachineSettings::default();
+        let mut seen = Seen::default();
+        let mut type_ = None;
+        let mut e = Ec2Spec {
+            provider: Provider::Local,
+            type_: String::new(),
+            locations: Vec::new(),
+            capacity: BTreeMap::new(),
+            ami: None,
+            instance_profile: None,
+            security_groups: Vec::new(),
+            region: None,
+            workers: 0,
+            head_service: None,
+            worker_service: None,
+            update: None,
+        };
+        for (k, v) in table.iter() {
+            let key = k.get_ref().as_ref();
+            if self.machine_key(key, v, &mut m, &mut seen) {
+                continue;
+            }
+            match key {
+                "type" => type_ = self.string(key, v),
+                "workers" => {
+                    if let Some(n) = self.integer(key, v, 0) {
+                        e.workers = n as i32;
+                    }
+                }
+                "head_service" => e.head_service = self.command(key, v),
+                "worker_service" => e.worker_service = self.command(key, v),
+                "update" => e.update = self.command(key, v),
+                other => self.say(
+                    k,
+                    format!("unknown key '{other}' in pipelines.{pipeline}.ec2"),
+                ),
+            }
+        }
+        let what = format!("pipelines.{pipeline}.ec2");
+        match &type_ {
+            Some(t) => e.type_ = t.clone(),
+            None if !table.contains_key("type") => self.say(v, format!("{what}: missing type")),
+            None => {}
+        }
+        if m.locations.is_empty() && !table.contains_key("locations") {
+            self.say(v, format!("{what}: missing locations"));
+        }
+        self.machine_checks(v, &what, &m, type_.as_slice(), seen);
+        e.provider = m.provider;
+        e.locations = m.locations;
+        e.capacity = m.capacity;
+        e.ami = m.ami;
+        e.instance_profile = m.instance_profile;
+        e.security_groups = m.security_groups;
+        e.region = m.region;
+        (self.problems.len() == before).then_some(e)
+    }
+
+    /// Reads `key` into `m` if it is one of the machine settings a pool and
+    /// an EC2 run share; false if it isn't one.
+    fn machine_key(
+        &mut self,
+        key: &str,
+        v: &Spanned<DeValue>,
+        m: &mut MachineSettings,
+        seen: &mut Seen,
+    ) -> bool {
+        match key {
+            "provider" => match self.string(key, v).as_deref() {
+                Some("local") => m.provider = Provider::Local,
+                Some("ec2") => m.provider = Provider::Ec2,
+                Some(other) => self.say(
+                    v,
+                    format!("bad provider '{other}': want \"local\" or \"ec2\""),
+                ),
+                None => {}
+            },
+            "locations" => match v.get_ref() {
+                DeValue::Array(a) if !a.is_empty() => {
+                    for item in a.iter() {
+                        if let Some(l) = self.string("locations: every item", item) {
+                            m.locations.push(l);
+                        }
+                    }
+                }
+                _ => self.say(v, "locations must be a non-empty array of strings"),
+            },
+            "ami" | "instance_profile" | "region" => {
+                seen.ec2_lines.push(self.line(v.span().start));
+                let value = self.string(key, v);
+                match key {
+                    "ami" => m.ami = value,
+                    "instance_profile" => m.instance_profile = value,
+                    _ => m.region = value,
+                }
+            }
+            "security_groups" => {
+                seen.ec2_lines.push(self.line(v.span().start));
+                match v.get_ref() {
+                    DeValue::Array(a) => {
+                        for item in a.iter() {
+                            if let Some(g) = self.string("security_groups: every item", item) {
+                                m.security_groups.push(g);
+                            }
+                        }
+                    }
+                    _ => self.say(v, "security_groups must be an array of security group ids"),
+                }
+            }
+            "capacity" => match v.get_ref() {
+                DeValue::Table(t) => {
+                    seen.capacity_at = Some(self.line(v.span().start));
+                    for (ck, cv) in t.iter() {
+                        let loc = ck.get_ref().to_string();
+                        if let Some(n) = self.integer(&format!("capacity.{loc}"), cv, 0) {
+                            m.capacity.insert(loc, n as i32);
+                        }
+                    }
+                }
+                _ => self.say(v, "capacity must be a table of location = machines"),
+            },
+            _ => return false,
+        }
+        true
+    }
+
+    /// The checks the machine settings of `what` (at `at`) must pass:
+    /// ec2 settings only with the ec2 provider, which needs an ami; capacity
+    /// only with the local one, naming its locations and `types`.
+    fn machine_checks(
+        &mut self,
+        at: &Spanned<impl Sized>,
+        what: &str,
+        m: &MachineSettings,
+        types: &[String],
+        seen: Seen,
+    ) {
+        if m.provider != Provider::Ec2 {
+            for line in seen.ec2_lines {
+                self.problems.push(Problem {
+                    line,
+                    message: "ami, instance_profile, security_groups and region are settings of the ec2 provider".into(),
+                });
+            }
+        } else if m.ami.is_none() {
+            self.say(at, format!("{what}: the ec2 provider needs an ami"));
+        }
+        if let Some(line) = seen.capacity_at {
+            if m.provider != Provider::Local {
+                self.problems.push(Problem {
+                    line,
+                    message: "capacity is a setting of the local provider".into(),
+                });
+            }
+            for key in m.capacity.keys() {
+                // LOCATION, or TYPE@LOCATION for one type there.
+                let (ty, loc) = key
+                    .split_once('@')
+                    .map_or((None, key.as_str()), |(t, l)| (Some(t), l));
+                if !m.locations.iter().any(|l| l == loc) {
+                    self.problems.push(Problem {
+                        line,
+                        message: format!("capacity names '{loc}', which is not in locations"),
+                    });
+                }
+                if let Some(ty) = ty
+                    && !types.iter().any(|t| t == ty)
+                {
+                    self.problems.push(Problem {
+                        line,
+                        message: format!("capacity names type '{ty}', which is not in types"),
+                    });
+                }
+            }
+        }
     }
 
     fn pool(
@@ -484,20 +749,14 @@ impl Checker<'_> {
             security_groups: Vec::new(),
             region: None,
         };
-        let mut ec2_keys = Vec::new();
-        let mut capacity_at = None;
+        let mut m = MachineSettings::default();
+        let mut seen = Seen::default();
         for (k, v) in table.iter() {
             let key = k.get_ref().as_ref();
+            if self.machine_key(key, v, &mut m, &mut seen) {
+                continue;
+            }
             match key {
-                "provider" => match self.string(key, v).as_deref() {
-                    Some("local") => p.provider = Provider::Local,
-                    Some("ec2") => p.provider = Provider::Ec2,
-                    Some(other) => self.say(
-                        v,
-                        format!("bad provider '{other}': want \"local\" or \"ec2\""),
-                    ),
-                    None => {}
-                },
                 "types" => match v.get_ref() {
                     DeValue::Array(a) if !a.is_empty() => {
                         for item in a.iter() {
@@ -510,16 +769,6 @@ impl Checker<'_> {
                         v,
                         "types must be a non-empty array of { type = \"...\", wait = SECONDS }",
                     ),
-                },
-                "locations" => match v.get_ref() {
-                    DeValue::Array(a) if !a.is_empty() => {
-                        for item in a.iter() {
-                            if let Some(l) = self.string("locations: every item", item) {
-                                p.locations.push(l);
-                            }
-                        }
-                    }
-                    _ => self.say(v, "locations must be a non-empty array of strings"),
                 },
                 "max_machines" => {
                     if let Some(n) = self.integer(key, v, 1) {
@@ -537,92 +786,26 @@ impl Checker<'_> {
                     }
                 }
                 "image" => p.image = self.string(key, v),
-                "ami" | "instance_profile" | "region" => {
-                    ec2_keys.push(self.line(v.span().start));
-                    let value = self.string(key, v);
-                    match key {
-                        "ami" => p.ami = value,
-                        "instance_profile" => p.instance_profile = value,
-                        _ => p.region = value,
-                    }
-                }
-                "security_groups" => {
-                    ec2_keys.push(self.line(v.span().start));
-                    match v.get_ref() {
-                        DeValue::Array(a) => {
-                            for item in a.iter() {
-                                if let Some(g) = self.string("security_groups: every item", item) {
-                                    p.security_groups.push(g);
-                                }
-                            }
-                        }
-                        _ => self.say(v, "security_groups must be an array of security group ids"),
-                    }
-                }
-                "capacity" => match v.get_ref() {
-                    DeValue::Table(t) => {
-                        capacity_at = Some(self.line(v.span().start));
-                        for (ck, cv) in t.iter() {
-                            let loc = ck.get_ref().to_string();
-                            if let Some(n) = self.integer(&format!("capacity.{loc}"), cv, 0) {
-                                p.capacity.insert(loc, n as i32);
-                            }
-                        }
-                    }
-                    _ => self.say(v, "capacity must be a table of location = machines"),
-                },
                 other => self.say(k, format!("unknown key '{other}' in pools.{}", p.name)),
             }
         }
         for (key, missing) in [
             ("types", p.types.is_empty()),
-            ("locations", p.locations.is_empty()),
+            ("locations", m.locations.is_empty()),
         ] {
             if missing && !table.contains_key(key) {
                 self.say(name, format!("pools.{}: missing {key}", p.name));
             }
         }
-        if p.provider != Provider::Ec2 {
-            for line in ec2_keys {
-                self.problems.push(Problem {
-                    line,
-                    message: "ami, instance_profile, security_groups and region are settings of the ec2 provider".into(),
-                });
-            }
-        } else if p.ami.is_none() {
-            self.say(
-                name,
-                format!("pools.{}: the ec2 provider needs an ami", p.name),
-            );
-        }
-        if let Some(line) = capacity_at {
-            if p.provider != Provider::Local {
-                self.problems.push(Problem {
-                    line,
-                    message: "capacity is a setting of the local provider".into(),
-                });
-            }
-            for key in p.capacity.keys() {
-                // LOCATION, or TYPE@LOCATION for one type there.
-                let (ty, loc) = key
-                    .split_once('@')
-                    .map_or((None, key.as_str()), |(t, l)| (Some(t), l));
-                if !p.locations.iter().any(|l| l == loc) {
-                    self.problems.push(Problem {
-                        line,
-                        message: format!("capacity names '{loc}', which is not in locations"),
-                    });
-                }
-                if let Some(ty) = ty
-                    && !p.types.iter().any(|t| t.name == ty)
-                {
-                    self.problems.push(Problem {
-                        line,
-                        message: format!("capacity names type '{ty}', which is not in types"),
-                    });
-                }
-            }
-        }
+        let types: Vec<String> = p.types.iter().map(|t| t.name.clone()).collect();
+        self.machine_checks(name, &format!("pools.{}", p.name), &m, &types, seen);
+        p.provider = m.provider;
+        p.locations = m.locations;
+        p.capacity = m.capacity;
+        p.ami = m.ami;
+        p.instance_profile = m.instance_profile;
+        p.security_groups = m.security_groups;
+        p.region = m.region;
         (self.problems.len() == before).then_some(p)
     }
 
@@ -818,6 +1001,55 @@ placement = "worker:gpu"
         assert!(has(&problems, 3, "types must be"), "{problems:?}");
         assert!(has(&problems, 4, "at least 1"), "{problems:?}");
         assert!(has(&problems, 8, "no [pools.nope]"), "{problems:?}");
+    }
+
+    #[test]
+    fn ec2_runs_parse_and_are_checked() {
+        let c = parse(
+            r#"
+[pipelines.train]
+command = "python train.py"
+placement = "ec2"
+
+[pipelines.train.ec2]
+provider = "ec2"
+type = "g6.xlarge"
+locations = ["subnet-a", "subnet-b"]
+ami = "ami-1"
+security_groups = ["sg-1"]
+workers = 2
+head_service = "ray start --head --block"
+worker_service = ["ray", "start", "--block"]
+update = "git pull"
+"#,
+        )
+        .unwrap();
+        let e = c.pipelines[0].ec2.as_ref().unwrap();
+        assert_eq!((e.type_.as_str(), e.workers), ("g6.xlarge", 2));
+        assert_eq!(e.locations, ["subnet-a", "subnet-b"]);
+        assert_eq!(e.ami.as_deref(), Some("ami-1"));
+        assert!(e.head_service.is_some() && e.worker_service.is_some() && e.update.is_some());
+        // Stored and read back as the scheduler reads it.
+        let spec = serde_json::to_value(&c.pipelines[0]).unwrap();
+        let back: Pipeline = serde_json::from_value(spec).unwrap();
+        assert_eq!(&back, &c.pipelines[0]);
+
+        let text = "[pipelines.a]\ncommand = \"true\"\nplacement = \"ec2\"\n\n\
+                    [pipelines.b]\ncommand = \"true\"\n[pipelines.b.ec2]\ntype = \"t\"\nlocations = [\"x\"]\n\n\
+                    [pipelines.c]\ncommand = \"true\"\nplacement = \"ec2\"\n[pipelines.c.ec2]\nprovider = \"ec2\"\nlocations = [\"x\"]\nworkers = -1\ncolour = 1\n";
+        let problems = parse(text).unwrap_err();
+        assert!(
+            has(&problems, 1, "needs a [pipelines.a.ec2] table"),
+            "{problems:?}"
+        );
+        assert!(
+            has(&problems, 7, "is for placement \"ec2\" only"),
+            "{problems:?}"
+        );
+        assert!(has(&problems, 14, "missing type"), "{problems:?}");
+        assert!(has(&problems, 14, "needs an ami"), "{problems:?}");
+        assert!(has(&problems, 17, "must not be negative"), "{problems:?}");
+        assert!(has(&problems, 18, "unknown key 'colour'"), "{problems:?}");
     }
 
     #[test]

@@ -11,7 +11,8 @@ use crate::harness::*;
 fn setup(db: &TestDb, dir: &TempDir, login: &str, instance: &str) -> i64 {
     db.register(
         dir,
-        "[pipelines.job]\ncommand = \"true\"\nplacement = \"ec2\"\n",
+        "[pipelines.job]\ncommand = \"true\"\nplacement = \"ec2\"\n\
+         [pipelines.job.ec2]\ntype = \"small\"\nlocations = [\"here\"]\n",
     );
     db.login_role(login, "pw", "orca_instance");
     let mut c = db.client();
