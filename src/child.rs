@@ -204,29 +204,73 @@ pub fn signal_group(pgid: i32, sig: i32) {
     }
 }
 
-extern "C" fn kill_my_group(_: libc::c_int) {
-    // SAFETY: kill(2) is async-signal-safe; 0 means this process's group.
-    unsafe {
-        libc::kill(0, libc::SIGKILL);
+/// The shim's children now: its command, and descendants that left their
+/// process group or session (`setsid`) and were reparented to the shim, the
+/// subreaper, when their parent ended.
+fn children() -> Vec<i32> {
+    // SAFETY: getpid(2) can't fail.
+    let me = unsafe { libc::getpid() };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|st| {
+                    // pid (comm) state ppid ...: comm may hold spaces.
+                    let rest = &st[st.rfind(')')? + 2..];
+                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+                })
+                == Some(me)
+        })
+        .collect()
+}
+
+/// Kills every process left under the shim, those that escaped its group
+/// too, and reaps them; gives up after two seconds.
+fn end_descendants() {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let left = children();
+        for pid in &left {
+            // SAFETY: kill(2) on our own children (and the groups they lead).
+            unsafe {
+                libc::kill(-*pid, libc::SIGKILL);
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        // SAFETY: reaping our own children; WNOHANG never blocks.
+        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+        if (left.is_empty() && children().is_empty()) || std::time::Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
 /// `orca __shim -- CMD...`: runs CMD in this process group and leaves with
-/// its status. If the process that started the shim dies, the whole group
-/// is killed.
+/// its status. It is a subreaper: when CMD ends, whatever CMD left behind
+/// (in the group or not: `setsid`, `nohup`) is killed. If the process that
+/// started the shim dies, everything under it is killed, then the group.
 pub fn shim_main(argv: &[String]) -> i32 {
     let parent: i32 = std::env::var(SHIM_PARENT)
         .ok()
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
-    // SAFETY: plain libc calls: a handler that only calls kill(2), prctl and
-    // signal dispositions of this single-threaded process.
+    // SIGUSR2 (the parent's death) and SIGCHLD are blocked and taken with
+    // sigtimedwait below, so neither can slip between a check and a wait.
+    // SAFETY: plain libc calls on this single-threaded process: signal
+    // masks, prctl, signal dispositions.
+    let mut wanted: libc::sigset_t = unsafe { std::mem::zeroed() };
     unsafe {
-        libc::signal(
-            libc::SIGUSR2,
-            kill_my_group as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
+        libc::sigemptyset(&mut wanted);
+        libc::sigaddset(&mut wanted, libc::SIGUSR2);
+        libc::sigaddset(&mut wanted, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &wanted, std::ptr::null_mut());
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2);
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
         if libc::getppid() != parent {
             libc::kill(0, libc::SIGKILL);
         }
@@ -248,16 +292,52 @@ pub fn shim_main(argv: &[String]) -> i32 {
             libc::signal(libc::SIGTERM, libc::SIG_DFL);
             libc::signal(libc::SIGINT, libc::SIG_DFL);
             libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             Ok(())
         });
     }
-    let status = match cmd.status() {
-        Ok(s) => s,
+    let child = match cmd.spawn() {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("orca: can't run {program}: {e}");
             return 127;
         }
     };
+    let command = child.id() as i32;
+    // Wait for the command; orphans reparented to the shim are reaped on
+    // the way. The parent's death ends everything under the shim.
+    let status = 'wait: loop {
+        loop {
+            let mut raw = 0;
+            // SAFETY: waitpid(2) on our own children; WNOHANG never blocks.
+            let pid = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
+            if pid == command {
+                break 'wait ExitStatus::from_raw(raw);
+            }
+            if pid <= 0 {
+                break;
+            }
+        }
+        let timeout = libc::timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        };
+        // SAFETY: waits for a blocked signal of `wanted`, at most a second.
+        let sig = unsafe { libc::sigtimedwait(&wanted, std::ptr::null_mut(), &timeout) };
+        // SAFETY: getppid(2) can't fail.
+        if sig == libc::SIGUSR2 || unsafe { libc::getppid() } != parent {
+            end_descendants();
+            // SAFETY: kill(2): the shim's group, the shim with it.
+            unsafe { libc::kill(0, libc::SIGKILL) };
+        }
+    };
+    drop(child);
+    end_descendants();
+    // SAFETY: unblocks what was blocked above, before the shim may re-raise
+    // the command's signal at itself.
+    unsafe { libc::sigprocmask(libc::SIG_UNBLOCK, &wanted, std::ptr::null_mut()) };
     if let Some(sig) = status.signal() {
         // SAFETY: restore the default action and die of the same signal.
         unsafe {

@@ -579,3 +579,37 @@ fn a_webhook_that_never_answers_does_not_hold_up_the_tick() {
     assert!(started.elapsed().as_secs_f64() < 8.0);
     s.stop();
 }
+
+#[test]
+fn a_process_that_left_its_group_does_not_outlive_its_run_or_the_scheduler() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let (left, held) = (dir.path("left"), dir.path("held"));
+    // `ends` leaves a setsid'd sleep behind and ends; `hangs` waits on one.
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.ends]\ncommand = \"setsid sleep 300 & echo $! >> {}; echo ended\"\n\n\
+             [pipelines.hangs]\ncommand = \"setsid sleep 300 & echo $! >> {}; wait\"\n",
+            left.display(),
+            held.display()
+        ),
+    );
+    let ends = db.queue("ends");
+    let mut a = db.scheduler(&dir, &[]);
+    wait_until("the run that left a process behind succeeds", 30.0, || {
+        db.state(ends) == "succeeded"
+    });
+    wait_until("what it left behind is killed", 10.0, || {
+        !pids_in(&left).is_empty() && pids_in(&left).iter().all(|p| !alive(*p))
+    });
+    // kill -9 of the scheduler: the escaped process dies too.
+    db.queue("hangs");
+    wait_until("the escaped sleep runs", 30.0, || !pids_in(&held).is_empty());
+    a.signal(libc::SIGKILL);
+    a.wait(10.0);
+    let escaped = pids_in(&held);
+    wait_until("the escaped process is gone", 10.0, || {
+        escaped.iter().all(|p| !alive(*p))
+    });
+}
