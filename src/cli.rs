@@ -149,6 +149,17 @@ pub enum Cmd {
         #[command(flatten)]
         db: DbOpts,
     },
+    /// An EC2 run's instance serves its run: the head runs the driver beside
+    /// head_service; a worker runs worker_service until the run is over.
+    #[command(name = "ec2-serve")]
+    Ec2Serve {
+        /// The provider's id for this instance.
+        instance: String,
+        /// The run it serves.
+        run: i64,
+        /// The run's start (attempt) it serves.
+        start: i32,
+    },
     /// An EC2 run's worker instance: waits until its run is over (exit 0).
     #[command(name = "pool-wait")]
     PoolWait {

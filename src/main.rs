@@ -91,6 +91,11 @@ fn main() {
         } => std::process::exit(scheduler::main(config.as_deref())),
         Cmd::Instances { json, db } => commands::instances(*json, db),
         Cmd::Worker { pool } => std::process::exit(worker::main(pool)),
+        Cmd::Ec2Serve {
+            instance,
+            run,
+            start,
+        } => std::process::exit(warm_pool::ec2_serve(instance, *run, *start)),
         Cmd::PoolWait {
             instance,
             run,

@@ -42,6 +42,18 @@ pub const INSTANCE_DRAIN: &str = include_str!("../sql/instance_drain.sql");
 /// See `sql/instance_end.sql`.
 pub const INSTANCE_END: &str = include_str!("../sql/instance_end.sql");
 
+/// See `sql/instance_head_beat.sql`.
+pub const INSTANCE_HEAD_BEAT: &str = include_str!("../sql/instance_head_beat.sql");
+
+/// See `sql/instance_head_finish.sql`.
+pub const INSTANCE_HEAD_FINISH: &str = include_str!("../sql/instance_head_finish.sql");
+
+/// See `sql/instance_head_output.sql`.
+pub const INSTANCE_HEAD_OUTPUT: &str = include_str!("../sql/instance_head_output.sql");
+
+/// See `sql/instance_head_requeue.sql`.
+pub const INSTANCE_HEAD_REQUEUE: &str = include_str!("../sql/instance_head_requeue.sql");
+
 /// See `sql/instance_idle.sql`.
 pub const INSTANCE_IDLE: &str = include_str!("../sql/instance_idle.sql");
 
@@ -56,6 +68,9 @@ pub const INSTANCE_POLL: &str = include_str!("../sql/instance_poll.sql");
 
 /// See `sql/instance_run_over.sql`.
 pub const INSTANCE_RUN_OVER: &str = include_str!("../sql/instance_run_over.sql");
+
+/// See `sql/instance_serve.sql`.
+pub const INSTANCE_SERVE: &str = include_str!("../sql/instance_serve.sql");
 
 /// See `sql/instances_list.sql`.
 pub const INSTANCES_LIST: &str = include_str!("../sql/instances_list.sql");

@@ -61,6 +61,17 @@ pub const WORKER: Recorder = Recorder {
     beat_idle: true,
 };
 
+/// An EC2 run's head's statements: the functions its instance's
+/// credentials may execute for the run it heads.
+pub const HEAD: Recorder = Recorder {
+    heartbeat: sql::INSTANCE_HEAD_BEAT,
+    output: sql::INSTANCE_HEAD_OUTPUT,
+    finish: sql::INSTANCE_HEAD_FINISH,
+    requeue: sql::INSTANCE_HEAD_REQUEUE,
+    events: false,
+    beat_idle: false,
+};
+
 /// Why a process is being stopped.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Kill {

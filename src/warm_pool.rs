@@ -1,5 +1,7 @@
-//! The instance's side of the warm pool (seed 000, `orca.pool`): the two
-//! commands an EC2 run's instance script runs between runs.
+//! The instance's side of EC2 runs and the warm pool (seed 000,
+//! `orca.pool`): `ec2-serve`, what an instance does for a run (the head's
+//! driver and service, a worker's service), and the two commands its
+//! script runs between runs.
 //!
 //! ```text
 //! orca pool-wait <instance> <run> <start>             a worker: until its run is over
@@ -18,10 +20,15 @@
 //!   it only once the instance's work has stopped), and prints `next …` only
 //!   after the new row is `joined`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::child::Child;
+use crate::config::{Command, Pipeline};
+use crate::settings::Timing;
 use crate::sql;
 use crate::state::{Db, Fault};
+use crate::supervise::{self, Supervisor};
 
 /// `pool-next`'s output when it is handed a run.
 fn next_line(run: i64, start: i32, address: &str, fresh_code: bool) -> String {
@@ -155,6 +162,150 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> i32 {
         }
         pause(Some(deadline));
     }
+}
+
+/// The environment an instance's services and update get: the pipeline's
+/// own, the run's, and the head's address.
+fn service_env(
+    p: &Pipeline,
+    instance: &str,
+    run: i64,
+    start: i32,
+    address: &str,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> =
+        p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    env.push(("ORCA_RUN_ID".into(), run.to_string()));
+    env.push(("ORCA_RUN_START".into(), start.to_string()));
+    env.push(("ORCA_PIPELINE".into(), p.name.clone()));
+    env.push(("ORCA_INSTANCE".into(), instance.to_string()));
+    env.push(("ORCA_HEAD_ADDRESS".into(), address.to_string()));
+    env
+}
+
+/// Runs `cmd` to its end (an instance's `update`); false if it failed.
+fn run_to_end(cmd: &Command, env: &[(String, String)]) -> bool {
+    match Child::spawn(&cmd.argv(&[]), env) {
+        Ok(mut c) => loop {
+            if let Some(exit) = c.try_exit() {
+                if !exit.success() {
+                    log::error!("update: {exit}");
+                }
+                return exit.success();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        },
+        Err(e) => {
+            log::error!("update: can't start: {e}");
+            false
+        }
+    }
+}
+
+/// `orca ec2-serve <instance> <run> <start>`: what an EC2 run's instance
+/// does for the run. First, when the run may take new code, the pipeline's
+/// `update`. The head runs `head_service` beside the pipeline's command
+/// (the driver), which it supervises as the scheduler does (timeout, cancel,
+/// output, heartbeat, outcome), and stops the service when the driver has
+/// ended. A worker runs `worker_service` until the run is over (as
+/// `pool-wait` tells it) and stops it. Exit 0 once served; 1 when the
+/// instance serves no such run.
+pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
+    let timing = match Timing::from_env() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("orca: {e}");
+            return 2;
+        }
+    };
+    let target = match crate::pool_boot::own_target("ec2-serve") {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("orca: {e}");
+            return 2;
+        }
+    };
+    let mut db = Db::new(target.clone(), "ec2-serve");
+    let mut said = String::new();
+    let row = loop {
+        match db.run(|c| c.query_opt(sql::INSTANCE_SERVE, &[&instance, &run, &start])) {
+            Ok(Some(row)) => break row,
+            Ok(None) => {
+                eprintln!("orca: instance {instance} serves no run {run} at start {start}");
+                return 1;
+            }
+            Err(e) => say(&mut said, &e),
+        }
+        pause(None);
+    };
+    let role: String = row.get(0);
+    let address: String = row.get(1);
+    let fresh: bool = row.get(2);
+    let args: Vec<String> = row.get(4);
+    let p: Pipeline = match serde_json::from_value(row.get(3)) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!(
+                "orca: run {run}'s pipeline is stored in a form this binary can't read ({:?} error)",
+                e.classify()
+            );
+            return 1;
+        }
+    };
+    let Some(ec2) = p.ec2.clone() else {
+        eprintln!("orca: pipeline {} has no [ec2] table", p.name);
+        return 1;
+    };
+    let env = service_env(&p, instance, run, start, &address);
+    if fresh && let Some(update) = &ec2.update {
+        log::info!("run {run} may take new code: running the update");
+        run_to_end(update, &env);
+    }
+    let service_of = |cmd: &Option<Command>| {
+        cmd.as_ref()
+            .and_then(|c| match Child::spawn(&c.argv(&[]), &env) {
+                Ok(child) => Some(child),
+                Err(e) => {
+                    log::error!("service: can't start: {e}");
+                    None
+                }
+            })
+    };
+    if role == "worker" {
+        let service = service_of(&ec2.worker_service);
+        loop {
+            match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
+                Ok(row) if row.get::<_, bool>(0) => break,
+                Ok(_) => {}
+                Err(e) => say(&mut said, &e),
+            }
+            pause(None);
+        }
+        if let Some(s) = service {
+            s.kill();
+        }
+        return 0;
+    }
+    let service = service_of(&ec2.head_service);
+    let mut sup = Supervisor::new(
+        target,
+        format!("the head on instance {instance}"),
+        timing.kill_grace,
+        &supervise::HEAD,
+    );
+    sup.launch(run, start, &Arc::new(p), &args);
+    let tick = Duration::from_secs_f64(timing.tick);
+    while !sup.idle() {
+        sup.reap();
+        sup.enforce(&mut db);
+        sup.flush(&mut db);
+        sup.publish();
+        std::thread::sleep(tick);
+    }
+    if let Some(s) = service {
+        s.kill();
+    }
+    0
 }
 
 #[cfg(test)]

@@ -107,6 +107,94 @@ BEGIN
 END
 $$;
 
+-- `ec2-serve`: what instance p_instance serves in run (p_run, p_start): its
+-- role, the head's address, whether it may take new code, and the run's
+-- pipeline (its stored spec) and arguments. No row: not a live row of this
+-- login's.
+CREATE FUNCTION orca.instance_serve(p_instance text, p_run bigint, p_start integer)
+RETURNS TABLE (role text, address text, fresh_code boolean, spec jsonb, args text[])
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT i.role, coalesce(i.address, '-'), i.fresh_code, p.spec, r.args
+    FROM orca.instances i
+    JOIN orca.runs r ON r.id = i.run
+    JOIN orca.pipelines p ON p.name = r.pipeline
+    WHERE i.instance = p_instance AND i.run = p_run AND i.start = p_start
+      AND i.login = session_user AND i.ended_at IS NULL;
+END
+$$;
+
+-- Whether this login is the live head of attempt (p_id, p_start).
+CREATE FUNCTION orca.instance_heads(p_id bigint, p_start integer) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM orca.instances i
+                   WHERE i.run = p_id AND i.start = p_start AND i.role = 'head'
+                     AND i.login = session_user AND i.ended_at IS NULL)
+$$;
+
+-- The head beats its run's attempt: as orca.worker_beat, for the attempts
+-- this login heads.
+CREATE FUNCTION orca.instance_head_beat(p_ids bigint[], p_starts integer[], p_pids integer[])
+RETURNS TABLE (id bigint, cancel boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    UPDATE orca.runs r SET heartbeat = clock_timestamp(), pid = b.pid
+    FROM unnest(p_ids, p_starts, p_pids) AS b(id, start, pid)
+    WHERE r.id = b.id AND r.start = b.start AND r.state = 'running'
+      AND orca.instance_heads(b.id, b.start)
+    RETURNING r.id, r.cancel;
+END
+$$;
+
+-- The output tail of the attempt this login heads.
+CREATE FUNCTION orca.instance_head_output(p_id bigint, p_start integer, p_output bytea)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    UPDATE orca.runs SET output = substring(p_output FROM greatest(octet_length(p_output) - 65535, 1))
+    WHERE id = p_id AND start = p_start AND state = 'running' AND orca.instance_heads(p_id, p_start);
+END
+$$;
+
+-- How the attempt this login heads ended (see orca.finish_attempt).
+CREATE FUNCTION orca.instance_head_finish(
+    p_id bigint, p_start integer, p_state text, p_code integer, p_signal integer,
+    p_why text, p_output bytea, p_body jsonb
+) RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF p_state NOT IN ('succeeded', 'failed', 'cancelled') OR NOT orca.instance_heads(p_id, p_start) THEN
+        RETURN NULL;
+    END IF;
+    RETURN orca.finish_attempt(p_id, p_start, p_state, p_code, p_signal, p_why, p_output, p_body);
+END
+$$;
+
+-- The attempt this login heads, stopped with its head: queued again.
+CREATE FUNCTION orca.instance_head_requeue(p_id bigint, p_start integer, p_why text, p_output bytea)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT orca.instance_heads(p_id, p_start) THEN
+        RETURN false;
+    END IF;
+    RETURN orca.requeue_attempt(p_id, p_start, p_why, p_output);
+END
+$$;
+
+REVOKE ALL ON FUNCTION orca.instance_serve(text, bigint, integer),
+    orca.instance_heads(bigint, integer),
+    orca.instance_head_beat(bigint[], integer[], integer[]),
+    orca.instance_head_output(bigint, integer, bytea),
+    orca.instance_head_finish(bigint, integer, text, integer, integer, text, bytea, jsonb),
+    orca.instance_head_requeue(bigint, integer, text, bytea) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION orca.instance_serve(text, bigint, integer),
+    orca.instance_head_beat(bigint[], integer[], integer[]),
+    orca.instance_head_output(bigint, integer, bytea),
+    orca.instance_head_finish(bigint, integer, text, integer, integer, text, bytea, jsonb),
+    orca.instance_head_requeue(bigint, integer, text, bytea) TO orca_instance;
+
 REVOKE ALL ON FUNCTION orca.instance_idle(text, bigint, integer),
     orca.instance_poll(text, bigint, integer),
     orca.instance_run_over(text, bigint, integer) FROM PUBLIC;

@@ -605,7 +605,9 @@ fn a_process_that_left_its_group_does_not_outlive_its_run_or_the_scheduler() {
     });
     // kill -9 of the scheduler: the escaped process dies too.
     db.queue("hangs");
-    wait_until("the escaped sleep runs", 30.0, || !pids_in(&held).is_empty());
+    wait_until("the escaped sleep runs", 30.0, || {
+        !pids_in(&held).is_empty()
+    });
     a.signal(libc::SIGKILL);
     a.wait(10.0);
     let escaped = pids_in(&held);

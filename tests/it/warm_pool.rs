@@ -315,3 +315,201 @@ fn bad_arguments_are_one_line_and_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("ORCA_TOKEN"));
 }
+
+/// A pipeline with an `[ec2]` table of these services, a running run of it,
+/// and instance `instance`'s row for it (`role`, head address, fresh flag).
+#[allow(clippy::too_many_arguments)]
+fn serving(
+    db: &TestDb,
+    dir: &TempDir,
+    login: &str,
+    instance: &str,
+    role: &str,
+    command: &str,
+    ec2: &str,
+    fresh: bool,
+) -> i64 {
+    db.register(
+        dir,
+        &format!(
+            "[pipelines.job]\ncommand = \"{command}\"\nplacement = \"ec2\"\n\n[pipelines.job.ec2]\ntype = \"small\"\nlocations = [\"here\"]\n{ec2}"
+        ),
+    );
+    db.login_role(login, "pw", "orca_instance");
+    let mut c = db.client();
+    let run: i64 = c
+        .query_one(
+            "INSERT INTO orca.runs (pipeline, state, start) VALUES ('job', 'running', 1) RETURNING id",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    c.execute(
+        "INSERT INTO orca.instances (instance, run, start, role, login, state, address, fresh_code)
+         VALUES ($1, $2, 1, $3, $4, 'joined', '10.0.0.9', $5)",
+        &[&instance, &run, &role, &login, &fresh],
+    )
+    .unwrap();
+    run
+}
+
+#[test]
+fn the_head_runs_the_driver_beside_its_service_and_records_the_outcome() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let (svc, updated) = (dir.path("svc"), dir.path("updated"));
+    let login = format!("orca_i_head_{}", std::process::id());
+    let run = serving(
+        &db,
+        &dir,
+        &login,
+        "i-1",
+        "head",
+        "echo driver of $ORCA_RUN_ID; exit 3",
+        &format!(
+            "head_service = \"sleep 300 & echo $! >> {}; wait\"\nupdate = \"touch {}\"\n",
+            svc.display(),
+            updated.display()
+        ),
+        true,
+    );
+    let run_s = run.to_string();
+    let mut p = as_instance(&db, &dir, &login, &["ec2-serve", "i-1", &run_s, "1"], &[]);
+    assert_eq!(p.wait(30.0).code(), Some(0), "{}", p.output());
+    assert_eq!(db.state(run), "failed");
+    let (code, out): (Option<i32>, Vec<u8>) = {
+        let r = db
+            .client()
+            .query_one(
+                "SELECT exit_code, output FROM orca.runs WHERE id = $1",
+                &[&run],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(code, Some(3));
+    assert!(text(&out).contains(&format!("driver of {run}")));
+    assert!(updated.exists(), "a run's first start takes new code");
+    wait_until("the head service is stopped", 10.0, || {
+        !pids_in(&svc).is_empty() && pids_in(&svc).iter().all(|p| !alive(*p))
+    });
+}
+
+#[test]
+fn a_worker_runs_its_service_until_the_run_is_over() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let (addr, updated) = (dir.path("addr"), dir.path("updated"));
+    let login = format!("orca_i_wsvc_{}", std::process::id());
+    let run = serving(
+        &db,
+        &dir,
+        &login,
+        "i-2",
+        "worker",
+        "true",
+        &format!(
+            "worker_service = \"echo $ORCA_HEAD_ADDRESS $$ >> {}; exec sleep 300\"\nupdate = \"touch {}\"\n",
+            addr.display(),
+            updated.display()
+        ),
+        false,
+    );
+    let run_s = run.to_string();
+    let mut p = as_instance(&db, &dir, &login, &["ec2-serve", "i-2", &run_s, "1"], &[]);
+    wait_until("the worker service runs", 20.0, || addr.exists());
+    let line = std::fs::read_to_string(&addr).unwrap();
+    let mut words = line.split_whitespace();
+    assert_eq!(words.next(), Some("10.0.0.9"), "the head's address");
+    let pid: i32 = words.next().unwrap().parse().unwrap();
+    assert!(p.child.try_wait().unwrap().is_none());
+    db.client()
+        .execute(
+            "UPDATE orca.runs SET state = 'succeeded' WHERE id = $1",
+            &[&run],
+        )
+        .unwrap();
+    assert_eq!(p.wait(20.0).code(), Some(0), "{}", p.output());
+    wait_until("the worker service is stopped", 10.0, || !alive(pid));
+    assert!(
+        !updated.exists(),
+        "a restarted run keeps its first start's code"
+    );
+}
+
+#[test]
+fn the_instance_script_serves_a_run_waits_warm_and_serves_the_next() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let served = dir.path("served");
+    let login = format!("orca_i_script_{}", std::process::id());
+    let run = serving(
+        &db,
+        &dir,
+        &login,
+        "i-1",
+        "head",
+        &format!("echo $ORCA_RUN_ID >> {}", served.display()),
+        "",
+        true,
+    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/instance.sh");
+    let mut c = Command::new("/bin/sh");
+    c.arg(script)
+        .env(
+            "ORCA_DATABASE_URL",
+            db.url.replace("postgres:orca-test@", ""),
+        )
+        .env("ORCA_TOKEN", format!("{login}:pw"))
+        .env("ORCA_INSTANCE", "i-1")
+        .env("ORCA_RUN", run.to_string())
+        .env("ORCA_START", "1")
+        .env("ORCA_EC2_POOL_SECONDS", "60")
+        .env("ORCA_BIN", bin())
+        .env("ORCA_SHUTDOWN", "true");
+    let mut p = Proc::spawn(c, &dir.path("instance.log"));
+    wait_until("run 1 is served and the instance is idle", 30.0, || {
+        db.state(run) == "succeeded" && state_of(&db, "i-1", run) == "idle"
+    });
+    // Handed the next run (as its head): served, then idle again.
+    let next = {
+        let mut c = db.client();
+        let mut tx = c.transaction().unwrap();
+        let next: i64 = tx
+            .query_one(
+                "INSERT INTO orca.runs (pipeline, state, start) VALUES ('job', 'running', 1) RETURNING id",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        tx.execute(
+            "UPDATE orca.instances SET state = 'ended', ended_at = now() WHERE instance = 'i-1' AND ended_at IS NULL",
+            &[],
+        )
+        .unwrap();
+        tx.execute(
+            "INSERT INTO orca.instances (instance, run, start, role, login, state) VALUES ('i-1', $1, 1, 'head', $2, 'pooled')",
+            &[&next, &login],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+        next
+    };
+    wait_until("run 2 is served on the same instance", 30.0, || {
+        db.state(next) == "succeeded" && state_of(&db, "i-1", next) == "idle"
+    });
+    assert_eq!(
+        pids_in(&served),
+        vec![run as i32, next as i32],
+        "each run served once, in order"
+    );
+    // Shut down: its row ends with no other; the script ends.
+    db.client()
+        .execute(
+            "UPDATE orca.instances SET state = 'ended', ended_at = now() WHERE ended_at IS NULL",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(p.wait(20.0).code(), Some(0), "{}", p.output());
+    assert!(p.output().contains("shutting down"));
+}
