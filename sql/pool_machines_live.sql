@@ -8,7 +8,7 @@ SELECT m.id, m.pool, m.name, m.type, m.location, m.role, m.provider_id, m.slots,
        extract(epoch FROM now() - m.busy_at)::float8,
        (SELECT count(*) FROM orca.runs r WHERE r.machine = m.id AND r.state = 'running'),
        extract(epoch FROM now() - m.made_at)::float8,
-       m.busy_at, m.ending IS NOT NULL
+       m.busy_at, m.ending IS NOT NULL, m.region
 FROM orca.pool_machines m
 WHERE m.ended_at IS NULL
 ORDER BY m.pool, m.id

@@ -52,6 +52,9 @@ pub struct Machine {
     pub busy_at: chrono::DateTime<chrono::Utc>,
     /// Its removal has begun.
     pub ending: bool,
+    /// `ec2`: the region it was made in (it is removed there, whatever the
+    /// pool's region is now).
+    pub region: Option<String>,
 }
 
 impl Machine {
@@ -93,6 +96,7 @@ pub fn live(client: &mut Client) -> Result<Vec<Machine>, postgres::Error> {
             age: r.get(12),
             busy_at: r.get(13),
             ending: r.get(14),
+            region: r.get(15),
         })
         .collect())
 }

@@ -41,6 +41,7 @@ mod tests {
             age: 0.0,
             busy_at: chrono::Utc::now(),
             ending: false,
+            region: None,
         }
     }
 

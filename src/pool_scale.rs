@@ -242,17 +242,23 @@ impl PoolScaler {
     /// once; one that can't be made (no region, say) is tried again after
     /// `ORCA_POOL_TRY_SECONDS`, saying why meanwhile.
     fn provider(&mut self, p: &Pool) -> Result<&mut dyn Provider, String> {
+        self.provider_in(p, p.region.as_deref())
+    }
+
+    /// The provider of pool `p`'s machines in `region` (EC2; `None`: the AWS
+    /// chain's region).
+    fn provider_in(&mut self, p: &Pool, region: Option<&str>) -> Result<&mut dyn Provider, String> {
         match p.provider {
             Kind::Local => Ok(&mut self.local),
             Kind::Ec2 => {
-                let key = p.region.clone().unwrap_or_default();
+                let key = region.unwrap_or_default().to_string();
                 if let Some((why, at)) = self.ec2_failed.get(&key)
                     && at.elapsed().as_secs_f64() < self.timing.try_every
                 {
                     return Err(why.clone());
                 }
                 if !self.ec2.contains_key(&key) {
-                    match Ec2::new(p.region.as_deref()) {
+                    match Ec2::new(region) {
                         Ok(e) => {
                             self.ec2_failed.remove(&key);
                             self.ec2.insert(key.clone(), e);
@@ -600,6 +606,7 @@ impl PoolScaler {
             notes.push(next);
             return Ok(notes.join("; "));
         };
+        let made_in = self.provider(p).ok().and_then(|pr| pr.region());
         let written = db.run_fenced(session, |c| {
             c.execute(
                 sql::MACHINE_ADD,
@@ -613,6 +620,7 @@ impl PoolScaler {
                     &token.role,
                     &provider_id,
                     &p.slots,
+                    &made_in,
                 ],
             )
         });
@@ -655,7 +663,9 @@ impl PoolScaler {
         }
         db.run_fenced(session, |c| pool_machines::revoke(c, &m.role))?;
         if let Some(id) = &m.provider_id {
-            self.provider(p)
+            // Where it was made: the pool's region may have changed since.
+            let region = m.region.clone().or_else(|| p.region.clone());
+            self.provider_in(p, region.as_deref())
                 .and_then(|pr| pr.delete(id, &m.name))
                 .map_err(|e| Fault::Sql(format!("{}: can't delete it: {e}", m.name)))?;
         }

@@ -34,6 +34,7 @@ CREATE TABLE orca.pool_machines (
     arch         text NOT NULL DEFAULT '',
     role         text NOT NULL UNIQUE,         -- its login role (its token's user)
     provider_id  text,                         -- the provider's id for it
+    region       text,                         -- ec2: the region it was made in (removed there)
     slots        integer NOT NULL DEFAULT 1,
     made_at      timestamptz NOT NULL DEFAULT now(),
     seen_at      timestamptz,                  -- its worker's last beat; NULL: booting

@@ -71,6 +71,10 @@ impl Provider for Ec2 {
         self.listed = None;
     }
 
+    fn region(&self) -> Option<String> {
+        Some(self.client.region.clone())
+    }
+
     fn arch(&mut self, type_: &str) -> Result<String, String> {
         if let Some(a) = self.arches.get(type_) {
             return Ok(a.clone());

@@ -54,6 +54,10 @@ pub trait Provider {
     fn make(&mut self, m: &Make) -> Result<String, MakeError>;
     /// The machines labelled with `pool` and `stack`.
     fn list(&mut self, pool: &str, stack: &str) -> Result<Vec<Listed>, String>;
+    /// The region its machines are made in, where that means something.
+    fn region(&self) -> Option<String> {
+        None
+    }
     /// Deletes machine `id`, named `name` (one that is already gone is not
     /// an error; an id that now stands for another machine is left alone).
     fn delete(&mut self, id: &str, name: &str) -> Result<(), String>;

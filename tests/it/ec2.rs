@@ -459,3 +459,40 @@ fn an_ec2_type_the_image_has_no_variant_for_is_skipped() {
     assert!(ec2.count("DescribeInstanceTypes") >= 1);
     s.stop();
 }
+
+#[test]
+fn a_machine_is_removed_in_the_region_it_was_made_in() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let file = ec2_pool(r#"{ type = "m7i.large", wait = 0 }"#, r#""subnet-a""#);
+    db.register(&dir, &file);
+    db.queue("job");
+    let mut env = with_keys(ec2_env(&ec2));
+    // The fake's instances never boot: given up after 2 s.
+    env.push(("ORCA_POOL_BOOT_SECONDS", "2".into()));
+    let mut s = start(&db, &dir, &env);
+    wait_until("an instance is made", 40.0, || !ec2.live().is_empty());
+    let region: Option<String> = db.one("SELECT region FROM orca.pool_machines");
+    assert_eq!(region.as_deref(), Some("eu-west-1"));
+    // The pool moves to another region before the machine goes.
+    db.register(
+        &dir,
+        &file.replace(
+            "max_machines = 2",
+            "max_machines = 2\nregion = \"us-east-2\"",
+        ),
+    );
+    wait_until("the machine is terminated", 40.0, || {
+        ec2.count("TerminateInstances") > 0
+    });
+    let st = ec2.state.lock().unwrap();
+    let at = st
+        .log
+        .iter()
+        .position(|l| l.0 == "TerminateInstances")
+        .unwrap();
+    assert_eq!(st.regions[at], "eu-west-1", "terminated in another region");
+    drop(st);
+    s.stop();
+}
