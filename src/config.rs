@@ -127,8 +127,9 @@ pub struct PoolType {
 }
 
 /// Where machines come from and how they are made: the settings a pool and
-/// an EC2 run (`[pipelines.NAME.ec2]`) share.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// an EC2 run (`[pipelines.NAME.ec2]`) share (stored flat in their specs).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(default)]
 pub struct MachineSettings {
     /// Where the machines come from.
     pub provider: Provider,
@@ -149,23 +150,12 @@ pub struct MachineSettings {
 /// `[pipelines.NAME.ec2]`: an EC2 run's instances of its own.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Ec2Spec {
-    /// Where its instances come from: `local` or `ec2`.
-    pub provider: Provider,
+    /// Where its instances come from and how they are made.
+    #[serde(flatten)]
+    pub machines: MachineSettings,
     /// The instance type of the head and its workers.
     #[serde(rename = "type")]
     pub type_: String,
-    /// Locations, in order of preference.
-    pub locations: Vec<String>,
-    /// `local`: machines a location has room for.
-    pub capacity: BTreeMap<String, i32>,
-    /// `ec2`: the AMI.
-    pub ami: Option<String>,
-    /// `ec2`: the instance profile.
-    pub instance_profile: Option<String>,
-    /// `ec2`: security group ids.
-    pub security_groups: Vec<String>,
-    /// `ec2`: the region.
-    pub region: Option<String>,
     /// Instances beside the head.
     pub workers: i32,
     /// The cluster engine's head service, run beside the driver.
@@ -181,12 +171,8 @@ pub struct Ec2Spec {
 pub struct Pool {
     /// Its name (the table's key).
     pub name: String,
-    /// Where its machines come from.
-    pub provider: Provider,
     /// Instance types, in order of preference.
     pub types: Vec<PoolType>,
-    /// Locations (subnets, zones; for `local`, names), in order of preference.
-    pub locations: Vec<String>,
     /// Machines at most.
     pub max_machines: i32,
     /// Seconds a machine may run nothing before it is removed (with no demand).
@@ -195,21 +181,9 @@ pub struct Pool {
     pub slots: i32,
     /// The worker image, whose architectures decide which types fit.
     pub image: Option<String>,
-    /// `local`: machines each location has room for (no entry: unlimited),
-    /// by `LOCATION`, or by `TYPE@LOCATION` for one type there.
-    pub capacity: BTreeMap<String, i32>,
-    /// `ec2`: the AMI machines boot (with `orca` baked in).
-    #[serde(default)]
-    pub ami: Option<String>,
-    /// `ec2`: the instance profile (name or ARN) machines get.
-    #[serde(default)]
-    pub instance_profile: Option<String>,
-    /// `ec2`: security group ids.
-    #[serde(default)]
-    pub security_groups: Vec<String>,
-    /// `ec2`: the region (else the AWS chain's: `AWS_REGION`, the profile, IMDS).
-    #[serde(default)]
-    pub region: Option<String>,
+    /// Where its machines come from and how they are made.
+    #[serde(flatten)]
+    pub machines: MachineSettings,
 }
 
 /// A whole `orca.toml`.
@@ -554,14 +528,8 @@ impl Checker<'_> {
         let mut seen = Seen::default();
         let mut type_ = None;
         let mut e = Ec2Spec {
-            provider: Provider::Local,
+            machines: MachineSettings::default(),
             type_: String::new(),
-            locations: Vec::new(),
-            capacity: BTreeMap::new(),
-            ami: None,
-            instance_profile: None,
-            security_groups: Vec::new(),
-            region: None,
             workers: 0,
             head_service: None,
             worker_service: None,
@@ -598,13 +566,7 @@ impl Checker<'_> {
             self.say(v, format!("{what}: missing locations"));
         }
         self.machine_checks(v, &what, &m, type_.as_slice(), seen);
-        e.provider = m.provider;
-        e.locations = m.locations;
-        e.capacity = m.capacity;
-        e.ami = m.ami;
-        e.instance_profile = m.instance_profile;
-        e.security_groups = m.security_groups;
-        e.region = m.region;
+        e.machines = m;
         (self.problems.len() == before).then_some(e)
     }
 
@@ -736,18 +698,12 @@ impl Checker<'_> {
         let before = self.problems.len();
         let mut p = Pool {
             name: name.get_ref().to_string(),
-            provider: Provider::Local,
             types: Vec::new(),
-            locations: Vec::new(),
             max_machines: 1,
             idle_seconds: 300.0,
             slots: 1,
             image: None,
-            capacity: BTreeMap::new(),
-            ami: None,
-            instance_profile: None,
-            security_groups: Vec::new(),
-            region: None,
+            machines: MachineSettings::default(),
         };
         let mut m = MachineSettings::default();
         let mut seen = Seen::default();
@@ -799,13 +755,7 @@ impl Checker<'_> {
         }
         let types: Vec<String> = p.types.iter().map(|t| t.name.clone()).collect();
         self.machine_checks(name, &format!("pools.{}", p.name), &m, &types, seen);
-        p.provider = m.provider;
-        p.locations = m.locations;
-        p.capacity = m.capacity;
-        p.ami = m.ami;
-        p.instance_profile = m.instance_profile;
-        p.security_groups = m.security_groups;
-        p.region = m.region;
+        p.machines = m;
         (self.problems.len() == before).then_some(p)
     }
 
@@ -988,7 +938,7 @@ placement = "worker:gpu"
             }
         );
         assert_eq!(pool.types[1].wait, 0.0);
-        assert_eq!(pool.capacity["b"], 0);
+        assert_eq!(pool.machines.capacity["b"], 0);
         assert_eq!(pool.slots, 2);
 
         let text = "[pools.p]\nprovider = \"moon\"\ntypes = []\nmax_machines = 0\n\n[pipelines.x]\ncommand = \"true\"\nplacement = \"worker:nope\"\n";
@@ -1026,8 +976,8 @@ update = "git pull"
         .unwrap();
         let e = c.pipelines[0].ec2.as_ref().unwrap();
         assert_eq!((e.type_.as_str(), e.workers), ("g6.xlarge", 2));
-        assert_eq!(e.locations, ["subnet-a", "subnet-b"]);
-        assert_eq!(e.ami.as_deref(), Some("ami-1"));
+        assert_eq!(e.machines.locations, ["subnet-a", "subnet-b"]);
+        assert_eq!(e.machines.ami.as_deref(), Some("ami-1"));
         assert!(e.head_service.is_some() && e.worker_service.is_some() && e.update.is_some());
         // Stored and read back as the scheduler reads it.
         let spec = serde_json::to_value(&c.pipelines[0]).unwrap();

@@ -242,13 +242,13 @@ impl PoolScaler {
     /// once; one that can't be made (no region, say) is tried again after
     /// `ORCA_POOL_TRY_SECONDS`, saying why meanwhile.
     fn provider(&mut self, p: &Pool) -> Result<&mut dyn Provider, String> {
-        self.provider_in(p, p.region.as_deref())
+        self.provider_in(p, p.machines.region.as_deref())
     }
 
     /// The provider of pool `p`'s machines in `region` (EC2; `None`: the AWS
     /// chain's region).
     fn provider_in(&mut self, p: &Pool, region: Option<&str>) -> Result<&mut dyn Provider, String> {
-        match p.provider {
+        match p.machines.provider {
             Kind::Local => Ok(&mut self.local),
             Kind::Ec2 => {
                 let key = region.unwrap_or_default().to_string();
@@ -546,7 +546,7 @@ impl PoolScaler {
         let mut full = Vec::new();
         let mut made = None;
         let mut failed = None;
-        for location in &p.locations {
+        for location in &p.machines.locations {
             let provider = self.provider(p).map_err(Fault::Sql)?;
             let req = Make {
                 pool: p,
@@ -664,7 +664,7 @@ impl PoolScaler {
         db.run_fenced(session, |c| pool_machines::revoke(c, &m.role))?;
         if let Some(id) = &m.provider_id {
             // Where it was made: the pool's region may have changed since.
-            let region = m.region.clone().or_else(|| p.region.clone());
+            let region = m.region.clone().or_else(|| p.machines.region.clone());
             self.provider_in(p, region.as_deref())
                 .and_then(|pr| pr.delete(id, &m.name))
                 .map_err(|e| Fault::Sql(format!("{}: can't delete it: {e}", m.name)))?;

@@ -97,6 +97,7 @@ impl Provider for Ec2 {
     fn make(&mut self, m: &Make) -> Result<String, MakeError> {
         let ami = m
             .pool
+            .machines
             .ami
             .as_deref()
             .ok_or_else(|| MakeError::Failed("the pool has no ami".into()))?;
@@ -111,8 +112,8 @@ impl Provider for Ec2 {
             ami,
             type_: m.type_,
             location: m.location,
-            instance_profile: m.pool.instance_profile.as_deref(),
-            security_groups: &m.pool.security_groups,
+            instance_profile: m.pool.machines.instance_profile.as_deref(),
+            security_groups: &m.pool.machines.security_groups,
             user_data: &script,
             tags: &tags,
             client_token: &token,

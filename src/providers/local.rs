@@ -109,7 +109,7 @@ impl Provider for Local {
         let machines = scan();
         let typed = format!("{}@{}", m.type_, m.location);
         for (key, of_type) in [(m.location, false), (typed.as_str(), true)] {
-            let Some(&room) = m.pool.capacity.get(key) else {
+            let Some(&room) = m.pool.machines.capacity.get(key) else {
                 continue;
             };
             let here = machines
