@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod config;
 mod ec2;
+mod ec2_runs;
 mod overlap;
 mod pool_boot;
 mod pool_config;

@@ -128,12 +128,23 @@ pub fn role_prefix(stack: &str) -> String {
 
 /// Makes the login role of machine `id` of stack `stack`.
 pub fn make_role(client: &mut Client, stack: &str, id: i64) -> Result<Token, String> {
-    let role = format!("{}{id}", role_prefix(stack));
+    make_login(
+        client,
+        &format!("{}{id}", role_prefix(stack)),
+        sql::MACHINE_ROLE_MAKE,
+    )
+}
+
+/// Makes login role `role` with `statement` (`sql::MACHINE_ROLE_MAKE`,
+/// `sql::INSTANCE_ROLE_MAKE`: it decides the role's group) and a random
+/// secret, sent as a SCRAM verifier.
+pub fn make_login(client: &mut Client, role: &str, statement: &str) -> Result<Token, String> {
+    let role = role.to_string();
     let secret = random_hex(24).map_err(|e| format!("can't read /dev/urandom: {e}"))?;
     let salt = random_hex(16).map_err(|e| format!("can't read /dev/urandom: {e}"))?;
     let verifier = scram_verifier(&secret, salt.as_bytes(), 4096);
     client
-        .execute(sql::MACHINE_ROLE_MAKE, &[&role, &verifier])
+        .execute(statement, &[&role, &verifier])
         .map_err(|e| format!("can't make role {role}: {}", crate::state::plain(&e)))?;
     Ok(Token { role, secret })
 }

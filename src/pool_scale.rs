@@ -548,17 +548,20 @@ impl PoolScaler {
         let mut failed = None;
         for location in &p.machines.locations {
             let provider = self.provider(p).map_err(Fault::Sql)?;
+            let env = boot.env();
             let req = Make {
-                pool: p,
+                group: &p.name,
+                settings: &p.machines,
                 name: &name,
                 type_: &ty.name,
                 location,
                 stack,
-                boot: &boot,
+                script: pool_boot::BOOT_SCRIPT,
+                env: &env,
             };
             match provider.make(&req) {
-                Ok(pid) => {
-                    made = Some((location.clone(), pid));
+                Ok(m) => {
+                    made = Some((location.clone(), m.id));
                     break;
                 }
                 Err(MakeError::NoCapacity(why)) => full.push(format!("{location}: {why}")),

@@ -25,6 +25,7 @@ use chrono::{DateTime, Utc};
 
 use crate::child::Child;
 use crate::config::{self, Pipeline};
+use crate::ec2_runs::Ec2Runs;
 use crate::pool_scale::PoolScaler;
 use crate::runs;
 use crate::settings::{PoolTiming, Timing};
@@ -119,6 +120,8 @@ pub struct Scheduler {
     sup: Supervisor,
     /// The pool autoscaler (its passes are steps of the leader's tick).
     scaler: PoolScaler,
+    /// EC2 runs' instances.
+    ec2_runs: Ec2Runs,
     crons: HashMap<String, croner::Cron>,
     sensors: HashMap<String, Sensor>,
     /// Per tick: how long it took and how many statements it made, when
@@ -255,6 +258,13 @@ pub fn main(config_path: Option<&str>) -> i32 {
         }
     };
     install_stop_handlers();
+    let ec2_runs = match Ec2Runs::new(pool_timing.clone()) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("orca: {e}");
+            return 2;
+        }
+    };
     let scaler = PoolScaler::new(pool_timing);
     let mut db = Db::new(target.clone(), "scheduler");
     // Wait for the database, however long: a scheduler started before its
@@ -308,6 +318,7 @@ pub fn main(config_path: Option<&str>) -> i32 {
             target,
             timing,
             scaler,
+            ec2_runs,
             host,
             app,
             None,
@@ -344,6 +355,7 @@ pub fn main(config_path: Option<&str>) -> i32 {
         target,
         timing,
         scaler,
+        ec2_runs,
         host,
         app,
         Some(session),
@@ -359,6 +371,7 @@ fn run(
     target: Target,
     timing: Timing,
     scaler: PoolScaler,
+    ec2_runs: Ec2Runs,
     host: String,
     app: String,
     lead_session: Option<u64>,
@@ -396,6 +409,7 @@ fn run(
         unreadable: HashSet::new(),
         sup,
         scaler,
+        ec2_runs,
         crons: HashMap::new(),
         sensors: HashMap::new(),
         stats: std::env::var("ORCA_TICK_STATS")
@@ -535,7 +549,20 @@ impl Scheduler {
             self.fire(session, now, &pipelines);
         }
         self.sense(session, &pipelines);
-        self.start(session, &pipelines);
+        self.start(session, &pipelines, "local");
+        if pipelines
+            .values()
+            .any(|v| v.p.placement == config::Placement::Ec2)
+        {
+            self.start(session, &pipelines, "ec2");
+            let judge = self
+                .lead
+                .is_some_and(|(_, since)| since.elapsed().as_secs_f64() >= self.timing.stale)
+                && began.elapsed().as_secs_f64() <= self.timing.stale / 2.0;
+            if let Err(e) = self.ec2_runs.watch(&mut self.db, session, judge) {
+                Self::complain(e);
+            }
+        }
         if self.scaler.due() {
             // Silence is judged only once the lead is a stale limit old and
             // this tick did not stall: after an outage, workers' beats need
@@ -852,10 +879,16 @@ impl Scheduler {
         }
     }
 
-    /// Starts queued local runs, oldest first, within `max_runs`.
-    fn start(&mut self, session: u64, pipelines: &Views) {
+    /// Starts queued runs placed on `placement` (`local`: processes here;
+    /// `ec2`: instances of their own), oldest first, within `max_runs`.
+    fn start(&mut self, session: u64, pipelines: &Views, placement: &str) {
+        let host = if placement == "ec2" {
+            "ec2 instances".to_string()
+        } else {
+            self.host.clone()
+        };
         let rows = match self.db.run_fenced(session, |c| {
-            c.query(sql::STARTABLE, &[&"local", &STARTS_PER_TICK])
+            c.query(sql::STARTABLE, &[&placement, &STARTS_PER_TICK])
         }) {
             Ok(rows) => rows,
             Err(e) => return Self::complain(e),
@@ -873,14 +906,20 @@ impl Scheduler {
             let start: i32 = match self.db.run_fenced(session, |c| {
                 c.query_opt(
                     sql::RUN_START,
-                    &[&id, &self.host, &self.instance.as_ref().map(|i| i.id)],
+                    &[&id, &host, &self.instance.as_ref().map(|i| i.id)],
                 )
             }) {
                 Ok(Some(row)) => row.get(0),
                 Ok(None) => continue,
                 Err(e) => return Self::complain(e),
             };
-            self.sup.launch(id, start, p, &args);
+            if placement == "ec2" {
+                if let Err(e) = self.ec2_runs.start(&mut self.db, session, id, start, p) {
+                    return Self::complain(e);
+                }
+            } else {
+                self.sup.launch(id, start, p, &args);
+            }
         }
     }
 

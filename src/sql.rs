@@ -18,6 +18,9 @@ pub const DEPLOY_CHECK: &str = include_str!("../sql/deploy_check.sql");
 /// See `sql/deploy_wait.sql`.
 pub const DEPLOY_WAIT: &str = include_str!("../sql/deploy_wait.sql");
 
+/// See `sql/ec2_lost_heads.sql`.
+pub const EC2_LOST_HEADS: &str = include_str!("../sql/ec2_lost_heads.sql");
+
 /// See `sql/event_add.sql`.
 pub const EVENT_ADD: &str = include_str!("../sql/event_add.sql");
 
@@ -30,6 +33,9 @@ pub const FIRE: &str = include_str!("../sql/fire.sql");
 /// See `sql/heartbeat.sql`.
 pub const HEARTBEAT: &str = include_str!("../sql/heartbeat.sql");
 
+/// See `sql/instance_add.sql`.
+pub const INSTANCE_ADD: &str = include_str!("../sql/instance_add.sql");
+
 /// See `sql/instance_ask_drain.sql`.
 pub const INSTANCE_ASK_DRAIN: &str = include_str!("../sql/instance_ask_drain.sql");
 
@@ -41,6 +47,9 @@ pub const INSTANCE_DRAIN: &str = include_str!("../sql/instance_drain.sql");
 
 /// See `sql/instance_end.sql`.
 pub const INSTANCE_END: &str = include_str!("../sql/instance_end.sql");
+
+/// See `sql/instance_hand_over.sql`.
+pub const INSTANCE_HAND_OVER: &str = include_str!("../sql/instance_hand_over.sql");
 
 /// See `sql/instance_head_beat.sql`.
 pub const INSTANCE_HEAD_BEAT: &str = include_str!("../sql/instance_head_beat.sql");
@@ -63,8 +72,17 @@ pub const INSTANCE_JOIN: &str = include_str!("../sql/instance_join.sql");
 /// See `sql/instance_lead.sql`.
 pub const INSTANCE_LEAD: &str = include_str!("../sql/instance_lead.sql");
 
+/// See `sql/instance_logins_orphaned.sql`.
+pub const INSTANCE_LOGINS_ORPHANED: &str = include_str!("../sql/instance_logins_orphaned.sql");
+
+/// See `sql/instance_next_id.sql`.
+pub const INSTANCE_NEXT_ID: &str = include_str!("../sql/instance_next_id.sql");
+
 /// See `sql/instance_poll.sql`.
 pub const INSTANCE_POLL: &str = include_str!("../sql/instance_poll.sql");
+
+/// See `sql/instance_role_make.sql`.
+pub const INSTANCE_ROLE_MAKE: &str = include_str!("../sql/instance_role_make.sql");
 
 /// See `sql/instance_run_over.sql`.
 pub const INSTANCE_RUN_OVER: &str = include_str!("../sql/instance_run_over.sql");
@@ -74,6 +92,12 @@ pub const INSTANCE_SERVE: &str = include_str!("../sql/instance_serve.sql");
 
 /// See `sql/instances_list.sql`.
 pub const INSTANCES_LIST: &str = include_str!("../sql/instances_list.sql");
+
+/// See `sql/instances_of_run_end.sql`.
+pub const INSTANCES_OF_RUN_END: &str = include_str!("../sql/instances_of_run_end.sql");
+
+/// See `sql/instances_to_end.sql`.
+pub const INSTANCES_TO_END: &str = include_str!("../sql/instances_to_end.sql");
 
 /// See `sql/lead_holder.sql`.
 pub const LEAD_HOLDER: &str = include_str!("../sql/lead_holder.sql");

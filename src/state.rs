@@ -431,7 +431,20 @@ pub fn is_connection_error(e: &postgres::Error) -> bool {
             let c = code.code();
             c.starts_with("08") || c.starts_with("57P")
         }
-        None => e.as_db_error().is_none(),
+        // No answer from the server. A statement the client couldn't send or
+        // read (a parameter or column of the wrong type, a row count) is the
+        // statement's fault; anything else (I/O, TLS, a protocol error, a
+        // timeout) means the session is gone.
+        None => {
+            let text = e.to_string();
+            let statement = [
+                "error serializing",
+                "error deserializing",
+                "invalid column",
+                "unexpected number of rows",
+            ];
+            e.as_db_error().is_none() && !statement.iter().any(|s| text.contains(s))
+        }
     }
 }
 

@@ -55,6 +55,14 @@ fn db(who: &'static str) -> Result<Db, i32> {
     }
 }
 
+/// Whether the instance's credentials were revoked (its login dropped or
+/// shut out): the instance was removed, and waiting is pointless.
+fn revoked(db: &Db) -> bool {
+    db.refused.as_deref().is_some_and(|why| {
+        why.contains("does not exist") || why.contains("not permitted to log in")
+    })
+}
+
 /// A statement's fault, said once per kind while it lasts.
 fn say(said: &mut String, e: &Fault) {
     if let Fault::Sql(m) = e
@@ -77,6 +85,10 @@ pub fn pool_wait(instance: &str, run: i64, start: i32) -> i32 {
         match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
             Ok(row) if row.get::<_, bool>(0) => return 0,
             Ok(_) => {}
+            Err(_) if revoked(&db) => {
+                log::info!("instance {instance}: its credentials were revoked: its run is over");
+                return 0;
+            }
             Err(e) => say(&mut said, &e),
         }
         pause(None);
@@ -118,6 +130,7 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> i32 {
                 }
                 break;
             }
+            Err(_) if revoked(&db) => return 1,
             Err(e) => say(&mut said, &e),
         }
         if Instant::now() >= deadline {
@@ -152,6 +165,10 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> i32 {
                 }
                 _ => {}
             },
+            Err(_) if revoked(&db) => {
+                log::info!("instance {instance}: its credentials were revoked: shut down");
+                return 1;
+            }
             Err(e) => say(&mut said, &e),
         }
         if Instant::now() >= deadline {
@@ -277,6 +294,7 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
             match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
                 Ok(row) if row.get::<_, bool>(0) => break,
                 Ok(_) => {}
+                Err(_) if revoked(&db) => break,
                 Err(e) => say(&mut said, &e),
             }
             pause(None);

@@ -16,6 +16,10 @@ CREATE TABLE orca.instances (
     role        text NOT NULL CHECK (role IN ('head', 'worker')),
     login       text NOT NULL,                -- its database role
     address     text,                         -- the head's address (workers join it)
+    host        text,                         -- this instance's own address
+    provider    text NOT NULL DEFAULT 'local', -- where it came from: local, ec2
+    provider_id text,                         -- the provider's id for it
+    region      text,                         -- ec2: where it was made
     state       text NOT NULL DEFAULT 'starting'
                 CHECK (state IN ('starting', 'pooled', 'joined', 'idle', 'ended')),
     fresh_code  boolean NOT NULL DEFAULT true, -- may take new code (a run's first start)
@@ -37,6 +41,16 @@ EXCEPTION WHEN duplicate_object OR unique_violation THEN
     NULL;
 END
 $$;
+
+-- Makes an instance's login role (its credentials), a member of
+-- orca_instance; the password as a SCRAM verifier.
+CREATE FUNCTION orca.instance_role_make(p_role text, p_verifier text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE orca_instance', p_role, p_verifier);
+END
+$$;
+REVOKE ALL ON FUNCTION orca.instance_role_make(text, text) FROM PUBLIC;
 
 -- `pool-next`, first: the row of run (p_run, p_start) that instance
 -- p_instance served is `idle` now (its work has stopped). False if there is
@@ -116,6 +130,9 @@ RETURNS TABLE (role text, address text, fresh_code boolean, spec jsonb, args tex
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
+    UPDATE orca.instances i SET state = 'joined', joined_at = coalesce(i.joined_at, now())
+    WHERE i.instance = p_instance AND i.run = p_run AND i.start = p_start
+      AND i.login = session_user AND i.ended_at IS NULL AND i.state IN ('starting', 'pooled');
     RETURN QUERY
     SELECT i.role, coalesce(i.address, '-'), i.fresh_code, p.spec, r.args
     FROM orca.instances i

@@ -348,8 +348,8 @@ pub struct Launch<'a> {
 }
 
 impl Client {
-    /// RunInstances of one instance; its id.
-    pub fn run_instance(&mut self, l: &Launch) -> Result<String, Ec2Error> {
+    /// RunInstances of one instance; its id and private address.
+    pub fn run_instance(&mut self, l: &Launch) -> Result<(String, String), Ec2Error> {
         use base64::Engine;
         let mut p: Vec<(String, String)> = vec![
             ("ImageId".into(), l.ami.into()),
@@ -395,13 +395,16 @@ impl Client {
         let xml = self.call("RunInstances", &p)?;
         let doc = roxmltree::Document::parse(&xml)
             .map_err(|e| Ec2Error::Unreachable(format!("RunInstances: unreadable answer: {e}")))?;
-        doc.descendants()
-            .find(|n| n.has_tag_name("instanceId"))
-            .and_then(|n| n.text())
-            .map(str::to_string)
-            .ok_or_else(|| {
-                Ec2Error::Unreachable("RunInstances: no instanceId in the answer".into())
-            })
+        let text = |name: &str| {
+            doc.descendants()
+                .find(|n| n.has_tag_name(name))
+                .and_then(|n| n.text())
+                .map(str::to_string)
+        };
+        let id = text("instanceId").ok_or_else(|| {
+            Ec2Error::Unreachable("RunInstances: no instanceId in the answer".into())
+        })?;
+        Ok((id, text("privateIpAddress").unwrap_or_default()))
     }
 
     /// DescribeInstances with `filters` (name, values), every page.

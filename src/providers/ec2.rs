@@ -8,9 +8,8 @@
 
 use std::collections::HashMap;
 
-use super::{Listed, Make, MakeError, Provider};
+use super::{Listed, Made, Make, MakeError, Provider};
 use crate::ec2::{Client, Ec2Error, Launch};
-use crate::pool_boot::BOOT_SCRIPT;
 
 /// One region's EC2.
 pub struct Ec2 {
@@ -42,16 +41,14 @@ fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-/// The user-data a machine boots with: its settings exported, then the boot
+/// The user-data a machine boots with: its settings exported, then its
 /// script (the same as every provider's).
-pub fn user_data(env: &[(String, String)]) -> String {
-    let mut out = String::from(
-        "#!/bin/sh\n# orca pool machine: the boot script with this machine's settings.\n",
-    );
+pub fn user_data(env: &[(String, String)], script: &str) -> String {
+    let mut out = String::from("#!/bin/sh\n# orca machine: its script with its settings.\n");
     for (k, v) in env {
         out.push_str(&format!("export {k}={}\n", sh_quote(v)));
     }
-    out.push_str(BOOT_SCRIPT);
+    out.push_str(script);
     out
 }
 
@@ -94,34 +91,36 @@ impl Provider for Ec2 {
         Ok(arch)
     }
 
-    fn make(&mut self, m: &Make) -> Result<String, MakeError> {
+    fn make(&mut self, m: &Make) -> Result<Made, MakeError> {
         let ami = m
-            .pool
-            .machines
+            .settings
             .ami
             .as_deref()
-            .ok_or_else(|| MakeError::Failed("the pool has no ami".into()))?;
-        let script = user_data(&m.boot.env());
+            .ok_or_else(|| MakeError::Failed("no ami".into()))?;
+        let script = user_data(m.env, m.script);
         let token = client_token(m.stack, m.name, m.location);
         let tags = [
             ("Name", m.name),
-            ("orca-pool", m.pool.name.as_str()),
+            ("orca-pool", m.group),
             ("orca-stack", m.stack),
         ];
         let launch = Launch {
             ami,
             type_: m.type_,
             location: m.location,
-            instance_profile: m.pool.machines.instance_profile.as_deref(),
-            security_groups: &m.pool.machines.security_groups,
+            instance_profile: m.settings.instance_profile.as_deref(),
+            security_groups: &m.settings.security_groups,
             user_data: &script,
             tags: &tags,
             client_token: &token,
         };
-        self.client.run_instance(&launch).map_err(|e| match e {
-            Ec2Error::Capacity(..) => MakeError::NoCapacity(e.to_string()),
-            other => MakeError::Failed(other.to_string()),
-        })
+        self.client
+            .run_instance(&launch)
+            .map(|(id, address)| Made { id, address })
+            .map_err(|e| match e {
+                Ec2Error::Capacity(..) => MakeError::NoCapacity(e.to_string()),
+                other => MakeError::Failed(other.to_string()),
+            })
     }
 
     fn list(&mut self, pool: &str, stack: &str) -> Result<Vec<Listed>, String> {
@@ -163,6 +162,7 @@ impl Provider for Ec2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pool_boot::BOOT_SCRIPT;
 
     #[test]
     fn client_tokens_differ_by_location_and_fit_ec2s_limit() {
@@ -179,10 +179,13 @@ mod tests {
 
     #[test]
     fn user_data_exports_quoted_settings_then_the_boot_script() {
-        let ud = user_data(&[
-            ("ORCA_POOL".into(), "p".into()),
-            ("ORCA_TOKEN".into(), "r:it's".into()),
-        ]);
+        let ud = user_data(
+            &[
+                ("ORCA_POOL".into(), "p".into()),
+                ("ORCA_TOKEN".into(), "r:it's".into()),
+            ],
+            BOOT_SCRIPT,
+        );
         assert!(ud.starts_with("#!/bin/sh\n"));
         assert!(ud.contains("export ORCA_POOL='p'\n"));
         assert!(ud.contains("export ORCA_TOKEN='r:it'\\''s'\n"));

@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
-use super::{Listed, Make, MakeError, Provider};
-use crate::pool_boot::BOOT_SCRIPT;
+use super::{Listed, Made, Make, MakeError, Provider};
 
 /// Environment variables of a local machine's boot process.
 const NAME_VAR: &str = "ORCA_LOCAL_MACHINE";
@@ -103,13 +102,13 @@ impl Provider for Local {
         Ok(super::oci_arch(std::env::consts::ARCH).to_string())
     }
 
-    fn make(&mut self, m: &Make) -> Result<String, MakeError> {
+    fn make(&mut self, m: &Make) -> Result<Made, MakeError> {
         self.reap();
-        let labels = labels(&m.pool.name, m.stack);
+        let labels = labels(m.group, m.stack);
         let machines = scan();
         let typed = format!("{}@{}", m.type_, m.location);
         for (key, of_type) in [(m.location, false), (typed.as_str(), true)] {
-            let Some(&room) = m.pool.machines.capacity.get(key) else {
+            let Some(&room) = m.settings.capacity.get(key) else {
                 continue;
             };
             let here = machines
@@ -141,11 +140,11 @@ impl Provider for Local {
         });
         let child = Command::new("/bin/sh")
             .arg("-c")
-            .arg(BOOT_SCRIPT)
+            .arg(m.script)
             .arg("orca-boot")
             .env_clear()
             .envs(passed)
-            .envs(m.boot.env())
+            .envs(m.env.iter().map(|(k, v)| (k, v)))
             .env("ORCA_BIN", exe)
             .env("ORCA_SHUTDOWN", "true")
             .env(NAME_VAR, m.name)
@@ -158,7 +157,10 @@ impl Provider for Local {
             .map_err(|e| MakeError::Failed(format!("can't start /bin/sh: {e}")))?;
         let id = child.id().to_string();
         self.children.push(child);
-        Ok(id)
+        Ok(Made {
+            id,
+            address: "127.0.0.1".into(),
+        })
     }
 
     fn list(&mut self, pool: &str, stack: &str) -> Result<Vec<Listed>, String> {

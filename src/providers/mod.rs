@@ -6,14 +6,15 @@
 pub mod ec2;
 pub mod local;
 
-use crate::config::Pool;
-use crate::pool_boot::Boot;
+use crate::config::MachineSettings;
 
 /// A machine to make.
 pub struct Make<'a> {
-    /// Its pool.
-    pub pool: &'a Pool,
-    /// `orca-<pool>-<id>`.
+    /// What it belongs to (its label): a pool's name, or `ec2-runs`.
+    pub group: &'a str,
+    /// How it is made (AMI, profile, groups; local capacity).
+    pub settings: &'a MachineSettings,
+    /// Its name: `orca-<pool>-<id>`, `orca-i-<id>`.
     pub name: &'a str,
     /// The instance type.
     pub type_: &'a str,
@@ -21,8 +22,19 @@ pub struct Make<'a> {
     pub location: &'a str,
     /// This stack's id (a label beside the pool's).
     pub stack: &'a str,
-    /// What it boots with (its token among them).
-    pub boot: &'a Boot,
+    /// The script it boots (the boot script, the instance script).
+    pub script: &'a str,
+    /// The settings the script gets (its token among them: secret).
+    pub env: &'a [(String, String)],
+}
+
+/// A machine the provider made.
+#[derive(Debug, Clone)]
+pub struct Made {
+    /// The provider's id for it.
+    pub id: String,
+    /// Where other machines reach it (EC2: its private address).
+    pub address: String,
 }
 
 /// A machine the provider has, found by its labels.
@@ -50,10 +62,10 @@ pub trait Provider {
     fn begin_pass(&mut self) {}
     /// The architecture (OCI's names: `amd64`, `arm64`) of `type_`.
     fn arch(&mut self, type_: &str) -> Result<String, String>;
-    /// Makes a machine; returns the provider's id for it.
-    fn make(&mut self, m: &Make) -> Result<String, MakeError>;
-    /// The machines labelled with `pool` and `stack`.
-    fn list(&mut self, pool: &str, stack: &str) -> Result<Vec<Listed>, String>;
+    /// Makes a machine.
+    fn make(&mut self, m: &Make) -> Result<Made, MakeError>;
+    /// The machines labelled with `group` and `stack`.
+    fn list(&mut self, group: &str, stack: &str) -> Result<Vec<Listed>, String>;
     /// The region its machines are made in, where that means something.
     fn region(&self) -> Option<String> {
         None

@@ -3,6 +3,7 @@
 
 mod cli;
 mod ec2;
+mod ec2_runs;
 mod fake_aws;
 mod harness;
 mod outage;

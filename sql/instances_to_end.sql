@@ -1,0 +1,34 @@
+-- Live instance rows the scheduler ends now ($1: the warm pool's seconds, 0:
+-- none; $2: a poll older than this many seconds means the instance is gone;
+-- $3: the lost limit): rows of runs no longer running at their start (with
+-- no warm pool at once; with one, once their run is a lost limit over and
+-- they never went idle); idle ones whose polls stopped, whose kind no
+-- pipeline uses any more, or whose warm time is over. Ended with why; the
+-- instances (name, provider, provider id, region, login) returned to be
+-- deleted and their logins revoked.
+WITH kinds AS (
+    SELECT DISTINCT md5(coalesce(spec -> 'ec2', 'null'::jsonb)::text) AS kind
+    FROM orca.pipelines WHERE placement = 'ec2' AND NOT retired
+), doomed AS (
+    SELECT i.id,
+        CASE
+            WHEN i.state = 'idle' AND i.polled < now() - make_interval(secs => $2) THEN 'its polls stopped'
+            WHEN i.state = 'idle' AND i.kind NOT IN (SELECT kind FROM kinds) THEN 'no pipeline uses its kind any more'
+            WHEN i.state = 'idle' AND i.idle_at < now() - make_interval(secs => $1::float8 + 60) THEN 'its warm time is over'
+            WHEN i.state <> 'idle' AND NOT EXISTS (
+                     SELECT 1 FROM orca.runs r WHERE r.id = i.run AND r.start = i.start AND r.state = 'running')
+                 AND ($1::float8 = 0 OR coalesce((SELECT r.ended_at FROM orca.runs r WHERE r.id = i.run), now())
+                                < now() - make_interval(secs => $3))
+                THEN 'its run is over'
+        END AS why
+    FROM orca.instances i
+    WHERE i.ended_at IS NULL
+), ended AS (
+    UPDATE orca.instances i SET state = 'ended', ended_at = now(), why = d.why
+    FROM doomed d WHERE i.id = d.id AND d.why IS NOT NULL
+    RETURNING i.instance, i.provider, i.provider_id, i.region, i.login, i.run, d.why
+), e AS (
+    INSERT INTO orca.events (run, kind, why)
+    SELECT run, 'instance ended', format('%s: %s', instance, why) FROM ended
+)
+SELECT instance, provider, provider_id, region, login FROM ended

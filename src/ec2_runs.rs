@@ -1,0 +1,340 @@
+//! EC2 runs, the scheduler's side (seed 000, `orca.pool`): a run placed on
+//! `ec2` gets a head and `workers` instances of its own, each a row in
+//! `orca.instances`. Idle instances of the same kind (the pipeline's
+//! `[ec2]` table) whose poll is fresh are handed over first: their idle row
+//! ended and a `pooled` row for the run inserted, in one statement. Else new
+//! ones are made through the provider (local or EC2), booting
+//! `scripts/instance.sh` with credentials of their own.
+//!
+//! Every tick the leader also ends what is over: a run whose head is lost
+//! (never served within `ORCA_POOL_BOOT_SECONDS`, or silent for
+//! `ORCA_POOL_LOST_SECONDS`) is queued again and its instances ended; rows of
+//! runs that ended (at once with no warm pool, `ORCA_EC2_POOL_SECONDS` 0);
+//! idle rows whose polls stopped, whose kind no pipeline uses any more, or
+//! whose warm time is over. Ended instances are deleted and their logins
+//! revoked.
+//!
+//! Invariants:
+//! * Every write is fenced on the leading session.
+//! * An instance is handed to one run at a time: the hand-over picks an idle
+//!   row `FOR UPDATE SKIP LOCKED` and ends it in the statement that inserts
+//!   the new one.
+
+use std::collections::HashMap;
+
+use crate::config::{MachineSettings, Pipeline, Provider as Kind};
+use crate::pool_machines;
+use crate::providers::{Make, MakeError, Provider, ec2::Ec2, local::Local};
+use crate::settings::PoolTiming;
+use crate::sql;
+use crate::state::{Db, Fault};
+
+/// The instance script, embedded.
+pub const INSTANCE_SCRIPT: &str = include_str!("../scripts/instance.sh");
+
+/// An idle instance is handed over only if it polled this recently (s).
+const POLL_FRESH: f64 = 5.0;
+
+/// An idle instance that hasn't polled for this long (s) is gone.
+const POLL_GONE: f64 = 15.0;
+
+/// The provider label of EC2 runs' instances.
+const GROUP: &str = "ec2-runs";
+
+/// The scheduler's EC2 runs: providers, and this stack's id.
+pub struct Ec2Runs {
+    timing: PoolTiming,
+    /// `ORCA_EC2_POOL_SECONDS`: how long an instance stays warm (0: none).
+    pool_seconds: f64,
+    local: Local,
+    ec2: HashMap<String, Ec2>,
+    stack: Option<String>,
+}
+
+/// An instance row ended, to delete: name, provider, provider id, region, login.
+type Ended = (String, String, Option<String>, Option<String>, String);
+
+impl Ec2Runs {
+    /// Reads `ORCA_EC2_POOL_SECONDS`.
+    pub fn new(timing: PoolTiming) -> Result<Ec2Runs, String> {
+        Ok(Ec2Runs {
+            timing,
+            pool_seconds: crate::settings::seconds("ORCA_EC2_POOL_SECONDS", 0.0)?,
+            local: Local::default(),
+            ec2: HashMap::new(),
+            stack: None,
+        })
+    }
+
+    fn provider(&mut self, kind: &Kind, region: Option<&str>) -> Result<&mut dyn Provider, String> {
+        match kind {
+            Kind::Local => Ok(&mut self.local),
+            Kind::Ec2 => {
+                let key = region.unwrap_or_default().to_string();
+                if !self.ec2.contains_key(&key) {
+                    let e = Ec2::new(region)?;
+                    self.ec2.insert(key.clone(), e);
+                }
+                Ok(self.ec2.get_mut(&key).expect("made above"))
+            }
+        }
+    }
+
+    fn stack(&mut self, db: &mut Db, session: u64) -> Result<String, Fault> {
+        if let Some(s) = &self.stack {
+            return Ok(s.clone());
+        }
+        let s = db
+            .run_fenced(session, |c| Ok(crate::stack_identity::stack_id(c)))?
+            .map_err(Fault::Sql)?;
+        self.stack = Some(s.clone());
+        Ok(s)
+    }
+
+    /// Gives claimed run `(id, start)` of `p` its head and workers: warm
+    /// instances first, else new ones. A role that can't be filled queues
+    /// the run again and ends what it had.
+    pub fn start(
+        &mut self,
+        db: &mut Db,
+        session: u64,
+        id: i64,
+        start: i32,
+        p: &Pipeline,
+    ) -> Result<(), Fault> {
+        let Some(ec2) = p.ec2.clone() else {
+            return Ok(());
+        };
+        // A run's first start may take new code; a retry keeps its first's.
+        let fresh = start == 1;
+        let mut head_host = String::from("-");
+        for n in 0..=ec2.workers {
+            let role = if n == 0 { "head" } else { "worker" };
+            let address = if n == 0 {
+                "-".to_string()
+            } else {
+                head_host.clone()
+            };
+            let warm = db.run_fenced(session, |c| {
+                c.query_opt(
+                    sql::INSTANCE_HAND_OVER,
+                    &[&p.name, &id, &start, &role, &address, &fresh, &POLL_FRESH],
+                )
+            })?;
+            let host = match warm {
+                Some(row) => {
+                    let instance: String = row.get(0);
+                    log::info!("run {id}: warm instance {instance} handed over as its {role}");
+                    row.get::<_, String>(1)
+                }
+                None => match self.make(
+                    db,
+                    session,
+                    p,
+                    &ec2.type_,
+                    &ec2.machines,
+                    id,
+                    start,
+                    role,
+                    &address,
+                    fresh,
+                )? {
+                    Ok(host) => host,
+                    Err(why) => {
+                        log::error!("run {id}: no {role} instance: {why}; queued again");
+                        let why = format!("no {role} instance: {why}");
+                        db.run_fenced(session, |c| {
+                            c.query_one(sql::RUN_REQUEUE, &[&id, &start, &why, &Vec::<u8>::new()])
+                        })?;
+                        let ended = db.run_fenced(session, |c| {
+                            c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why])
+                        })?;
+                        self.delete(db, session, ended.iter().map(ended_of).collect())?;
+                        return Ok(());
+                    }
+                },
+            };
+            if n == 0 {
+                head_host = if host.is_empty() {
+                    "127.0.0.1".into()
+                } else {
+                    host
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes a new instance for run `(id, start)` as its `role`: its login,
+    /// then the provider's instance, trying the locations in turn, then its
+    /// row. Its own address, or why none could be made.
+    #[allow(clippy::too_many_arguments)]
+    fn make(
+        &mut self,
+        db: &mut Db,
+        session: u64,
+        p: &Pipeline,
+        type_: &str,
+        settings: &MachineSettings,
+        id: i64,
+        start: i32,
+        role: &str,
+        address: &str,
+        fresh: bool,
+    ) -> Result<Result<String, String>, Fault> {
+        let stack = self.stack(db, session)?;
+        let n: i64 = db
+            .run_fenced(session, |c| c.query_one(sql::INSTANCE_NEXT_ID, &[]))?
+            .get(0);
+        let name = format!("orca-i-{n}");
+        let login = format!("orca_i_{stack}_{n}");
+        let token = db
+            .run_fenced(session, |c| {
+                Ok(pool_machines::make_login(
+                    c,
+                    &login,
+                    sql::INSTANCE_ROLE_MAKE,
+                ))
+            })?
+            .map_err(Fault::Sql)?;
+        let env = vec![
+            ("ORCA_INSTANCE".to_string(), name.clone()),
+            ("ORCA_RUN".to_string(), id.to_string()),
+            ("ORCA_START".to_string(), start.to_string()),
+            ("ORCA_TOKEN".to_string(), token.reveal()),
+            (
+                "ORCA_DATABASE_URL".to_string(),
+                crate::pool_boot::machine_database_url().map_err(Fault::Sql)?,
+            ),
+            (
+                "ORCA_EC2_POOL_SECONDS".to_string(),
+                self.pool_seconds.to_string(),
+            ),
+        ];
+        let region = settings.region.clone();
+        let mut why = Vec::new();
+        let mut made = None;
+        for location in &settings.locations {
+            let provider = match self.provider(&settings.provider, region.as_deref()) {
+                Ok(pr) => pr,
+                Err(e) => {
+                    why.push(e);
+                    break;
+                }
+            };
+            let req = Make {
+                group: GROUP,
+                settings,
+                name: &name,
+                type_,
+                location,
+                stack: &stack,
+                script: INSTANCE_SCRIPT,
+                env: &env,
+            };
+            match provider.make(&req) {
+                Ok(m) => {
+                    made = Some((m, provider.region()));
+                    break;
+                }
+                Err(MakeError::NoCapacity(w)) => why.push(format!("{location}: {w}")),
+                Err(MakeError::Failed(w)) => {
+                    why.push(w);
+                    break;
+                }
+            }
+        }
+        let Some((m, made_in)) = made else {
+            db.run_fenced(session, |c| {
+                pool_machines::revoke(c, &login)?;
+                pool_machines::drop_role(c, &login)
+            })?;
+            return Ok(Err(why.join("; ")));
+        };
+        let provider = match settings.provider {
+            Kind::Local => "local",
+            Kind::Ec2 => "ec2",
+        };
+        db.run_fenced(session, |c| {
+            c.execute(
+                sql::INSTANCE_ADD,
+                &[
+                    &name, &p.name, &id, &start, &role, &login, &address, &m.address, &provider,
+                    &m.id, &made_in, &fresh,
+                ],
+            )
+        })?;
+        log::info!("run {id}: made instance {name} as its {role}");
+        Ok(Ok(m.address))
+    }
+
+    /// Ends what is over (see the module's doc); `judge_silence` false just
+    /// after taking the lead or after a stalled tick.
+    pub fn watch(&mut self, db: &mut Db, session: u64, judge_silence: bool) -> Result<(), Fault> {
+        if judge_silence {
+            let lost = db.run_fenced(session, |c| {
+                c.query(sql::EC2_LOST_HEADS, &[&self.timing.boot, &self.timing.lost])
+            })?;
+            for row in lost {
+                let (id, start): (i64, i32) = (row.get(0), row.get(1));
+                let why = "its head instance was lost".to_string();
+                log::warn!("run {id}: {why}: queued again");
+                db.run_fenced(session, |c| {
+                    c.query_one(sql::RUN_REQUEUE, &[&id, &start, &why, &Vec::<u8>::new()])
+                })?;
+                let ended = db.run_fenced(session, |c| {
+                    c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why])
+                })?;
+                self.delete(db, session, ended.iter().map(ended_of).collect())?;
+            }
+        }
+        let ended = db.run_fenced(session, |c| {
+            c.query(
+                sql::INSTANCES_TO_END,
+                &[&self.pool_seconds, &POLL_GONE, &self.timing.lost],
+            )
+        })?;
+        self.delete(db, session, ended.iter().map(ended_of).collect())?;
+        // Logins no live row holds (made for an instance never made, or not
+        // dropped yet): revoked and dropped.
+        if let Some(stack) = self.stack.clone() {
+            let prefix = format!("orca_i_{stack}_");
+            for row in db.run_fenced(session, |c| {
+                c.query(sql::INSTANCE_LOGINS_ORPHANED, &[&prefix])
+            })? {
+                let login: String = row.get(0);
+                let _ = db.run_fenced(session, |c| {
+                    pool_machines::revoke(c, &login)?;
+                    pool_machines::drop_role(c, &login)
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes ended instances and revokes their logins.
+    fn delete(&mut self, db: &mut Db, session: u64, ended: Vec<Ended>) -> Result<(), Fault> {
+        for (name, provider, provider_id, region, login) in ended {
+            db.run_fenced(session, |c| pool_machines::revoke(c, &login))?;
+            let kind = if provider == "ec2" {
+                Kind::Ec2
+            } else {
+                Kind::Local
+            };
+            if let Some(id) = provider_id
+                && let Err(e) = self
+                    .provider(&kind, region.as_deref())
+                    .and_then(|pr| pr.delete(&id, &name))
+            {
+                log::error!("instance {name}: can't delete it: {e}");
+            }
+            let _ = db.run_fenced(session, |c| pool_machines::drop_role(c, &login));
+            log::info!("instance {name} ended");
+        }
+        Ok(())
+    }
+}
+
+fn ended_of(r: &postgres::Row) -> Ended {
+    (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))
+}

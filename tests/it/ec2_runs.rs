@@ -1,0 +1,235 @@
+//! EC2 runs end to end on the local provider: instances are local process
+//! groups running the real instance script; the scheduler gives a run its
+//! head and workers, and hands warm instances to the next run.
+
+use crate::harness::*;
+
+/// A pipeline on EC2 (local provider) with a head and two workers.
+fn ec2_pipeline(dir: &TempDir, extra: &str) -> String {
+    format!(
+        r#"
+[pipelines.job]
+command = "[ \"$ORCA_RUN_START\" = 1 ] && [ -n \"$FAIL_FIRST\" ] && exit 1; echo $ORCA_RUN_ID >> {served}"
+placement = "ec2"
+{extra}
+
+[pipelines.job.ec2]
+provider = "local"
+type = "small"
+locations = ["here"]
+workers = 2
+worker_service = "exec sleep 300"
+update = "echo $ORCA_INSTANCE $ORCA_RUN_ID $ORCA_RUN_START >> {updates}"
+"#,
+        served = dir.path("served").display(),
+        updates = dir.path("updates").display(),
+    )
+}
+
+fn scheduler(db: &TestDb, dir: &TempDir) -> Proc {
+    db.scheduler(
+        dir,
+        &[
+            ("ORCA_EC2_POOL_SECONDS", "60"),
+            ("ORCA_POOL_LOST_SECONDS", "30"),
+        ],
+    )
+}
+
+/// The instances of run `run` at `start`, by name.
+fn instances_of(db: &TestDb, run: i64, start: i32) -> Vec<String> {
+    db.client()
+        .query(
+            "SELECT instance FROM orca.instances WHERE run = $1 AND start = $2 ORDER BY instance",
+            &[&run, &start],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+fn idle(db: &TestDb) -> i64 {
+    db.one("SELECT count(*) FROM orca.instances WHERE state = 'idle' AND ended_at IS NULL")
+}
+
+#[test]
+fn a_finished_run_s_instances_are_handed_to_the_next_run() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, &ec2_pipeline(&dir, ""));
+    let first = db.queue("job");
+    let mut s = scheduler(&db, &dir);
+    wait_until("run 1 succeeds on its instances", 60.0, || {
+        db.state(first) == "succeeded"
+    });
+    let warm = instances_of(&db, first, 1);
+    assert_eq!(warm.len(), 3, "a head and two workers");
+    wait_until("its three instances are idle and poll", 30.0, || {
+        idle(&db) == 3
+    });
+    let next = db.queue("job");
+    wait_until("run 2 succeeds", 30.0, || db.state(next) == "succeeded");
+    assert_eq!(instances_of(&db, next, 1), warm, "the same three instances");
+    let made: i64 = db.one("SELECT count(DISTINCT instance) FROM orca.instances");
+    assert_eq!(made, 3, "no new instance was made");
+    // Handed over within 2 s of being queued (run queued → instance joined).
+    let took: f64 = db.one(&format!(
+        "SELECT extract(epoch FROM max(i.joined_at) - min(r.queued_at))::float8
+         FROM orca.instances i JOIN orca.runs r ON r.id = i.run WHERE r.id = {next}"
+    ));
+    assert!(took <= 2.0, "hand-over took {took}s");
+    // A run's first start takes new code: each instance ran the update.
+    let updates = std::fs::read_to_string(dir.path("updates")).unwrap();
+    assert_eq!(
+        updates
+            .lines()
+            .filter(|l| l.ends_with(&format!(" {next} 1")))
+            .count(),
+        3,
+        "{updates}"
+    );
+    s.stop();
+}
+
+#[test]
+fn a_retried_run_keeps_its_code_and_a_silent_instance_is_not_handed_out() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &ec2_pipeline(
+            &dir,
+            "retries = 1\nretry_delay = 3\nenv = { FAIL_FIRST = \"1\" }",
+        ),
+    );
+    let run = db.queue("job");
+    let mut s = scheduler(&db, &dir);
+    wait_until("the run succeeds on its retry", 90.0, || {
+        db.state(run) == "succeeded"
+    });
+    // The retry got the first start's instances back, not allowed new code.
+    let (first, second) = (instances_of(&db, run, 1), instances_of(&db, run, 2));
+    assert_eq!(first, second);
+    let fresh: Vec<bool> = db
+        .client()
+        .query(
+            "SELECT fresh_code FROM orca.instances WHERE run = $1 AND start = 2",
+            &[&run],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(fresh, vec![false, false, false]);
+    let updates = std::fs::read_to_string(dir.path("updates")).unwrap();
+    assert!(!updates.contains(&format!(" {run} 2")), "{updates}");
+    // One idle instance goes silent (stopped): it is not handed out.
+    wait_until("the instances are idle", 30.0, || idle(&db) == 3);
+    let stack: String = db.one("SELECT id FROM orca.stack");
+    let silent = local_machines(&stack)[0];
+    // SAFETY: kill(2) on that instance's process group.
+    unsafe { libc::kill(-silent, libc::SIGSTOP) };
+    wait_until("its poll is stale", 30.0, || {
+        db.one::<i64>(
+            "SELECT count(*) FROM orca.instances
+             WHERE state = 'idle' AND ended_at IS NULL AND polled < now() - interval '6 seconds'",
+        ) == 1
+    });
+    let next = db.queue("job");
+    wait_until("the next run runs", 60.0, || {
+        instances_of(&db, next, 1).len() == 3
+    });
+    let made: i64 = db.one("SELECT count(DISTINCT instance) FROM orca.instances");
+    assert_eq!(made, 4, "a new instance in the silent one's place");
+    // SAFETY: as above.
+    unsafe { libc::kill(-silent, libc::SIGCONT) };
+    s.stop();
+}
+
+/// The process group of local instance `name` (the stack's machines).
+fn group_of(stack: &str, name: &str) -> Option<i32> {
+    local_machines(stack).into_iter().find(|pid| {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .map(|env| {
+                env.split(|&b| b == 0)
+                    .any(|kv| kv == format!("ORCA_LOCAL_MACHINE={name}").as_bytes())
+            })
+            .unwrap_or(false)
+    })
+}
+
+#[test]
+fn without_a_warm_pool_instances_end_with_their_run() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, &ec2_pipeline(&dir, ""));
+    let run = db.queue("job");
+    let mut s = db.scheduler(&dir, &[("ORCA_EC2_POOL_SECONDS", "0")]);
+    wait_until("the run succeeds", 60.0, || db.state(run) == "succeeded");
+    wait_until("its instances' rows end", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.instances WHERE ended_at IS NULL") == 0
+    });
+    let why: String = db.one("SELECT string_agg(DISTINCT why, ', ') FROM orca.instances");
+    assert!(why.contains("its run is over"), "{why}");
+    let stack: String = db.one("SELECT id FROM orca.stack");
+    wait_until("the instances are gone", 30.0, || {
+        local_machines(&stack).is_empty()
+    });
+    wait_until("their logins are dropped", 30.0, || {
+        db.client()
+            .query_one(
+                "SELECT count(*) FROM pg_roles WHERE starts_with(rolname, $1)",
+                &[&format!("orca_i_{stack}_")],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+            == 0
+    });
+    s.stop();
+}
+
+#[test]
+fn a_lost_head_s_run_is_queued_again_and_its_instances_ended() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let file = ec2_pipeline(&dir, "").replace(
+        "command = \"[ \\\"$ORCA_RUN_START\\\" = 1 ] && [ -n \\\"$FAIL_FIRST\\\" ] && exit 1;",
+        "command = \"[ \\\"$ORCA_RUN_START\\\" = 1 ] && exec sleep 300;",
+    );
+    assert!(file.contains("exec sleep 300"), "{file}");
+    db.register(&dir, &file);
+    let run = db.queue("job");
+    let mut s = db.scheduler(
+        &dir,
+        &[
+            ("ORCA_EC2_POOL_SECONDS", "60"),
+            ("ORCA_POOL_LOST_SECONDS", "3"),
+        ],
+    );
+    wait_until("the head serves the run", 60.0, || {
+        db.one::<i64>(
+            "SELECT count(*) FROM orca.instances WHERE role = 'head' AND joined_at IS NOT NULL",
+        ) == 1
+    });
+    let stack: String = db.one("SELECT id FROM orca.stack");
+    let head: String = db.one("SELECT instance FROM orca.instances WHERE role = 'head'");
+    let group = group_of(&stack, &head).expect("the head's process group");
+    // SAFETY: kill(2) on the head instance's process group.
+    unsafe { libc::kill(-group, libc::SIGSTOP) };
+    wait_until("the run is started again and succeeds", 90.0, || {
+        db.state(run) == "succeeded"
+    });
+    assert_eq!(
+        db.one::<i32>(&format!("SELECT start FROM orca.runs WHERE id = {run}")),
+        2
+    );
+    let requeued: String = db.one(&format!(
+        "SELECT why FROM orca.events WHERE run = {run} AND kind = 'requeued'"
+    ));
+    assert!(requeued.contains("head instance was lost"), "{requeued}");
+    let ended: i64 = db
+        .one("SELECT count(*) FROM orca.instances WHERE start = 1 AND why LIKE '%head instance was lost%'");
+    assert_eq!(ended, 3, "the first start's instances ended");
+    s.stop();
+}
