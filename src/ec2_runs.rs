@@ -39,7 +39,8 @@ const POLL_FRESH: f64 = 5.0;
 const POLL_GONE: f64 = 15.0;
 
 /// The provider label of EC2 runs' instances.
-const GROUP: &str = "ec2-runs";
+/// (A colon: no pool can have that name, so no pool takes them for its own.)
+const GROUP: &str = "orca:ec2-runs";
 
 /// The scheduler's EC2 runs: providers, and this stack's id.
 pub struct Ec2Runs {
@@ -49,6 +50,8 @@ pub struct Ec2Runs {
     local: Local,
     ec2: HashMap<String, Ec2>,
     stack: Option<String>,
+    /// When strays were last looked for (every `ORCA_POOL_SCALE_SECONDS`).
+    strays_at: Option<std::time::Instant>,
 }
 
 /// An instance row ended, to delete: name, provider, provider id, region, login.
@@ -63,6 +66,7 @@ impl Ec2Runs {
             local: Local::default(),
             ec2: HashMap::new(),
             stack: None,
+            strays_at: None,
         })
     }
 
@@ -295,6 +299,51 @@ impl Ec2Runs {
             )
         })?;
         self.delete(db, session, ended.iter().map(ended_of).collect())?;
+        // Strays: instances with this stack's label that no live row holds
+        // (made, but the row wasn't written), with the providers in use here.
+        let due = self
+            .strays_at
+            .is_none_or(|t| t.elapsed().as_secs_f64() >= self.timing.scale);
+        if let Some(stack) = self.stack.clone().filter(|_| due) {
+            self.strays_at = Some(std::time::Instant::now());
+            let live: std::collections::HashSet<String> = db
+                .run_fenced(session, |c| c.query(sql::INSTANCES_LIVE_NAMES, &[]))?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            self.local.begin_pass();
+            let mut providers: Vec<&mut dyn Provider> = vec![&mut self.local];
+            for e in self.ec2.values_mut() {
+                e.begin_pass();
+                providers.push(e);
+            }
+            let mut strays = Vec::new();
+            for pr in providers {
+                match pr.list(GROUP, &stack) {
+                    Ok(found) => {
+                        for f in found.into_iter().filter(|f| !live.contains(&f.name)) {
+                            match pr.delete(&f.id, &f.name) {
+                                Ok(()) => strays.push(f.name),
+                                Err(e) => {
+                                    log::error!("stray instance {}: can't delete it: {e}", f.name)
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => log::warn!("can't list EC2 runs' instances: {e}"),
+                }
+            }
+            for name in strays {
+                log::warn!("deleted stray instance {name}: no live row held it");
+                let why = format!("{name}: no live row held it");
+                db.run_fenced(session, |c| {
+                    c.execute(
+                        sql::EVENT_ADD,
+                        &[&None::<i64>, &None::<String>, &"stray deleted", &why],
+                    )
+                })?;
+            }
+        }
         // Logins no live row holds (made for an instance never made, or not
         // dropped yet): revoked and dropped.
         if let Some(stack) = self.stack.clone() {

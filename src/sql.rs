@@ -93,6 +93,9 @@ pub const INSTANCE_SERVE: &str = include_str!("../sql/instance_serve.sql");
 /// See `sql/instances_list.sql`.
 pub const INSTANCES_LIST: &str = include_str!("../sql/instances_list.sql");
 
+/// See `sql/instances_live_names.sql`.
+pub const INSTANCES_LIVE_NAMES: &str = include_str!("../sql/instances_live_names.sql");
+
 /// See `sql/instances_of_run_end.sql`.
 pub const INSTANCES_OF_RUN_END: &str = include_str!("../sql/instances_of_run_end.sql");
 

@@ -233,3 +233,44 @@ fn a_lost_head_s_run_is_queued_again_and_its_instances_ended() {
     assert_eq!(ended, 3, "the first start's instances ended");
     s.stop();
 }
+
+#[test]
+fn a_stray_instance_of_this_stack_is_deleted() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, &ec2_pipeline(&dir, ""));
+    let run = db.queue("job");
+    let mut s = db.scheduler(
+        &dir,
+        &[
+            ("ORCA_EC2_POOL_SECONDS", "60"),
+            ("ORCA_POOL_SCALE_SECONDS", "0.5"),
+        ],
+    );
+    wait_until("the run succeeds", 60.0, || db.state(run) == "succeeded");
+    let stack: String = db.one("SELECT id FROM orca.stack");
+    // Made, but its row never written: a process with the labels.
+    let mut stray = {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new("sleep")
+            .arg("300")
+            .env("ORCA_LOCAL_MACHINE", "orca-i-999")
+            .env(
+                "ORCA_LOCAL_LABELS",
+                format!("orca-pool=orca:ec2-runs orca-stack={stack}"),
+            )
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    wait_until("the stray is deleted", 30.0, || {
+        stray.try_wait().unwrap().is_some()
+    });
+    // The run's own instances are kept (warm).
+    assert_eq!(
+        db.one::<i64>("SELECT count(*) FROM orca.instances WHERE ended_at IS NULL"),
+        3
+    );
+    assert!(db.events_of_kind("stray deleted") >= 1);
+    s.stop();
+}
