@@ -3,17 +3,32 @@
 -- $3: the lost limit): rows of runs no longer running at their start (with
 -- no warm pool at once; with one, once their run is a lost limit over and
 -- they never went idle); idle ones whose polls stopped, whose kind no
--- pipeline uses any more, or whose warm time is over. Ended with why; the
+-- pipeline uses any more, more of a kind than its recent demand (the
+-- instances in use, or used within the last $1 seconds; the longest idle go
+-- first), or whose warm time is over. Ended with why; the
 -- instances (name, provider, provider id, region, login) returned to be
 -- deleted and their logins revoked.
 WITH kinds AS (
     SELECT DISTINCT md5(coalesce(spec -> 'ec2', 'null'::jsonb)::text) AS kind
     FROM orca.pipelines WHERE placement = 'ec2' AND NOT retired
+), recent AS (
+    SELECT kind, count(DISTINCT instance) AS n FROM orca.instances
+    WHERE made_at > now() - make_interval(secs => $1::float8)
+       OR idle_at > now() - make_interval(secs => $1::float8)
+       OR (ended_at IS NULL AND state <> 'idle')
+    GROUP BY kind
+), ranked AS (
+    SELECT id, row_number() OVER (PARTITION BY kind ORDER BY idle_at DESC) AS rank
+    FROM orca.instances WHERE state = 'idle' AND ended_at IS NULL
 ), doomed AS (
     SELECT i.id,
         CASE
             WHEN i.state = 'idle' AND i.polled < now() - make_interval(secs => $2) THEN 'its polls stopped'
             WHEN i.state = 'idle' AND i.kind NOT IN (SELECT kind FROM kinds) THEN 'no pipeline uses its kind any more'
+            WHEN i.state = 'idle'
+                 AND (SELECT rank FROM ranked WHERE ranked.id = i.id)
+                     > coalesce((SELECT n FROM recent WHERE recent.kind = i.kind), 0)
+                THEN 'more idle instances of its kind than its recent demand'
             WHEN i.state = 'idle' AND i.idle_at < now() - make_interval(secs => $1::float8 + 60) THEN 'its warm time is over'
             WHEN i.state <> 'idle' AND NOT EXISTS (
                      SELECT 1 FROM orca.runs r WHERE r.id = i.run AND r.start = i.start AND r.state = 'running')

@@ -274,3 +274,28 @@ fn a_stray_instance_of_this_stack_is_deleted() {
     assert!(db.events_of_kind("stray deleted") >= 1);
     s.stop();
 }
+
+#[test]
+fn idle_instances_beyond_recent_demand_are_ended() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, &ec2_pipeline(&dir, ""));
+    let run = db.queue("job");
+    // Warm for 4 s: the run's instances are recent demand that long.
+    let mut s = db.scheduler(&dir, &[("ORCA_EC2_POOL_SECONDS", "4")]);
+    wait_until("the run succeeds", 60.0, || db.state(run) == "succeeded");
+    wait_until("its instances are idle", 30.0, || idle(&db) == 3);
+    // No run of their kind since: beyond the demand, they end (well before
+    // their warm time of 4 s and a minute is over), and their scripts stop.
+    wait_until("the idle instances end", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.instances WHERE ended_at IS NULL") == 0
+    });
+    let why: String =
+        db.one("SELECT string_agg(DISTINCT why, ', ') FROM orca.instances WHERE state = 'ended'");
+    assert!(why.contains("than its recent demand"), "{why}");
+    let stack: String = db.one("SELECT id FROM orca.stack");
+    wait_until("the instances are gone", 30.0, || {
+        local_machines(&stack).is_empty()
+    });
+    s.stop();
+}
