@@ -580,12 +580,56 @@ drop_db orca_bench_warm || true
 sql "$ORCA_TEST_DATABASE_URL" -c "DROP ROLE IF EXISTS $warm_role" >/dev/null || true
 
 echo
-echo "== warm pool: the instance's side ($idle_n idle instances, ${warm_s} s) =="
+echo "== warm pool ($idle_n idle instances for ${warm_s} s; hand-overs through the scheduler) =="
 echo "transactions per second per idle instance: $warm_rate"
 # shellcheck disable=SC2086  # a word list on purpose
 echo "hand-over committed to pool-next's exit s, p50 / max: $(printf '%s\n' $handover | sort -n | awk '{ a[NR] = $1 } END { printf "%s / %s", a[int((NR + 1) / 2)], a[NR] }')"
 echo "pool-next peak RSS MiB (goal <= 8): $warm_rss"
-echo "(run queued to instance joined needs the scheduler's side of EC2 runs: not built yet)"
+# The scheduler's side: runs of a pipeline on EC2 (local provider: instances
+# are process groups running scripts/instance.sh) with a head and two
+# workers, one after another; each after the first is handed the previous
+# run's warm instances. Run queued → its last instance joined, by the
+# database's clock.
+handover_n=${ORCA_BENCH_HANDOVERS:-10}
+url_hand=$(db_url orca_bench_handover)
+log "warm pool: $handover_n hand-overs through the scheduler"
+printf '[pipelines.job]\ncommand = ["true"]\nplacement = "ec2"\n[pipelines.job.ec2]\ntype = "small"\nlocations = ["here"]\nworkers = 2\n' >"$tmp/handover.toml"
+fresh_db orca_bench_handover "$tmp/handover.toml"
+ORCA_DATABASE_URL=$url_hand ORCA_TICK_SECONDS=0.1 ORCA_EC2_POOL_SECONDS=120 \
+  "$ORCA_BIN" scheduler >"$tmp/sched-handover.log" 2>&1 &
+hand_pid=$!
+sched_pids="$sched_pids $hand_pid"
+hand_stack=""
+hand_ok=0
+for i in $(seq 0 "$handover_n"); do
+  run=$(ORCA_DATABASE_URL=$url_hand "$ORCA_BIN" run job)
+  t0=$(now)
+  until [ "$(sql "$url_hand" -c "SELECT count(*) FROM orca.runs WHERE id = $run AND state = 'succeeded'")" = 1 ] &&
+        [ "$(sql "$url_hand" -c "SELECT count(*) FROM orca.instances WHERE state = 'idle' AND ended_at IS NULL")" = 3 ]; do
+    if awk -v e="$(since "$t0")" 'BEGIN { exit !(e > 60) }'; then log "run $run: not done and idle within 60 s"; break 2; fi
+    sleep 0.1
+  done
+  hand_ok=$i
+done
+handover=$(sql "$url_hand" -c "SELECT extract(epoch FROM max(i.joined_at) - r.queued_at)::numeric(10,3)
+  FROM orca.runs r JOIN orca.instances i ON i.run = r.id WHERE r.id > (SELECT min(id) FROM orca.runs)
+  GROUP BY r.id, r.queued_at ORDER BY 1")
+hand_new=$(sql "$url_hand" -c "SELECT count(DISTINCT instance) FROM orca.instances")
+hand_stack=$(sql "$url_hand" -c "SELECT id FROM orca.stack")
+stop_sched "$hand_pid" 10 || true
+# Its instances outlive the scheduler, as EC2 instances do: end them.
+for env in /proc/[0-9]*/environ; do
+  if { tr '\0' '\n' <"$env"; } 2>/dev/null | grep -qx "ORCA_LOCAL_LABELS=.*orca-stack=$hand_stack"; then
+    p=${env#/proc/}; p=${p%/environ}
+    kill -KILL -- "-$p" 2>/dev/null || true
+  fi
+done
+drop_db orca_bench_handover || true
+for r in $(sql "$ORCA_TEST_DATABASE_URL" -c "SELECT rolname FROM pg_roles WHERE starts_with(rolname, 'orca_i_${hand_stack}_')"); do
+  sql "$ORCA_TEST_DATABASE_URL" -c "DROP ROLE IF EXISTS $r" >/dev/null || true
+done
+echo "run queued to its instances joined s (warm hand-over, $hand_ok runs), p50 / p99 / max (goal <= 2): $(printf '%s\n' $handover | sort -n | awk '{ a[NR] = $1 } END { if (NR == 0) print "n/a"; else printf "%s / %s / %s", a[int((NR + 1) / 2)], a[int(NR * 0.99 + 0.99)], a[NR] }')"
+echo "instances made for $((hand_ok + 1)) runs of a head and 2 workers: $hand_new"
 
 # -------------------------------------------------------- scheduler overlap
 # With ORCA_OVERLAP=on, how long no scheduler leads, from real processes, each
