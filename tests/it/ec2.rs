@@ -496,3 +496,53 @@ fn a_machine_is_removed_in_the_region_it_was_made_in() {
     drop(st);
     s.stop();
 }
+
+#[test]
+fn an_ec2_run_s_instances_are_made_on_ec2_and_ended_when_the_head_never_serves() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        r#"
+[pipelines.train]
+command = "true"
+placement = "ec2"
+
+[pipelines.train.ec2]
+provider = "ec2"
+type = "m7i.large"
+locations = ["subnet-a"]
+ami = "ami-0123456789abcdef0"
+workers = 1
+"#,
+    );
+    let run = db.queue("train");
+    let mut env = with_keys(ec2_env(&ec2));
+    // The fake's instances never boot: the head is given up after 2 s.
+    env.push(("ORCA_POOL_BOOT_SECONDS", "2".into()));
+    let mut s = start(&db, &dir, &env);
+    wait_until("a head and a worker are made", 40.0, || {
+        ec2.live().len() == 2
+    });
+    let made = ec2.live();
+    for i in &made {
+        assert_eq!(i.tag("orca-pool"), Some("orca:ec2-runs"));
+        use base64::Engine;
+        let ud = base64::engine::general_purpose::STANDARD
+            .decode(i.params.get("UserData").unwrap())
+            .unwrap();
+        let ud = String::from_utf8(ud).unwrap();
+        assert!(
+            ud.contains("ec2-serve") && ud.contains("export ORCA_RUN="),
+            "{ud}"
+        );
+    }
+    wait_until(
+        "the run is queued again and its instances terminated",
+        40.0,
+        || db.events(run, "requeued") >= 1 && ec2.count("TerminateInstances") >= 2,
+    );
+    assert_eq!(ec2.bad_signatures(), 0);
+    s.stop();
+}
