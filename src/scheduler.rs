@@ -555,22 +555,13 @@ impl Scheduler {
             .any(|v| v.p.placement == config::Placement::Ec2)
         {
             self.start(session, &pipelines, "ec2");
-            let judge = self
-                .lead
-                .is_some_and(|(_, since)| since.elapsed().as_secs_f64() >= self.timing.stale)
-                && began.elapsed().as_secs_f64() <= self.timing.stale / 2.0;
+            let judge = self.judge_silence(began);
             if let Err(e) = self.ec2_runs.watch(&mut self.db, session, judge) {
                 Self::complain(e);
             }
         }
         if self.scaler.due() {
-            // Silence is judged only once the lead is a stale limit old and
-            // this tick did not stall: after an outage, workers' beats need
-            // a moment to land again.
-            let judge = self
-                .lead
-                .is_some_and(|(_, since)| since.elapsed().as_secs_f64() >= self.timing.stale)
-                && began.elapsed().as_secs_f64() <= self.timing.stale / 2.0;
+            let judge = self.judge_silence(began);
             match self.scaler.scale(&mut self.db, session, judge) {
                 Ok(figures) => {
                     if let Some((_, _, passes)) = &mut self.stats {
@@ -595,6 +586,15 @@ impl Scheduler {
             self.sweep(session);
         }
         self.sup.publish();
+    }
+
+    /// Whether machines' and instances' silence may be judged now: only once
+    /// the lead is a stale limit old and this tick (begun at `began`) did not
+    /// stall; after an outage, their beats need a moment to land again.
+    fn judge_silence(&self, began: Instant) -> bool {
+        self.lead
+            .is_some_and(|(_, since)| since.elapsed().as_secs_f64() >= self.timing.stale)
+            && began.elapsed().as_secs_f64() <= self.timing.stale / 2.0
     }
 
     /// The session that holds the lead, taking the lock again after a
