@@ -210,6 +210,14 @@ pub fn signal_group(pgid: i32, sig: i32) {
 fn children() -> Vec<i32> {
     // SAFETY: getpid(2) can't fail.
     let me = unsafe { libc::getpid() };
+    // The kernel's own list (the shim is single-threaded: its one task);
+    // a scan of /proc where the kernel doesn't keep it.
+    if let Ok(list) = std::fs::read_to_string(format!("/proc/self/task/{me}/children")) {
+        return list
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+    }
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
