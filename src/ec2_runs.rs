@@ -6,9 +6,10 @@
 //! ones are made through the provider (local or EC2), booting
 //! `scripts/instance.sh` with credentials of their own.
 //!
-//! Every tick the leader also ends what is over: a run whose head is lost
-//! (never served within `ORCA_POOL_BOOT_SECONDS`, or silent for
-//! `ORCA_POOL_LOST_SECONDS`) is queued again and its instances ended; rows of
+//! Every tick the leader also ends what is over: a run whose head went
+//! silent for `ORCA_POOL_LOST_SECONDS` is queued again, one whose head never
+//! served within `ORCA_POOL_BOOT_SECONDS` fails (retries and alerts apply),
+//! and their instances are ended; rows of
 //! runs that ended (at once with no warm pool, `ORCA_EC2_POOL_SECONDS` 0);
 //! idle rows whose polls stopped, whose kind no pipeline uses any more, or
 //! whose warm time is over. Ended instances are deleted and their logins
@@ -280,12 +281,36 @@ impl Ec2Runs {
                 c.query(sql::EC2_LOST_HEADS, &[&self.timing.boot, &self.timing.lost])
             })?;
             for row in lost {
-                let (id, start): (i64, i32) = (row.get(0), row.get(1));
-                let why = "its head instance was lost".to_string();
-                log::warn!("run {id}: {why}: queued again");
-                db.run_fenced(session, |c| {
-                    c.query_one(sql::RUN_REQUEUE, &[&id, &start, &why, &Vec::<u8>::new()])
-                })?;
+                let (id, start, pipeline, served): (i64, i32, String, bool) =
+                    (row.get(0), row.get(1), row.get(2), row.get(3));
+                let why = if served {
+                    // Lost under a run it served: the run is queued again.
+                    let why = "its head instance was lost".to_string();
+                    log::warn!("run {id}: {why}: queued again");
+                    db.run_fenced(session, |c| {
+                        c.query_one(sql::RUN_REQUEUE, &[&id, &start, &why, &Vec::<u8>::new()])
+                    })?;
+                    why
+                } else {
+                    // Never booted (a bad AMI, say): a failed attempt, so
+                    // retries and the alert apply and it ends for good.
+                    let why = format!(
+                        "its head instance never started serving within {}s",
+                        self.timing.boot
+                    );
+                    log::error!("run {id}: {why}: failed");
+                    let outcome = crate::runs::Outcome {
+                        id,
+                        start,
+                        state: "failed",
+                        exit: None,
+                        why: why.clone(),
+                        output: Vec::new(),
+                        pipeline,
+                    };
+                    db.run_fenced(session, |c| outcome.write(c, sql::RUN_FINISH))?;
+                    why
+                };
                 let ended = db.run_fenced(session, |c| {
                     c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why])
                 })?;

@@ -498,7 +498,7 @@ fn a_machine_is_removed_in_the_region_it_was_made_in() {
 }
 
 #[test]
-fn an_ec2_run_s_instances_are_made_on_ec2_and_ended_when_the_head_never_serves() {
+fn an_ec2_run_s_instances_are_made_on_ec2_and_the_run_fails_when_its_head_never_serves() {
     let ec2 = FakeEc2::start(KEY, SECRET);
     let db = TestDb::new();
     let dir = TempDir::new();
@@ -538,11 +538,16 @@ workers = 1
             "{ud}"
         );
     }
+    // A head that never serves is a failed attempt (no retries here): the
+    // run fails for good, and no instance is made for it again.
     wait_until(
-        "the run is queued again and its instances terminated",
+        "the run fails and its instances are terminated",
         40.0,
-        || db.events(run, "requeued") >= 1 && ec2.count("TerminateInstances") >= 2,
+        || db.state(run) == "failed" && ec2.count("TerminateInstances") >= 2,
     );
+    let why: String = db.one(&format!("SELECT why FROM orca.runs WHERE id = {run}"));
+    assert!(why.contains("never started serving"), "{why}");
+    assert_eq!(ec2.count("RunInstances"), 2);
     assert_eq!(ec2.bad_signatures(), 0);
     s.stop();
 }
