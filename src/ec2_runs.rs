@@ -358,20 +358,8 @@ impl Ec2Runs {
                     Err(e) => log::warn!("can't list EC2 runs' instances: {e}"),
                 }
             }
-            for name in strays {
-                log::warn!("deleted stray instance {name}: no live row held it");
-                let why = format!("{name}: no live row held it");
-                db.run_fenced(session, |c| {
-                    c.execute(
-                        sql::EVENT_ADD,
-                        &[&None::<i64>, &None::<String>, &"stray deleted", &why],
-                    )
-                })?;
-            }
-        }
-        // Logins no live row holds (made for an instance never made, or not
-        // dropped yet): revoked and dropped.
-        if let Some(stack) = self.stack.clone() {
+            // Logins no live row holds (made for an instance never made, or not
+            // dropped yet): revoked and dropped.
             let prefix = format!("orca_i_{stack}_");
             for row in db.run_fenced(session, |c| {
                 c.query(sql::INSTANCE_LOGINS_ORPHANED, &[&prefix])
@@ -381,6 +369,16 @@ impl Ec2Runs {
                     pool_machines::revoke(c, &login)?;
                     pool_machines::drop_role(c, &login)
                 });
+            }
+            for name in strays {
+                log::warn!("deleted stray instance {name}: no live row held it");
+                let why = format!("{name}: no live row held it");
+                db.run_fenced(session, |c| {
+                    c.execute(
+                        sql::EVENT_ADD,
+                        &[&None::<i64>, &None::<String>, &"stray deleted", &why],
+                    )
+                })?;
             }
         }
         Ok(())
