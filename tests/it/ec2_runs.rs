@@ -299,3 +299,24 @@ fn idle_instances_beyond_recent_demand_are_ended() {
     });
     s.stop();
 }
+
+#[test]
+fn idle_instances_of_a_kind_no_pipeline_uses_are_ended() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let file = ec2_pipeline(&dir, "");
+    db.register(&dir, &file);
+    let run = db.queue("job");
+    let mut s = scheduler(&db, &dir);
+    wait_until("the run succeeds", 60.0, || db.state(run) == "succeeded");
+    wait_until("its instances are idle", 30.0, || idle(&db) == 3);
+    // The pipeline's [ec2] table changes: its instances are another kind now.
+    db.register(&dir, &file.replace("type = \"small\"", "type = \"large\""));
+    wait_until("the idle instances of the old kind end", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.instances WHERE ended_at IS NULL") == 0
+    });
+    let why: String =
+        db.one("SELECT string_agg(DISTINCT why, ', ') FROM orca.instances WHERE state = 'ended'");
+    assert!(why.contains("no pipeline uses its kind any more"), "{why}");
+    s.stop();
+}

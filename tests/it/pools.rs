@@ -1015,3 +1015,36 @@ fn a_database_outage_longer_than_the_lost_limit_removes_no_machine() {
     );
     s.stop();
 }
+
+#[test]
+fn the_type_walk_starts_again_when_the_demand_goes() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        r#"
+[pools.p]
+types = [{ type = "big", wait = 1 }, { type = "small", wait = 0 }]
+locations = ["x"]
+capacity = { x = 0 }
+
+[pipelines.job]
+command = "true"
+placement = "worker:p"
+"#,
+    );
+    let run = db.queue("job");
+    let mut s = pool_scheduler(&db, &dir, &[]);
+    // No capacity anywhere: after big's wait the walk is on small.
+    wait_until("the walk moves on to the second type", 30.0, || {
+        db.one::<i32>("SELECT walk_type FROM orca.pools WHERE name = 'p'") == 1
+    });
+    // The demand goes: the walk starts again from the first type.
+    db.ok(&["cancel", &run.to_string()]);
+    wait_until("the walk is back on the first type", 30.0, || {
+        db.one::<i32>("SELECT walk_type FROM orca.pools WHERE name = 'p'") == 0
+            && db.one::<bool>("SELECT walk_since IS NULL FROM orca.pools WHERE name = 'p'")
+    });
+    assert_eq!(made(&db, "p"), 0);
+    s.stop();
+}
