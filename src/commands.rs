@@ -42,19 +42,27 @@ fn pg(e: postgres::Error) -> Failure {
 
 /// Connects for a one-shot command, waiting up to `--wait` seconds.
 fn connect(opts: &DbOpts) -> Result<Client, Failure> {
+    connect_as(opts, "orca")
+}
+
+/// [`connect`], with `app` as the session's `application_name`.
+fn connect_as(opts: &DbOpts, app: &str) -> Result<Client, Failure> {
     if !(opts.wait.is_finite() && (0.0..=86_400.0).contains(&opts.wait)) {
         return Err(bad("--wait takes a number of seconds from 0 to 86400"));
     }
-    let target = Target::from_env().map_err(bad)?;
+    let target = Target::from_env().map_err(bad)?.with_application_name(app);
     state::connect_waiting(&target, opts.wait).map_err(no)
 }
 
 /// `orca migrate`.
 pub fn migrate(opts: &DbOpts) -> Outcome {
-    let mut client = connect(opts)?;
+    let mut client = connect_as(opts, state::MIGRATE_APP)?;
     let m = state::migrate(&mut client).map_err(no)?;
     for (v, name) in &m.applied {
         println!("applied {v:04}_{name}");
+    }
+    for w in &m.warnings {
+        eprintln!("orca: warning: {w}");
     }
     let newer = if m.before > state::migrations_known() {
         " (the database has newer ones, from a newer binary)"

@@ -8,6 +8,7 @@ mod commands;
 mod config;
 mod ec2;
 mod ec2_runs;
+mod locks;
 mod overlap;
 mod pool_boot;
 mod pool_config;

@@ -82,6 +82,7 @@ pub fn try_lead(client: &mut Client, id: i64, stale: f64) -> Result<Lead, postgr
     };
     let mut taken = take(client)?;
     if !taken {
+        crate::scheduler::end_lead_intruders(client)?;
         for row in client.query(sql::LEAD_TAKEOVER, &[&LEAD_LOCK, &stale])? {
             let gone: i64 = row.get(0);
             log::warn!("scheduler {gone} holds the lead but is gone: its session was ended");

@@ -174,7 +174,7 @@ impl PoolScaler {
                         );
                     }
                 }
-                Err(Fault::Sql(e)) => log::error!("role {role}: {e}"),
+                Err(Fault::Sql(e) | Fault::Data(e)) => log::error!("role {role}: {e}"),
                 Err(down) => return Err(down),
             }
         }
@@ -365,7 +365,7 @@ impl PoolScaler {
             match self.remove(db, session, p, m, &why, if_idle) {
                 Ok(true) => {}
                 Ok(false) => standing += 1,
-                Err(Fault::Sql(msg)) => {
+                Err(Fault::Sql(msg) | Fault::Data(msg)) => {
                     problem = Some(msg);
                     standing += 1;
                 }

@@ -167,9 +167,19 @@ impl Outcome {
             "state": "failed",
             "exit_code": match self.exit { Some(Exit::Code(c)) => Some(c), _ => None },
             "exit_signal": match self.exit { Some(Exit::Signal(s)) => Some(s), _ => None },
-            "why": self.why,
-            "output": String::from_utf8_lossy(tail),
+            "why": pg_text(&self.why),
+            "output": pg_text(&String::from_utf8_lossy(tail)),
         })
+    }
+
+    /// The same end without its output, its reason saying what was dropped
+    /// and why (`error`): what is left can always be stored.
+    pub fn stripped(self, error: &str) -> Outcome {
+        Outcome {
+            why: dropped_why(&format!("ended {}", self.state), error),
+            output: Vec::new(),
+            ..self
+        }
     }
 
     /// Writes it with `statement` (`sql::RUN_FINISH`, or a worker's
@@ -196,13 +206,34 @@ impl Outcome {
                 &self.state,
                 &code,
                 &signal,
-                &self.why,
+                &pg_text(&self.why),
                 &self.output,
                 &body,
             ],
         )?;
         Ok(row.get(0))
     }
+}
+
+/// `s` as Postgres's `text` and `jsonb` take it: they refuse NUL, which
+/// becomes U+FFFD (invalid UTF-8 is already replaced by the lossy reads).
+pub fn pg_text(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains('\0') {
+        std::borrow::Cow::Owned(s.replace('\0', "\u{FFFD}"))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
+/// The reason recorded for an end that could not be stored as it was:
+/// `what` happened, `error` is why the rest was dropped (cut to 200
+/// characters, made storable).
+pub fn dropped_why(what: &str, error: &str) -> String {
+    let error: String = error.chars().take(200).collect();
+    format!(
+        "{what}; its end could not be stored as it was ({}), so its output and reason were dropped",
+        pg_text(&error)
+    )
 }
 
 /// What `orca cancel` found.

@@ -124,6 +124,8 @@ pub struct Scheduler {
     ec2_runs: Ec2Runs,
     crons: HashMap<String, croner::Cron>,
     sensors: HashMap<String, Sensor>,
+    /// When machine logins stuck in a transaction were last looked for.
+    stuck_checked: Instant,
     /// Per tick: how long it took and how many statements it made, when
     /// `ORCA_TICK_STATS` names a file to write their summary to at exit.
     /// Scaler passes likewise.
@@ -137,8 +139,8 @@ pub fn lead_holder(client: &mut postgres::Client) -> Option<String> {
     let addr: Option<String> = row.get(1);
     let backend: i32 = row.get(2);
     Some(match app {
-        Some(a) if a.starts_with("orca scheduler") => a
-            .trim_start_matches("orca scheduler")
+        Some(a) if a.starts_with(SCHEDULER_APP) => a
+            .trim_start_matches(SCHEDULER_APP)
             .split(" tag ")
             .next()
             .unwrap_or_default()
@@ -158,7 +160,7 @@ pub fn application_name(host: &str) -> String {
     use std::hash::BuildHasher;
     let tag = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
     format!(
-        "orca scheduler host {host} pid {} tag {:08x}",
+        "{SCHEDULER_APP} host {host} pid {} tag {:08x}",
         std::process::id(),
         tag as u32
     )
@@ -191,6 +193,19 @@ pub fn free_own_stale_lead(client: &mut postgres::Client, app: &str) -> bool {
         .is_ok_and(|r| r.get::<_, bool>(0))
 }
 
+/// The application_name every scheduler's sessions start with (see
+/// [`application_name`]).
+pub const SCHEDULER_APP: &str = "orca scheduler";
+
+/// Ends the sessions holding `LEAD_LOCK` that are not orca schedulers, with
+/// an event each; true if there were any.
+pub fn end_lead_intruders(client: &mut postgres::Client) -> Result<bool, postgres::Error> {
+    Ok(
+        !crate::locks::end_intruders(client, LEAD_LOCK, "the lead lock", SCHEDULER_APP, true)?
+            .is_empty(),
+    )
+}
+
 /// Whether `lead` is held on `session`; forgets a lead held on an older
 /// session (its lock went with it).
 fn holds_lead(lead: &mut Option<(u64, Instant)>, session: u64) -> bool {
@@ -205,10 +220,15 @@ fn holds_lead(lead: &mut Option<(u64, Instant)>, session: u64) -> bool {
 
 /// Takes `LEAD_LOCK` on this session if it is free, or held by an older
 /// session of this process's (see [`free_own_stale_lead`]).
+/// A session holding it that is not an orca scheduler (another role, or
+/// another `application_name`: a machine login, say) is ended first.
 fn take_lead(client: &mut postgres::Client, app: &str) -> Result<bool, postgres::Error> {
     let got: bool = client.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])?.get(0);
-    if got || !free_own_stale_lead(client, app) {
-        return Ok(got);
+    if got {
+        return Ok(true);
+    }
+    if !end_lead_intruders(client)? && !free_own_stale_lead(client, app) {
+        return Ok(false);
     }
     client
         .query_one(sql::LEAD_TRY, &[&LEAD_LOCK])
@@ -412,6 +432,7 @@ fn run(
         ec2_runs,
         crons: HashMap::new(),
         sensors: HashMap::new(),
+        stuck_checked: Instant::now(),
         stats: std::env::var("ORCA_TICK_STATS")
             .ok()
             .map(|path| (path, Vec::new(), Vec::new())),
@@ -543,6 +564,16 @@ impl Scheduler {
                         );
                     }
                 }
+            }
+        }
+        if self.stuck_checked.elapsed().as_secs_f64() >= self.timing.login_xact / 2.0 {
+            self.stuck_checked = Instant::now();
+            let secs = self.timing.login_xact;
+            if let Err(e) = self
+                .db
+                .run_fenced(session, |c| crate::locks::end_stuck_logins(c, secs))
+            {
+                Self::complain(e);
             }
         }
         if let Some(now) = now {
@@ -733,7 +764,7 @@ impl Scheduler {
     }
 
     fn complain(e: Fault) {
-        if let Fault::Sql(msg) = e {
+        if let Fault::Sql(msg) | Fault::Data(msg) = e {
             log::error!("{msg}");
         }
     }

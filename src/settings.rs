@@ -25,6 +25,9 @@ pub struct Timing {
     pub kill_grace: f64,
     /// `ORCA_STOP_GRACE_SECONDS` (30): how long a stopping scheduler waits for its children.
     pub stop_grace: f64,
+    /// `ORCA_LOGIN_XACT_SECONDS` (10): a machine or instance login in one
+    /// transaction longer than this has its session ended by the leader.
+    pub login_xact: f64,
 }
 
 impl Timing {
@@ -35,6 +38,7 @@ impl Timing {
             stale: seconds("ORCA_STALE_SECONDS", 10.0)?.max(1.0),
             kill_grace: seconds("ORCA_KILL_GRACE_SECONDS", 10.0)?,
             stop_grace: seconds("ORCA_STOP_GRACE_SECONDS", 30.0)?,
+            login_xact: seconds("ORCA_LOGIN_XACT_SECONDS", 10.0)?.max(1.0),
         })
     }
 }

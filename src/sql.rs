@@ -12,6 +12,9 @@ pub const ALERT_SENT: &str = include_str!("../sql/alert_sent.sql");
 /// See `sql/alerts_claim.sql`.
 pub const ALERTS_CLAIM: &str = include_str!("../sql/alerts_claim.sql");
 
+/// See `sql/database_harden.sql`.
+pub const DATABASE_HARDEN: &str = include_str!("../sql/database_harden.sql");
+
 /// See `sql/deploy_check.sql`.
 pub const DEPLOY_CHECK: &str = include_str!("../sql/deploy_check.sql");
 
@@ -116,6 +119,12 @@ pub const LEAD_TERMINATE: &str = include_str!("../sql/lead_terminate.sql");
 
 /// See `sql/lead_try.sql`.
 pub const LEAD_TRY: &str = include_str!("../sql/lead_try.sql");
+
+/// See `sql/lock_intruders_end.sql`.
+pub const LOCK_INTRUDERS_END: &str = include_str!("../sql/lock_intruders_end.sql");
+
+/// See `sql/logins_stuck_end.sql`.
+pub const LOGINS_STUCK_END: &str = include_str!("../sql/logins_stuck_end.sql");
 
 /// See `sql/machine_add.sql`.
 pub const MACHINE_ADD: &str = include_str!("../sql/machine_add.sql");

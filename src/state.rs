@@ -25,13 +25,17 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::sql;
 
-/// Set on every long-lived session, so that the server too notices within
-/// about 15 s that a client vanished (power cut, network gone) and ends its
-/// session, releasing the locks it held (the lead lock among them), instead
-/// of keeping it for the kernel's default of two hours. Sent as statements,
-/// not as startup options, which some poolers refuse.
-const SERVER_KEEPALIVES: &str = "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; \
-     SET tcp_keepalives_count = 3; SET tcp_user_timeout = 15000";
+/// Set on every long-lived session. No statement waits on a lock for more
+/// than 2 s (a machine login holding a row lock in an open transaction
+/// delays a step by that much, which is retried on its next round; the
+/// leader ends such sessions, see `sql/logins_stuck_end.sql`). And the
+/// server too notices within about 15 s that a client vanished (power cut,
+/// network gone) and ends its session, releasing the locks it held (the lead
+/// lock among them), instead of keeping it for the kernel's default of two
+/// hours. Sent as statements, not as startup options, which some poolers
+/// refuse.
+const SESSION_SETTINGS: &str = "SET lock_timeout = 2000; SET tcp_keepalives_idle = 5; \
+     SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3; SET tcp_user_timeout = 15000";
 
 /// The advisory lock `orca migrate` holds while it applies migrations.
 pub const MIGRATE_LOCK: i64 = 1869767524;
@@ -67,6 +71,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 4,
         name: "warm_pool",
         sql: include_str!("../sql/migrations/0004_warm_pool.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "hardening",
+        sql: include_str!("../sql/migrations/0005_hardening.sql"),
     },
 ];
 
@@ -409,13 +418,17 @@ pub enum Fault {
     Down,
     /// The statement itself failed.
     Sql(String),
+    /// The statement refused what it was given (SQLSTATE class 22, a data
+    /// exception such as a NUL byte in text; class 54, a limit exceeded):
+    /// sending the same again can never land.
+    Data(String),
 }
 
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Fault::Down => f.write_str("the database can't be reached"),
-            Fault::Sql(s) => f.write_str(s),
+            Fault::Sql(s) | Fault::Data(s) => f.write_str(s),
         }
     }
 }
@@ -523,8 +536,8 @@ impl Db {
             match self.target.open() {
                 Ok(mut c) => {
                     self.refused = None;
-                    if let Err(e) = c.batch_execute(SERVER_KEEPALIVES) {
-                        log::debug!("server-side keepalives not set: {}", plain(&e));
+                    if let Err(e) = c.batch_execute(SESSION_SETTINGS) {
+                        log::debug!("session settings not all set: {}", plain(&e));
                     }
                     self.last_try = None;
                     self.client = Some(c);
@@ -568,7 +581,12 @@ impl Db {
                 self.went_down(&plain(&e));
                 Err(Fault::Down)
             }
-            Err(e) => Err(Fault::Sql(plain(&e))),
+            Err(e) => match e.code().map(|c| c.code()) {
+                Some(c) if c.starts_with("22") || c.starts_with("54") => {
+                    Err(Fault::Data(plain(&e)))
+                }
+                _ => Err(Fault::Sql(plain(&e))),
+            },
         }
     }
 
@@ -590,14 +608,39 @@ pub struct Migrated {
     pub applied: Vec<(i32, &'static str)>,
     /// How many the database knew before.
     pub before: i32,
+    /// What it could not harden (see `sql/database_harden.sql`).
+    pub warnings: Vec<String>,
 }
+
+/// The `application_name` of `orca migrate`'s session.
+pub const MIGRATE_APP: &str = "orca migrate";
 
 /// Applies the missing migrations in one transaction under [`MIGRATE_LOCK`],
 /// so two at once are safe and a second run is a no-op.
 pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
+    let mut intruders = Vec::new();
     let mut tx = client.transaction().map_err(|e| plain(&e))?;
-    tx.execute(sql::MIGRATE_LOCK, &[&MIGRATE_LOCK])
+    // Another `orca migrate` (orca's role, `orca migrate` sessions) is
+    // waited for; any other session holding the lock is ended.
+    loop {
+        let got: bool = tx
+            .query_one(sql::MIGRATE_LOCK, &[&MIGRATE_LOCK])
+            .map_err(|e| plain(&e))?
+            .get(0);
+        if got {
+            break;
+        }
+        let found = crate::locks::end_intruders(
+            &mut tx,
+            MIGRATE_LOCK,
+            "the migration lock",
+            MIGRATE_APP,
+            false,
+        )
         .map_err(|e| plain(&e))?;
+        intruders.extend(found);
+        std::thread::sleep(Duration::from_millis(100));
+    }
     tx.batch_execute(sql::MIGRATIONS_TABLE)
         .map_err(|e| plain(&e))?;
     let done: Vec<i32> = tx
@@ -616,7 +659,29 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
         applied.push((m.version, m.name));
     }
     tx.commit().map_err(|e| plain(&e))?;
-    Ok(Migrated { applied, before })
+    let mut warnings = Vec::new();
+    if let Err(e) = client.batch_execute(sql::DATABASE_HARDEN) {
+        warnings.push(format!(
+            "can't revoke TEMPORARY on this database from PUBLIC ({}): machine logins can make temporary objects until the database's owner or a superuser does (docs/security.md)",
+            plain(&e)
+        ));
+    }
+    for i in &intruders {
+        let _ = client.execute(
+            sql::EVENT_ADD,
+            &[
+                &None::<i64>,
+                &None::<String>,
+                &"intruder",
+                &i.describe("the migration lock"),
+            ],
+        );
+    }
+    Ok(Migrated {
+        applied,
+        before,
+        warnings,
+    })
 }
 
 /// How many migrations the database has had applied (0 before the first).

@@ -131,6 +131,20 @@ impl Pending {
             Pending::Requeue { id, start, .. } => (*id, *start),
         }
     }
+
+    /// The same end without what could not be stored (`error` says why):
+    /// no output, and a reason that says what was dropped.
+    fn stripped(self, error: &str) -> Pending {
+        match self {
+            Pending::Finish(o) => Pending::Finish(o.stripped(error)),
+            Pending::Requeue { id, start, .. } => Pending::Requeue {
+                id,
+                start,
+                why: crate::runs::dropped_why("queued again", error),
+                output: Vec::new(),
+            },
+        }
+    }
 }
 
 /// The processes of one scheduler or worker, and its heartbeat thread.
@@ -397,6 +411,16 @@ impl Supervisor {
                 Err(Fault::Sql(e)) => {
                     log::error!("run {:?}: can't record its end: {e}", p.key());
                     left.push(p);
+                }
+                Err(Fault::Data(e)) => {
+                    // What it carried can never be stored: its end is
+                    // recorded without it, or the run would stay running
+                    // (and beaten) for ever.
+                    log::error!(
+                        "run {:?}: its end can't be stored as it is ({e}): recording it without its output",
+                        p.key()
+                    );
+                    left.push(p.stripped(&e));
                 }
             }
         }

@@ -65,7 +65,7 @@ fn revoked(db: &Db) -> bool {
 
 /// A statement's fault, said once per kind while it lasts.
 fn say(said: &mut String, e: &Fault) {
-    if let Fault::Sql(m) = e
+    if let Fault::Sql(m) | Fault::Data(m) = e
         && m != said
     {
         log::error!("{m}");

@@ -74,7 +74,7 @@ fn trouble(db: &Db, e: Fault) -> Trouble {
             why: m,
             definite: false,
         },
-        Fault::Sql(m) => Trouble::Failed(m),
+        Fault::Sql(m) | Fault::Data(m) => Trouble::Failed(m),
     }
 }
 

@@ -29,6 +29,50 @@ pub fn admin_url() -> String {
         .expect("ORCA_TEST_DATABASE_URL is not set: run the tests with `make test`")
 }
 
+/// The role orca runs as in every test, made as the README tells operators
+/// to: LOGIN, CREATEROLE, a member of `pg_signal_backend`, the owner of its
+/// database, not a superuser.
+pub const OWNER: &str = "orca_owner";
+
+/// [`OWNER`]'s password (the tests' clusters check passwords over TCP).
+pub const OWNER_PASSWORD: &str = "orca-owner-pw";
+
+/// Makes [`OWNER`] on the server `admin` is on, unless it is there.
+fn ensure_owner(admin: &mut postgres::Client) {
+    let made = admin.batch_execute(&format!(
+        "DO $$ BEGIN
+           CREATE ROLE {OWNER} LOGIN CREATEROLE NOSUPERUSER PASSWORD '{OWNER_PASSWORD}' IN ROLE pg_signal_backend;
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+         END $$"
+    ));
+    // Two tests making it at once: the loser's error is the winner's role.
+    if let Err(e) = made {
+        let there: bool = admin
+            .query_one(
+                "SELECT count(*) > 0 FROM pg_roles WHERE rolname = $1",
+                &[&OWNER],
+            )
+            .map(|r| r.get(0))
+            .unwrap_or(false);
+        assert!(there, "making {OWNER}: {e}");
+    }
+}
+
+/// `url` with its user and password replaced.
+pub fn with_user(url: &str, user: &str, password: &str) -> String {
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[scheme_end..];
+    let host_start = match rest.find('@') {
+        Some(at) if rest[..at].find('/').is_none() => at + 1,
+        _ => 0,
+    };
+    format!(
+        "{}{user}:{password}@{}",
+        &url[..scheme_end],
+        &rest[host_start..]
+    )
+}
+
 /// `url` with its database name replaced by `db`.
 pub fn with_db(url: &str, db: &str) -> String {
     let (base, query) = match url.split_once('?') {
@@ -112,23 +156,48 @@ impl TestDb {
         db
     }
 
-    /// A fresh database with nothing in it.
+    /// A fresh database with nothing in it, owned by [`OWNER`]: its URL
+    /// logs in as that role, as the README tells operators to set up.
     pub fn empty_on(admin: &str) -> TestDb {
         let name = unique("orca_t");
         let mut c = connect(admin);
-        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        ensure_owner(&mut c);
+        c.batch_execute(&format!("CREATE DATABASE {name} OWNER {OWNER}"))
+            .unwrap();
         TestDb {
-            url: with_db(admin, &name),
+            url: with_user(&with_db(admin, &name), OWNER, OWNER_PASSWORD),
             roles: Default::default(),
             admin: admin.to_string(),
             name,
         }
     }
 
-    /// A client on it.
+    /// A client on it, as orca's role ([`OWNER`]).
     pub fn client(&self) -> postgres::Client {
         connect(&self.url)
     }
+
+    /// Its URL, logging in as `user` with `password` (a machine's login).
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        with_user(&self.url, user, password)
+    }
+
+    /// Its URL with no user or password (what machines are given).
+    pub fn url_without_user(&self) -> String {
+        let scheme_end = self.url.find("://").map_or(0, |i| i + 3);
+        let rest = &self.url[scheme_end..];
+        match rest.find('@') {
+            Some(at) => format!("{}{}", &self.url[..scheme_end], &rest[at + 1..]),
+            None => self.url.clone(),
+        }
+    }
+
+    /// A client logged in as `user` with `password`.
+    pub fn client_as(&self, user: &str, password: &str) -> postgres::Client {
+        postgres::Client::connect(&self.url_as(user, password), postgres::NoTls)
+            .unwrap_or_else(|e| panic!("log in as {user}: {e}"))
+    }
+
 
     /// The single value of a query with no parameters.
     pub fn one<T: for<'a> postgres::types::FromSql<'a>>(&self, sql: &str) -> T {
@@ -197,11 +266,14 @@ impl TestDb {
 
     /// Makes login role `name` with password `pw`, a member of `group`;
     /// dropped with this database.
+    /// Made as orca makes machine and instance logins
+    /// (`orca.login_role_make`), with a plain password.
     pub fn login_role(&self, name: &str, pw: &str, group: &str) {
         self.client()
-            .batch_execute(&format!(
-                "CREATE ROLE {name} LOGIN PASSWORD '{pw}' IN ROLE {group}"
-            ))
+            .execute(
+                "SELECT orca.login_role_make($1, $2, $3)",
+                &[&name, &pw, &group],
+            )
             .unwrap();
         self.roles.borrow_mut().push(name.to_string());
     }

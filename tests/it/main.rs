@@ -5,6 +5,7 @@ mod cli;
 mod ec2;
 mod ec2_runs;
 mod fake_aws;
+mod hardening;
 mod harness;
 mod outage;
 mod overlap;

@@ -8,7 +8,7 @@ use std::process::Command;
 use crate::harness::*;
 
 /// A scheduler with the pool timing shortened; `extra` overrides.
-fn pool_scheduler(db: &TestDb, dir: &TempDir, extra: &[(&str, &str)]) -> Proc {
+pub fn pool_scheduler(db: &TestDb, dir: &TempDir, extra: &[(&str, &str)]) -> Proc {
     let mut env = vec![
         ("ORCA_POOL_SCALE_SECONDS", "0.3"),
         ("ORCA_POOL_GROW_AFTER", "0"),
@@ -21,7 +21,7 @@ fn pool_scheduler(db: &TestDb, dir: &TempDir, extra: &[(&str, &str)]) -> Proc {
 }
 
 /// Live machines of `pool`: (name, type, location).
-fn live(db: &TestDb, pool: &str) -> Vec<(String, String, String)> {
+pub fn live(db: &TestDb, pool: &str) -> Vec<(String, String, String)> {
     db.client()
         .query(
             "SELECT name, type, location FROM orca.pool_machines
@@ -62,7 +62,7 @@ fn token_of(stack: &str) -> Option<String> {
         .map(|t| String::from_utf8_lossy(t).into_owned())
 }
 
-fn stack(db: &TestDb) -> String {
+pub fn stack(db: &TestDb) -> String {
     let mut id = String::new();
     wait_until("the stack id is made", 20.0, || {
         match db
@@ -515,14 +515,14 @@ placement = "worker:p"
 
 /// `[pools.NAME]` with one type and one location (what most tests need),
 /// then `rest`.
-fn with_pool(name: &str, rest: &str) -> String {
+pub fn with_pool(name: &str, rest: &str) -> String {
     format!(
         "[pools.{name}]\ntypes = [{{ type = \"small\", wait = 0 }}]\nlocations = [\"here\"]\n{rest}"
     )
 }
 
 /// A machine row and login role made by hand, for a worker run by the test.
-fn hand_made_machine(db: &TestDb, pool: &str, role: &str, secret: &str) {
+pub fn hand_made_machine(db: &TestDb, pool: &str, role: &str, secret: &str) {
     db.login_role(role, secret, "orca_worker");
     let mut c = db.client();
     c.execute(
@@ -534,7 +534,7 @@ fn hand_made_machine(db: &TestDb, pool: &str, role: &str, secret: &str) {
 }
 
 /// `orca worker --pool POOL` with the credentials of a hand-made machine.
-fn hand_worker(db: &TestDb, dir: &TempDir, pool: &str, role: &str, secret: &str) -> Proc {
+pub fn hand_worker(db: &TestDb, dir: &TempDir, pool: &str, role: &str, secret: &str) -> Proc {
     let mut c = Command::new(bin());
     c.args(["worker", "--pool", pool])
         .env("ORCA_DATABASE_URL", without_password(&db.url))
@@ -544,9 +544,13 @@ fn hand_worker(db: &TestDb, dir: &TempDir, pool: &str, role: &str, secret: &str)
     Proc::spawn(c, &dir.path(&format!("worker-{role}.log")))
 }
 
-/// The test server's URL without the admin's password.
+/// The test database's URL without orca's user and password.
 fn without_password(url: &str) -> String {
-    url.replace("postgres:orca-test@", "")
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    match url[scheme_end..].find('@') {
+        Some(at) => format!("{}{}", &url[..scheme_end], &url[scheme_end + at + 1..]),
+        None => url.to_string(),
+    }
 }
 
 #[test]

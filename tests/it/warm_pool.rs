@@ -22,10 +22,7 @@ fn as_instance(
 ) -> Proc {
     let mut c = Command::new(bin());
     c.args(args)
-        .env(
-            "ORCA_DATABASE_URL",
-            db.url.replace("postgres:orca-test@", ""),
-        )
+        .env("ORCA_DATABASE_URL", db.url_without_user())
         .env("ORCA_TOKEN", format!("{login}:pw"));
     for (k, v) in extra {
         c.env(k, v);
@@ -218,15 +215,7 @@ fn an_instance_sees_only_its_own_rows() {
     assert_eq!(p.wait(20.0).code(), Some(1), "{}", p.output());
     assert!(!p.output().contains("next "));
     // And no table is open to it.
-    let url = format!(
-        "{}?user={login}&password=pw",
-        db.url
-            .replace("postgres:orca-test@", "")
-            .split('?')
-            .next()
-            .unwrap()
-    );
-    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut c = db.client_as(&login, "pw");
     let e = c
         .batch_execute("SELECT count(*) FROM orca.instances")
         .unwrap_err();
@@ -437,10 +426,7 @@ fn the_instance_script_serves_a_run_waits_warm_and_serves_the_next() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/instance.sh");
     let mut c = Command::new("/bin/sh");
     c.arg(script)
-        .env(
-            "ORCA_DATABASE_URL",
-            db.url.replace("postgres:orca-test@", ""),
-        )
+        .env("ORCA_DATABASE_URL", db.url_without_user())
         .env("ORCA_TOKEN", format!("{login}:pw"))
         .env("ORCA_INSTANCE", "i-1")
         .env("ORCA_RUN", run.to_string())

@@ -1,0 +1,489 @@
+//! What a run prints, or a machine or instance login sends and does, can't
+//! wedge a run or the scheduler, take orca's locks, or make objects
+//! (issue 10, sections C). Every test runs orca as the README's role, not a
+//! superuser; machine logins are roles of the `orca_worker` /
+//! `orca_instance` groups, made by hand where the test plays the machine.
+
+use crate::harness::*;
+use crate::pools::{hand_made_machine, hand_worker, pool_scheduler, with_pool};
+
+/// Pipelines whose output holds a NUL byte, invalid UTF-8, and a flood of
+/// random bytes (control characters, NULs), with an alert URL so a final
+/// failure's alert body is written too.
+fn nasty_output_pipelines(placement: &str) -> String {
+    format!(
+        r#"
+[pipelines.nul]
+command = "printf 'a\\000b\\n'"
+placement = "{placement}"
+alert = "http://127.0.0.1:9/hook"
+
+[pipelines.badutf]
+command = "printf 'x\\377\\376\\000y\\n'; exit 3"
+placement = "{placement}"
+alert = "http://127.0.0.1:9/hook"
+
+[pipelines.flood]
+command = "head -c 300000 /dev/urandom; printf '\\000\\001\\002\\033[2J\\r'; exit 1"
+placement = "{placement}"
+alert = "http://127.0.0.1:9/hook"
+"#
+    )
+}
+
+/// Queues a run of each nasty pipeline and checks that each ends as its
+/// command did, with its output kept byte for byte where it fits, and an
+/// alert for the failures.
+fn nasty_runs_end(db: &TestDb) {
+    let nul = db.queue("nul");
+    let badutf = db.queue("badutf");
+    let flood = db.queue("flood");
+    wait_until("every run's end is recorded", 60.0, || {
+        db.state(nul) == "succeeded" && db.state(badutf) == "failed" && db.state(flood) == "failed"
+    });
+    let out: Vec<u8> = db
+        .client()
+        .query_one("SELECT output FROM orca.runs WHERE id = $1", &[&nul])
+        .unwrap()
+        .get(0);
+    assert_eq!(out, b"a\0b\n", "the output is kept as it was");
+    let code: Option<i32> = db
+        .client()
+        .query_one("SELECT exit_code FROM orca.runs WHERE id = $1", &[&badutf])
+        .unwrap()
+        .get(0);
+    assert_eq!(code, Some(3));
+    let alerts: i64 = db.one("SELECT count(*) FROM orca.alerts");
+    assert_eq!(alerts, 2, "one alert for each final failure");
+    let size: i32 = db
+        .client()
+        .query_one(
+            "SELECT octet_length(output) FROM orca.runs WHERE id = $1",
+            &[&flood],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(size, 64 * 1024, "the flood's last 64 KiB are kept");
+    // What orca shows of them is fine too.
+    let logs = db.run(&["logs", &nul.to_string()]);
+    assert!(logs.status.success(), "{}", text(&logs.stderr));
+    assert_eq!(logs.stdout, b"a\0b\n");
+    for args in [
+        vec!["runs"],
+        vec!["runs", "--json"],
+        vec!["events", "--json"],
+    ] {
+        let out = db.run(&args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn nul_bytes_bad_utf8_and_floods_in_output_never_wedge_a_local_run() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, &nasty_output_pipelines("local"));
+    let mut s = db.scheduler(&dir, &[]);
+    nasty_runs_end(&db);
+    s.stop();
+    assert!(
+        !s.output().contains("can't record its end"),
+        "{}",
+        s.output()
+    );
+}
+
+#[test]
+fn nul_bytes_bad_utf8_and_floods_in_output_never_wedge_a_worker_s_run() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            &format!("slots = 3\n{}", nasty_output_pipelines("worker:p")),
+        ),
+    );
+    let role = format!("orca_m_nasty_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "s3cret");
+    db.client()
+        .execute("UPDATE orca.pool_machines SET slots = 3", &[])
+        .unwrap();
+    let mut w = hand_worker(&db, &dir, "p", &role, "s3cret");
+    nasty_runs_end(&db);
+    w.signal(libc::SIGTERM);
+    assert_eq!(w.wait(30.0).code(), Some(0), "{}", w.output());
+}
+
+/// A running run of pipeline `job` claimed by machine login `role` (made
+/// by hand): its attempt `(id, start)`, and the login's session.
+fn claimed_by_hand(db: &TestDb, dir: &TempDir, role: &str) -> (i64, i32, postgres::Client) {
+    db.register(
+        dir,
+        &with_pool(
+            "p",
+            "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\nalert = \"http://127.0.0.1:9/hook\"\n",
+        ),
+    );
+    hand_made_machine(db, "p", role, "pw");
+    let run = db.queue("job");
+    let mut c = db.client_as(role, "pw");
+    c.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
+    let row = c
+        .query_one("SELECT id, start FROM orca.worker_claim(1)", &[])
+        .unwrap();
+    let (id, start): (i64, i32) = (row.get(0), row.get(1));
+    assert_eq!(id, run);
+    (id, start, c)
+}
+
+#[test]
+fn what_a_machine_login_sends_is_bounded_whatever_its_size() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let role = format!("orca_m_big_{}", std::process::id());
+    let (id, start, mut c) = claimed_by_hand(&db, &dir, &role);
+    let big = vec![b'x'; 5 << 20];
+    c.execute(
+        "SELECT orca.worker_output($1, $2, $3)",
+        &[&id, &start, &big],
+    )
+    .unwrap();
+    let why = "w".repeat(5 << 20);
+    let body = serde_json::json!({
+        "output": "o".repeat(1 << 20),
+        "pipeline": "forged",
+        "extra": "forged",
+    });
+    let state: Option<String> = c
+        .query_one(
+            "SELECT orca.worker_finish($1, $2, 'failed', 1, NULL, $3, $4, $5)",
+            &[&id, &start, &why, &big, &body],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(state.as_deref(), Some("failed"));
+    let row = db
+        .client()
+        .query_one(
+            "SELECT length(why), octet_length(output) FROM orca.runs WHERE id = $1",
+            &[&id],
+        )
+        .unwrap();
+    let (why_len, out_len): (i32, i32) = (row.get(0), row.get(1));
+    assert!(why_len <= 4096, "why stored {why_len} characters");
+    assert_eq!(out_len, 64 * 1024);
+    let events: i32 = db.one("SELECT max(length(why)) FROM orca.events");
+    assert!(events <= 4096, "an event stored {events} characters");
+    let body: serde_json::Value = db.one("SELECT body FROM orca.alerts");
+    assert_eq!(body["pipeline"], "job", "the body is the run's own: {body}");
+    assert!(body.get("extra").is_none(), "{body}");
+    assert!(body["output"].as_str().unwrap().len() <= 4096);
+    assert!(body.to_string().len() < 16 * 1024);
+    // `orca runs` prints a bounded line.
+    let shown = db.ok(&["runs"]);
+    assert!(
+        shown.len() < 16 * 1024,
+        "orca runs printed {} bytes",
+        shown.len()
+    );
+    // A beat naming a flood of attempts is refused, not unnested.
+    let ids: Vec<i64> = (0..100_000).collect();
+    let starts: Vec<i32> = vec![1; 100_000];
+    let e = c
+        .query(
+            "SELECT * FROM orca.worker_beat($1, $2, $2)",
+            &[&ids, &starts],
+        )
+        .unwrap_err();
+    let said = e
+        .as_db_error()
+        .map(|d| d.message().to_string())
+        .unwrap_or_default();
+    assert!(said.contains("at most 1024"), "{e:?}");
+}
+
+#[test]
+fn what_an_instance_login_sends_is_bounded_whatever_its_size() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let login = format!("orca_i_big_{}", std::process::id());
+    db.register(
+        &dir,
+        "[pipelines.job]\ncommand = \"true\"\nplacement = \"ec2\"\n\n[pipelines.job.ec2]\ntype = \"small\"\nlocations = [\"here\"]\n",
+    );
+    db.login_role(&login, "pw", "orca_instance");
+    let mut admin = db.client();
+    let run: i64 = admin
+        .query_one(
+            "INSERT INTO orca.runs (pipeline, state, start) VALUES ('job', 'running', 1) RETURNING id",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    admin
+        .execute(
+            "INSERT INTO orca.instances (instance, run, start, role, login, state)
+             VALUES ('i-1', $1, 1, 'head', $2, 'joined')",
+            &[&run, &login],
+        )
+        .unwrap();
+    let mut c = db.client_as(&login, "pw");
+    let big = vec![0u8; 3 << 20];
+    c.execute("SELECT orca.instance_head_output($1, 1, $2)", &[&run, &big])
+        .unwrap();
+    let out_len: i32 = db.one("SELECT octet_length(output) FROM orca.runs");
+    assert_eq!(out_len, 64 * 1024);
+    let why = "w".repeat(3 << 20);
+    c.query_one(
+        "SELECT orca.instance_head_requeue($1, 1, $2, $3)",
+        &[&run, &why, &big],
+    )
+    .unwrap();
+    let row = db
+        .client()
+        .query_one(
+            "SELECT state, length(why), octet_length(output) FROM orca.runs",
+            &[],
+        )
+        .unwrap();
+    let (state, why_len, out_len): (String, i32, i32) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(state, "queued");
+    assert!(why_len <= 4096, "why stored {why_len} characters");
+    assert_eq!(out_len, 64 * 1024);
+}
+
+/// The scheduler's figures from `ORCA_TICK_STATS` (written at its exit).
+fn tick_max_ms(path: &std::path::Path) -> f64 {
+    let line = std::fs::read_to_string(path).unwrap();
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("max_ms="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no max_ms in {line:?}"))
+}
+
+#[test]
+fn a_machine_holding_a_transaction_open_delays_no_tick_by_more_than_two_seconds() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            "idle_seconds = 1\n\n[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n\n[pipelines.here]\ncommand = \"echo here\"\n",
+        ),
+    );
+    let role = format!("orca_m_hold_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    // The machine's login: seen, then a claim left open in a transaction
+    // (it holds its machine row's lock), then nothing.
+    let mut c = db.client_as(&role, "pw");
+    c.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
+    c.batch_execute("SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0; BEGIN; SELECT * FROM orca.worker_claim(0)")
+        .unwrap();
+    let stats = dir.path("stats");
+    let mut s = pool_scheduler(
+        &db,
+        &dir,
+        &[
+            ("ORCA_TICK_STATS", stats.to_str().unwrap()),
+            ("ORCA_LOGIN_XACT_SECONDS", "6"),
+        ],
+    );
+    // The idle machine's removal waits on that lock; the tick goes on.
+    let run = db.queue("here");
+    wait_until("a local run starts and ends meanwhile", 20.0, || {
+        db.state(run) == "succeeded"
+    });
+    // The login stuck in its transaction has its session ended, with an
+    // event naming it; then the machine is removed.
+    let ended = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !(c.is_closed() || c.simple_query("SELECT 1").is_err()) {
+        assert!(
+            std::time::Instant::now() < ended,
+            "the stuck login's session lives on; scheduler's log:\n{}",
+            s.output()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let why: String = db.one("SELECT why FROM orca.events WHERE kind = 'intruder'");
+    assert!(why.contains(&role), "{why}");
+    wait_until("the machine is removed", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE ended_at IS NULL") == 0
+    });
+    s.stop();
+    let max = tick_max_ms(&stats);
+    assert!(max < 3000.0, "a tick took {max} ms");
+}
+
+#[test]
+fn machine_logins_orca_makes_have_timeouts_and_a_connection_limit() {
+    let db = TestDb::new();
+    let role = format!("orca_m_made_{}", std::process::id());
+    db.client()
+        .execute("SELECT orca.machine_role_make($1, 'x')", &[&role])
+        .unwrap();
+    let row = db
+        .client()
+        .query_one(
+            "SELECT r.rolconnlimit, s.setconfig FROM pg_roles r
+             JOIN pg_db_role_setting s ON s.setrole = r.oid WHERE r.rolname = $1",
+            &[&role],
+        )
+        .unwrap();
+    let (limit, settings): (i32, Vec<String>) = (row.get(0), row.get(1));
+    assert_eq!(limit, 4);
+    for want in [
+        "statement_timeout=10s",
+        "lock_timeout=5s",
+        "idle_in_transaction_session_timeout=5s",
+    ] {
+        assert!(settings.contains(&want.to_string()), "{settings:?}");
+    }
+    let dropped: bool = db
+        .client()
+        .query_one("SELECT orca.machine_role_drop($1)", &[&role])
+        .unwrap()
+        .get(0);
+    assert!(dropped, "orca's role (not a superuser) drops what it made");
+}
+
+/// A login of `group` made by hand, holding advisory lock `key` on a session
+/// of its own (its application_name forged to look like orca's).
+fn squatter(db: &TestDb, name: &str, group: &str, key: i64, app: &str) -> postgres::Client {
+    db.login_role(name, "pw", group);
+    let mut config: postgres::Config = db.url_as(name, "pw").parse().unwrap();
+    config.application_name(app);
+    let mut c = config.connect(postgres::NoTls).unwrap();
+    c.execute("SELECT pg_advisory_lock($1)", &[&key]).unwrap();
+    c
+}
+
+const LEAD_LOCK: i64 = 1869767525;
+const MIGRATE_LOCK: i64 = 1869767524;
+
+#[test]
+fn a_machine_login_holding_the_lead_lock_is_ended_and_the_scheduler_leads() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.job]\ncommand = \"echo ran\"\n");
+    let name = format!("orca_m_lead_{}", std::process::id());
+    let mut held = squatter(
+        &db,
+        &name,
+        "orca_worker",
+        LEAD_LOCK,
+        "orca scheduler host x pid 1",
+    );
+    // Overlap off: not refused as "another scheduler is running".
+    let mut s = db.scheduler(&dir, &[]);
+    let run = db.queue("job");
+    wait_until("the run succeeds", 30.0, || db.state(run) == "succeeded");
+    assert!(
+        held.simple_query("SELECT 1").is_err(),
+        "the squatter's session lives"
+    );
+    let why: String = db.one("SELECT why FROM orca.events WHERE kind = 'intruder'");
+    assert!(why.contains(&name) && why.contains("lead lock"), "{why}");
+    s.stop();
+    // Overlap on: the instance doesn't wait for ever.
+    let mut held = db.client_as(&name, "pw");
+    held.execute("SELECT pg_advisory_lock($1)", &[&LEAD_LOCK])
+        .unwrap();
+    let mut s = db.scheduler(&dir, &[("ORCA_OVERLAP", "on")]);
+    let run = db.queue("job");
+    wait_until("the run succeeds with overlap on", 30.0, || {
+        db.state(run) == "succeeded"
+    });
+    assert!(held.simple_query("SELECT 1").is_err());
+    s.stop();
+}
+
+#[test]
+fn an_instance_login_holding_the_migration_lock_does_not_stop_migrate() {
+    let db = TestDb::new();
+    let name = format!("orca_i_mig_{}", std::process::id());
+    let mut held = squatter(&db, &name, "orca_instance", MIGRATE_LOCK, "orca migrate");
+    let mut m = Proc::spawn(
+        db.orca(&["migrate"]),
+        &std::env::temp_dir().join(format!("{name}.log")),
+    );
+    let status = m.wait(30.0);
+    assert!(status.success(), "{}", m.output());
+    assert!(
+        held.simple_query("SELECT 1").is_err(),
+        "the squatter's session lives"
+    );
+    let why: String = db.one("SELECT why FROM orca.events WHERE kind = 'intruder'");
+    assert!(
+        why.contains(&name) && why.contains("migration lock"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_login_holding_the_old_claim_key_keeps_no_run_queued() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            "[pipelines.job]\ncommand = \"echo ran\"\nplacement = \"worker:p\"\n",
+        ),
+    );
+    let name = format!("orca_m_claim_{}", std::process::id());
+    let mut held = squatter(&db, &name, "orca_worker", 0, "x");
+    // The key claims took (1869767526, hashtext(pipeline)) before.
+    held.execute("SELECT pg_advisory_lock(1869767526, hashtext('job'))", &[])
+        .unwrap();
+    // And the lock claims take now is a row no login can reach.
+    let e = held
+        .batch_execute("SELECT * FROM orca.claim_locks FOR UPDATE")
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+    let role = format!("orca_m_claimer_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let mut w = hand_worker(&db, &dir, "p", &role, "pw");
+    let run = db.queue("job");
+    wait_until("the worker claims and runs it", 30.0, || {
+        db.state(run) == "succeeded"
+    });
+    w.signal(libc::SIGTERM);
+    w.wait(30.0);
+}
+
+#[test]
+fn machine_and_instance_logins_can_make_no_temporary_objects() {
+    let db = TestDb::new();
+    for (name, group) in [
+        (format!("orca_m_tmp_{}", std::process::id()), "orca_worker"),
+        (
+            format!("orca_i_tmp_{}", std::process::id()),
+            "orca_instance",
+        ),
+    ] {
+        db.login_role(&name, "pw", group);
+        let mut c = db.client_as(&name, "pw");
+        for sql in [
+            "CREATE TEMP TABLE t (x int)",
+            "CREATE FUNCTION pg_temp.f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+            "CREATE TABLE public.t (x int)",
+            "CREATE TABLE orca.t (x int)",
+        ] {
+            let e = c.batch_execute(sql).unwrap_err();
+            assert_eq!(
+                e.code(),
+                Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+                "{name}: {sql}: {e}"
+            );
+        }
+    }
+    // orca's own role keeps what it needs.
+    db.client()
+        .batch_execute("CREATE TEMP TABLE t (x int)")
+        .unwrap();
+}
