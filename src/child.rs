@@ -8,6 +8,16 @@
 //! whose parent-death signal makes it kill that whole group. The shim waits
 //! for the command and leaves with its status (the same exit code, or the same
 //! signal re-raised), so the supervisor sees the command's own outcome.
+//!
+//! The shim is also the child subreaper of everything under it, so what
+//! leaves the group (`setsid`, a double fork) is reparented to it when its
+//! parent ends, and is found in its list of children. Killing is therefore
+//! the shim's job: asked with SIGUSR1 (to it alone, see [`Child::kill_all`]),
+//! it SIGKILLs its command and every descendant it has, in the group or
+//! not, walking its list of children again until none is left, and then
+//! leaves with the command's status. SIGKILL to the whole group, which would
+//! kill the shim first and leave what escaped the group to init, is only the
+//! last resort for a shim that doesn't end within [`SHIM_KILL_SECONDS`].
 
 use std::collections::VecDeque;
 use std::io::Read;
@@ -15,12 +25,20 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// How much of a run's output is kept: the last 64 KiB.
 pub const TAIL_BYTES: usize = 64 * 1024;
 
 /// The name of the hidden subcommand the shim runs as.
 pub const SHIM: &str = "__shim";
+
+/// How long the shim has, once asked to kill its command and everything it
+/// started, before its whole group gets SIGKILL (the last resort).
+pub const SHIM_KILL_SECONDS: f64 = 5.0;
+
+/// The signal that asks the shim to kill everything under it.
+const KILL_ALL: i32 = libc::SIGUSR1;
 
 const SHIM_PARENT: &str = "ORCA_SHIM_PARENT";
 
@@ -59,6 +77,9 @@ pub struct Child {
     pub pgid: i32,
     /// Its output.
     pub tail: Arc<Tail>,
+    /// When the shim was asked to kill everything, and whether its group
+    /// got SIGKILL since (the last resort).
+    killing: Option<(Instant, bool)>,
 }
 
 /// How a child ended.
@@ -136,6 +157,18 @@ impl Child {
             .stdout(writer.try_clone()?)
             .stderr(writer)
             .process_group(0);
+        // SAFETY: only async-signal-safe calls between fork and exec. The
+        // shim's kill signal stays blocked from the exec on, so one sent
+        // before the shim is ready waits for it instead of killing it alone.
+        unsafe {
+            cmd.pre_exec(|| {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, KILL_ALL);
+                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                Ok(())
+            });
+        }
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("ORCA_LOCAL_") {
                 cmd.env_remove(key);
@@ -161,7 +194,12 @@ impl Child {
                 }
             })?;
         let pgid = inner.id() as i32;
-        Ok(Child { inner, pgid, tail })
+        Ok(Child {
+            inner,
+            pgid,
+            tail,
+            killing: None,
+        })
     }
 
     /// The shim's pid.
@@ -182,10 +220,72 @@ impl Child {
         }
     }
 
-    /// Kills its whole group and waits for the shim, leaving no zombie.
+    /// Kills the command and everything it started, without waiting: the
+    /// first call asks the shim (SIGUSR1 to the shim alone), which SIGKILLs
+    /// its command and every descendant, those that left the group too, and
+    /// then ends with the command's status ([`Child::try_exit`]). Call it
+    /// again until the shim has ended: once [`SHIM_KILL_SECONDS`] have
+    /// passed with the shim still there, its whole group gets SIGKILL (the
+    /// last resort; what left the group may then live on).
+    pub fn kill_all(&mut self) {
+        match self.killing {
+            None => {
+                // SAFETY: kill(2) on our own child, not reaped yet (so its
+                // pid is not reused).
+                unsafe { libc::kill(self.pgid, KILL_ALL) };
+                self.killing = Some((Instant::now(), false));
+            }
+            Some((asked, false)) if asked.elapsed().as_secs_f64() >= SHIM_KILL_SECONDS => {
+                log::warn!(
+                    "shim {} did not end {SHIM_KILL_SECONDS}s after it was asked to kill its command: SIGKILL to its process group",
+                    self.pgid
+                );
+                signal_group(self.pgid, libc::SIGKILL);
+                self.killing = Some((asked, true));
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Whether [`Child::kill_all`] was called.
+    pub fn killing(&self) -> bool {
+        self.killing.is_some()
+    }
+
+    /// [`Child::kill_all`], and waits for the end (at most a little over
+    /// [`SHIM_KILL_SECONDS`]), leaving no zombie. Not for the tick: see
+    /// [`Child::kill`].
+    pub fn kill_and_wait(mut self) {
+        loop {
+            self.kill_all();
+            if self.try_exit().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// [`Child::kill_and_wait`] on a thread of its own: returns at once
+    /// (waits only if no thread can be started).
     pub fn kill(mut self) {
-        signal_group(self.pgid, libc::SIGKILL);
-        let _ = self.inner.wait();
+        self.kill_all();
+        let slot = Arc::new(Mutex::new(Some(self)));
+        let theirs = slot.clone();
+        let spawned = std::thread::Builder::new()
+            .name("reap".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let child = theirs.lock().expect("reap slot").take();
+                if let Some(c) = child {
+                    c.kill_and_wait();
+                }
+            });
+        if spawned.is_err() {
+            let child = slot.lock().expect("reap slot").take();
+            if let Some(c) = child {
+                c.kill_and_wait();
+            }
+        }
     }
 
     /// Sends `sig` to its whole process group.
@@ -236,44 +336,59 @@ fn children() -> Vec<i32> {
         .collect()
 }
 
-/// Kills every process left under the shim, those that escaped its group
-/// too, and reaps them; gives up after two seconds.
-fn end_descendants() {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    loop {
-        let left = children();
-        for pid in &left {
-            // SAFETY: kill(2) on our own children (and the groups they lead).
-            unsafe {
-                libc::kill(-*pid, libc::SIGKILL);
-                libc::kill(*pid, libc::SIGKILL);
-            }
+/// SIGKILL to each of the shim's children now and to the groups they lead.
+/// Their own children are reparented to the shim as they die: the next call
+/// finds them.
+fn kill_children() -> Vec<i32> {
+    let left = children();
+    for pid in &left {
+        // SAFETY: kill(2) on our own children (and the groups they lead).
+        unsafe {
+            libc::kill(-*pid, libc::SIGKILL);
+            libc::kill(*pid, libc::SIGKILL);
         }
+    }
+    left
+}
+
+/// Kills every process left under the shim, those that escaped its group
+/// too, and reaps them, walking its children again as orphans are
+/// reparented to it, until none is left; gives up after two seconds.
+fn end_descendants() {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let left = kill_children();
         // SAFETY: reaping our own children; WNOHANG never blocks.
         while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
-        if (left.is_empty() && children().is_empty()) || std::time::Instant::now() >= deadline {
+        // A child reaped has had its own children reparented to the shim
+        // first (the kernel does so as it exits), so an empty list is final.
+        if (left.is_empty() && children().is_empty()) || Instant::now() >= deadline {
             return;
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
 /// `orca __shim -- CMD...`: runs CMD in this process group and leaves with
 /// its status. It is a subreaper: when CMD ends, whatever CMD left behind
-/// (in the group or not: `setsid`, `nohup`) is killed. If the process that
-/// started the shim dies, everything under it is killed, then the group.
+/// (in the group or not: `setsid`, `nohup`) is killed. On SIGUSR1 it kills
+/// CMD and everything under it, then leaves with CMD's status (SIGKILL,
+/// unless CMD ended first). If the process that started the shim dies,
+/// everything under it is killed, then the group.
 pub fn shim_main(argv: &[String]) -> i32 {
     let parent: i32 = std::env::var(SHIM_PARENT)
         .ok()
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
-    // SIGUSR2 (the parent's death) and SIGCHLD are blocked and taken with
-    // sigtimedwait below, so neither can slip between a check and a wait.
+    // SIGUSR1 (kill everything), SIGUSR2 (the parent's death) and SIGCHLD
+    // are blocked and taken with sigtimedwait below, so none can slip
+    // between a check and a wait.
     // SAFETY: plain libc calls on this single-threaded process: signal
     // masks, prctl, signal dispositions.
     let mut wanted: libc::sigset_t = unsafe { std::mem::zeroed() };
     unsafe {
         libc::sigemptyset(&mut wanted);
+        libc::sigaddset(&mut wanted, KILL_ALL);
         libc::sigaddset(&mut wanted, libc::SIGUSR2);
         libc::sigaddset(&mut wanted, libc::SIGCHLD);
         libc::sigprocmask(libc::SIG_BLOCK, &wanted, std::ptr::null_mut());
@@ -315,7 +430,10 @@ pub fn shim_main(argv: &[String]) -> i32 {
     };
     let command = child.id() as i32;
     // Wait for the command; orphans reparented to the shim are reaped on
-    // the way. The parent's death ends everything under the shim.
+    // the way. Once asked, everything under the shim is killed, again at
+    // each turn (for orphans just reparented) until the command is reaped.
+    // The parent's death ends everything under the shim, the shim too.
+    let mut killing = false;
     let status = 'wait: loop {
         loop {
             let mut raw = 0;
@@ -328,9 +446,19 @@ pub fn shim_main(argv: &[String]) -> i32 {
                 break;
             }
         }
-        let timeout = libc::timespec {
-            tv_sec: 1,
-            tv_nsec: 0,
+        if killing {
+            kill_children();
+        }
+        let timeout = if killing {
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 10_000_000,
+            }
+        } else {
+            libc::timespec {
+                tv_sec: 1,
+                tv_nsec: 0,
+            }
         };
         // SAFETY: waits for a blocked signal of `wanted`, at most a second.
         let sig = unsafe { libc::sigtimedwait(&wanted, std::ptr::null_mut(), &timeout) };
@@ -340,12 +468,17 @@ pub fn shim_main(argv: &[String]) -> i32 {
             // SAFETY: kill(2): the shim's group, the shim with it.
             unsafe { libc::kill(0, libc::SIGKILL) };
         }
+        killing |= sig == KILL_ALL;
     };
     drop(child);
     end_descendants();
-    // SAFETY: unblocks what was blocked above, before the shim may re-raise
-    // the command's signal at itself.
-    unsafe { libc::sigprocmask(libc::SIG_UNBLOCK, &wanted, std::ptr::null_mut()) };
+    // SAFETY: a kill request that came too late is dropped (SIG_IGN discards
+    // a pending signal), then what was blocked above is unblocked, before
+    // the shim may re-raise the command's signal at itself.
+    unsafe {
+        libc::signal(KILL_ALL, libc::SIG_IGN);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &wanted, std::ptr::null_mut());
+    }
     if let Some(sig) = status.signal() {
         // SAFETY: restore the default action and die of the same signal.
         unsafe {

@@ -874,8 +874,11 @@ impl Scheduler {
                         s.yes = exit.success();
                     }
                     None if Instant::now() >= *deadline => {
-                        log::warn!("sensor of {name} took over {every:?}: killed");
-                        child.signal(libc::SIGKILL);
+                        if !child.killing() {
+                            log::warn!("sensor of {name} took over {every:?}: killed");
+                        }
+                        // Again each tick: the shim's group gets SIGKILL if it is slow.
+                        child.kill_all();
                     }
                     None => {}
                 }

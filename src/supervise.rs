@@ -90,7 +90,8 @@ struct Supervised {
     pipeline: Arc<Pipeline>,
     child: Child,
     started: Instant,
-    /// Why it is being stopped, when SIGTERM went, whether SIGKILL went.
+    /// Why it is being stopped, when SIGTERM went, whether the shim was
+    /// asked to kill everything since ([`Child::kill_all`]).
     kill: Option<(Kill, Instant, bool)>,
 }
 
@@ -304,8 +305,11 @@ impl Supervisor {
         }
     }
 
-    /// Timeouts, cancels and lost attempts: SIGTERM to the group and SIGKILL
-    /// after the grace (a lost one: SIGKILL at once).
+    /// Timeouts, cancels and lost attempts: SIGTERM to the group, and after
+    /// the grace SIGKILL to the command and everything it started, through
+    /// its shim (a lost one: at once). Never waits: the shims' ends are
+    /// reaped by [`Supervisor::reap`], and a shim that doesn't end in time
+    /// gets its group SIGKILLed by a later call.
     pub fn enforce(&mut self, db: &mut Db) {
         let (cancels, lost) = {
             let mut shared = self.shared.lock().expect("shared");
@@ -316,7 +320,7 @@ impl Supervisor {
         };
         for s in &mut self.running {
             if lost.contains(&(s.id, s.start)) && !matches!(s.kill, Some((Kill::Lost, _, _))) {
-                s.child.signal(libc::SIGKILL);
+                s.child.kill_all();
                 s.kill = Some((Kill::Lost, Instant::now(), true));
             }
         }
@@ -344,12 +348,19 @@ impl Supervisor {
                     }
                 }
             }
-            if let Some((why, at, false)) = s.kill
-                && at.elapsed() >= grace
-            {
-                log::info!("run {} attempt {}: still alive: SIGKILL", s.id, s.start);
-                s.child.signal(libc::SIGKILL);
-                s.kill = Some((why, at, true));
+            match s.kill {
+                Some((why, at, false)) if at.elapsed() >= grace => {
+                    log::info!(
+                        "run {} attempt {}: still alive: SIGKILL to it and everything it started",
+                        s.id,
+                        s.start
+                    );
+                    s.child.kill_all();
+                    s.kill = Some((why, at, true));
+                }
+                // The shim is at it; its group gets SIGKILL if it takes too long.
+                Some((_, _, true)) => s.child.kill_all(),
+                _ => {}
             }
         }
         if !self.rec.events {
@@ -357,7 +368,7 @@ impl Supervisor {
         }
         for (id, pipeline, limit) in timed_out {
             let why = format!(
-                "ran past its timeout of {}s: SIGTERM to its process group, SIGKILL {}s later",
+                "ran past its timeout of {}s: SIGTERM to its process group, SIGKILL to everything it started {}s later",
                 limit.unwrap_or(0.0),
                 self.kill_grace
             );
@@ -462,8 +473,9 @@ impl Supervisor {
     }
 
     /// Stopping: SIGTERM every process, wait up to `grace`, SIGKILL what is
-    /// left, and queue their runs again; then write what is pending, giving an
-    /// outage up to `outage` seconds. Returns how many ends were not written.
+    /// left (everything each command started, through its shim), and queue
+    /// their runs again; then write what is pending, giving an outage up to
+    /// `outage` seconds. Returns how many ends were not written.
     pub fn stop_all(&mut self, db: &mut Db, grace: f64, outage: f64) -> usize {
         // Runs that ended before the signal keep their real outcome.
         self.reap();
@@ -482,12 +494,13 @@ impl Supervisor {
             self.publish();
             std::thread::sleep(Duration::from_millis(50));
         }
-        for s in &self.running {
-            s.child.signal(libc::SIGKILL);
-        }
+        // Bounded: a shim that doesn't end in time gets its group SIGKILLed.
         while !self.running.is_empty() {
-            self.reap();
+            for s in &mut self.running {
+                s.child.kill_all();
+            }
             std::thread::sleep(Duration::from_millis(20));
+            self.reap();
         }
         let deadline = Instant::now() + Duration::from_secs_f64(outage);
         loop {
@@ -501,15 +514,16 @@ impl Supervisor {
         self.pending.len()
     }
 
-    /// Kills every process at once (SIGKILL), recording nothing: its
-    /// credentials are gone, so nothing could be recorded anyway.
+    /// Kills every process at once (SIGKILL to everything each command
+    /// started, through its shim), recording nothing: its credentials are
+    /// gone, so nothing could be recorded anyway.
     pub fn abandon(&mut self) {
-        for s in &self.running {
-            s.child.signal(libc::SIGKILL);
-        }
         while !self.running.is_empty() {
-            self.running.retain_mut(|s| s.child.try_exit().is_none());
+            for s in &mut self.running {
+                s.child.kill_all();
+            }
             std::thread::sleep(Duration::from_millis(20));
+            self.running.retain_mut(|s| s.child.try_exit().is_none());
         }
         self.pending.clear();
     }

@@ -300,7 +300,7 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
             pause(None);
         }
         if let Some(s) = service {
-            s.kill();
+            s.kill_and_wait();
         }
         return 0;
     }
@@ -321,7 +321,7 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
         std::thread::sleep(tick);
     }
     if let Some(s) = service {
-        s.kill();
+        s.kill_and_wait();
     }
     0
 }

@@ -444,6 +444,44 @@ pub fn hang(pids: &Path) -> String {
     format!("sleep 300 & echo $! >> {}; wait", pids.display())
 }
 
+/// Issue 10's D9 command: it ignores SIGTERM and leaves behind a `setsid`'d
+/// shell (another session, another process group) that ignores SIGTERM too,
+/// whose `sleep` appends its pid to `pidfile` (a shell word: it may name
+/// `$ORCA_RUN_ID`, expanded by that shell).
+pub fn escapes_and_ignores_term(pidfile: &str) -> String {
+    format!(
+        "trap '' TERM; (setsid sh -c 'trap \"\" TERM; echo $$ >> {pidfile}; exec sleep 1000' &); sleep 1000"
+    )
+}
+
+/// `text` as a TOML basic string, quotes included.
+pub fn toml_str(text: &str) -> String {
+    format!("{text:?}")
+}
+
+/// SIGKILLs, when dropped, the live processes whose pids are written in the
+/// `*.pid` files of a directory: a test about leftovers leaves none behind,
+/// even when it fails.
+pub struct KillLeftovers(pub PathBuf);
+
+impl Drop for KillLeftovers {
+    fn drop(&mut self) {
+        let Ok(dir) = std::fs::read_dir(&self.0) else {
+            return;
+        };
+        for entry in dir.flatten() {
+            if entry.path().extension().is_some_and(|e| e == "pid") {
+                for pid in pids_in(&entry.path()) {
+                    if alive(pid) {
+                        // SAFETY: kill(2) on a process this test's run started.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A shell command whose first attempt hangs (see [`hang`]); a later one
 /// prints `done START`.
 pub fn hang_first_attempt(pids: &Path) -> String {

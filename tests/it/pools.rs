@@ -535,12 +535,27 @@ pub fn hand_made_machine(db: &TestDb, pool: &str, role: &str, secret: &str) {
 
 /// `orca worker --pool POOL` with the credentials of a hand-made machine.
 pub fn hand_worker(db: &TestDb, dir: &TempDir, pool: &str, role: &str, secret: &str) -> Proc {
+    hand_worker_with(db, dir, pool, role, secret, &[])
+}
+
+/// [`hand_worker`] with `extra` added to its environment.
+fn hand_worker_with(
+    db: &TestDb,
+    dir: &TempDir,
+    pool: &str,
+    role: &str,
+    secret: &str,
+    extra: &[(&str, &str)],
+) -> Proc {
     let mut c = Command::new(bin());
     c.args(["worker", "--pool", pool])
         .env("ORCA_DATABASE_URL", without_password(&db.url))
         .env("ORCA_TOKEN", format!("{role}:{secret}"))
         .env("ORCA_TICK_SECONDS", "0.2")
         .env("ORCA_KILL_GRACE_SECONDS", "1");
+    for (k, v) in extra {
+        c.env(k, v);
+    }
     Proc::spawn(c, &dir.path(&format!("worker-{role}.log")))
 }
 
@@ -1051,4 +1066,86 @@ placement = "worker:p"
     });
     assert_eq!(made(&db, "p"), 0);
     s.stop();
+}
+
+#[test]
+fn a_worker_s_command_that_escapes_its_session_and_ignores_sigterm_dies_with_its_attempt() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let _leftovers = KillLeftovers(dir.0.clone());
+    let command = toml_str(&escapes_and_ignores_term(&format!(
+        "{}/$ORCA_RUN_ID.pid",
+        dir.0.display()
+    )));
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            &format!(
+                "[pipelines.slow]\ncommand = {command}\nplacement = \"worker:p\"\ntimeout = 2\n\n\
+                 [pipelines.held]\ncommand = {command}\nplacement = \"worker:p\"\nmax_runs = 3\n"
+            ),
+        ),
+    );
+    let role = format!("orca_m_esc_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw-esc");
+    db.client()
+        .execute("UPDATE orca.pool_machines SET slots = 4", &[])
+        .unwrap();
+    let slow = db.queue("slow");
+    let cancelled = db.queue("held");
+    let taken = db.queue("held");
+    let stays = db.queue("held");
+    let escaped = |run: i64| pids_in(&dir.path(&format!("{run}.pid")));
+    let gone = |run: i64| escaped(run).iter().all(|p| !alive(*p));
+    let mut w = hand_worker_with(
+        &db,
+        &dir,
+        "p",
+        &role,
+        "pw-esc",
+        &[("ORCA_STOP_GRACE_SECONDS", "2")],
+    );
+    wait_until("the escaped sleeps run", 30.0, || {
+        [slow, cancelled, taken, stays]
+            .iter()
+            .all(|r| !escaped(*r).is_empty())
+    });
+    // A timeout.
+    wait_until("the run times out", 30.0, || db.state(slow) == "failed");
+    let why: String = db.one(&format!("SELECT why FROM orca.runs WHERE id = {slow}"));
+    assert!(why.contains("timed out"), "{why}");
+    wait_until("nothing the timed-out run started is alive", 15.0, || {
+        gone(slow)
+    });
+    // A cancel.
+    db.ok(&["cancel", &cancelled.to_string()]);
+    wait_until("the run is cancelled", 30.0, || {
+        db.state(cancelled) == "cancelled"
+    });
+    wait_until("nothing the cancelled run started is alive", 15.0, || {
+        gone(cancelled)
+    });
+    // The attempt taken over elsewhere: killed, nothing recorded.
+    db.client()
+        .execute(
+            "UPDATE orca.runs SET start = start + 1, machine = NULL, host = 'elsewhere' WHERE id = $1",
+            &[&taken],
+        )
+        .unwrap();
+    wait_until(
+        "nothing the taken-over attempt started is alive",
+        15.0,
+        || gone(taken),
+    );
+    assert_eq!(db.state(taken), "running");
+    // The worker stopping.
+    assert_eq!(db.state(stays), "running");
+    w.stop();
+    assert_eq!(db.state(stays), "queued");
+    wait_until(
+        "nothing the stopped worker's run started is alive",
+        15.0,
+        || gone(stays),
+    );
 }

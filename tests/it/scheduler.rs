@@ -615,3 +615,99 @@ fn a_process_that_left_its_group_does_not_outlive_its_run_or_the_scheduler() {
         escaped.iter().all(|p| !alive(*p))
     });
 }
+
+/// The pids written by run `run` of a pipeline whose command is
+/// [`escapes_and_ignores_term`] with its pid file in `dir`.
+fn escaped(dir: &TempDir, run: i64) -> Vec<i32> {
+    pids_in(&dir.path(&format!("{run}.pid")))
+}
+
+#[test]
+fn a_command_that_escapes_its_session_and_ignores_sigterm_dies_with_its_attempt() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let _leftovers = KillLeftovers(dir.0.clone());
+    let command = toml_str(&escapes_and_ignores_term(&format!(
+        "{}/$ORCA_RUN_ID.pid",
+        dir.0.display()
+    )));
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.slow]\ncommand = {command}\ntimeout = 2\n\n\
+             [pipelines.held]\ncommand = {command}\nmax_runs = 2\n"
+        ),
+    );
+    let slow = db.queue("slow");
+    let cancelled = db.queue("held");
+    let stays = db.queue("held");
+    let mut s = db.scheduler(&dir, &[]);
+    // A timeout: SIGTERM is ignored, so after the grace everything is killed,
+    // the escaped sleep included.
+    wait_until(
+        "the escaped sleep of the run that times out runs",
+        30.0,
+        || !escaped(&dir, slow).is_empty(),
+    );
+    wait_until("the run times out", 30.0, || db.state(slow) == "failed");
+    let (why, sig): (String, Option<i32>) = {
+        let r = db
+            .client()
+            .query_one(
+                "SELECT why, exit_signal FROM orca.runs WHERE id = $1",
+                &[&slow],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert!(why.contains("timed out"), "{why}");
+    assert_eq!(sig, Some(libc::SIGKILL), "SIGTERM was ignored, so SIGKILL");
+    assert_eq!(db.events(slow, "timed out"), 1);
+    wait_until("nothing the timed-out run started is alive", 15.0, || {
+        escaped(&dir, slow).iter().all(|p| !alive(*p))
+    });
+    // A cancel.
+    wait_until("the escaped sleeps of the held runs run", 30.0, || {
+        !escaped(&dir, cancelled).is_empty() && !escaped(&dir, stays).is_empty()
+    });
+    db.ok(&["cancel", &cancelled.to_string()]);
+    wait_until("the run is cancelled", 30.0, || {
+        db.state(cancelled) == "cancelled"
+    });
+    wait_until("nothing the cancelled run started is alive", 15.0, || {
+        escaped(&dir, cancelled).iter().all(|p| !alive(*p))
+    });
+    // The scheduler stopping.
+    assert_eq!(db.state(stays), "running");
+    s.stop();
+    assert_eq!(db.state(stays), "queued");
+    wait_until(
+        "nothing the stopped scheduler's run started is alive",
+        15.0,
+        || escaped(&dir, stays).iter().all(|p| !alive(*p)),
+    );
+}
+
+#[test]
+fn a_sensor_that_escapes_its_session_and_ignores_sigterm_dies_at_its_time_limit() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let _leftovers = KillLeftovers(dir.0.clone());
+    let pids = dir.path("sensor.pid");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.s]\ncommand = \"true\"\nsensor = {}\nsensor_every = 0.5\n",
+            toml_str(&escapes_and_ignores_term(&pids.display().to_string()))
+        ),
+    );
+    let mut s = db.scheduler(&dir, &[]);
+    // A second sensor process starts only once the first is gone.
+    wait_until("the sensor ran twice", 30.0, || pids_in(&pids).len() >= 2);
+    let first = pids_in(&pids)[0];
+    wait_until("the first sensor's escaped sleep is gone", 15.0, || {
+        !alive(first)
+    });
+    assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.runs"), 0);
+    s.stop();
+}

@@ -299,12 +299,30 @@ fn serving(
     ec2: &str,
     fresh: bool,
 ) -> i64 {
-    db.register(
+    serving_toml(
+        db,
         dir,
+        login,
+        instance,
+        role,
         &format!(
             "[pipelines.job]\ncommand = \"{command}\"\nplacement = \"ec2\"\n\n[pipelines.job.ec2]\ntype = \"small\"\nlocations = [\"here\"]\n{ec2}"
         ),
-    );
+        fresh,
+    )
+}
+
+/// [`serving`] with the whole config given (pipeline `job`).
+fn serving_toml(
+    db: &TestDb,
+    dir: &TempDir,
+    login: &str,
+    instance: &str,
+    role: &str,
+    toml: &str,
+    fresh: bool,
+) -> i64 {
+    db.register(dir, toml);
     db.login_role(login, "pw", "orca_instance");
     let mut c = db.client();
     let run: i64 = c
@@ -457,4 +475,47 @@ fn the_instance_script_serves_a_run_waits_warm_and_serves_the_next() {
         .unwrap();
     assert_eq!(p.wait(20.0).code(), Some(0), "{}", p.output());
     assert!(p.output().contains("shutting down"));
+}
+
+#[test]
+fn a_head_s_driver_that_escapes_its_session_and_ignores_sigterm_dies_at_its_timeout() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let _leftovers = KillLeftovers(dir.0.clone());
+    let pids = dir.path("driver.pid");
+    let login = format!("orca_i_esc_{}", std::process::id());
+    let run = serving_toml(
+        &db,
+        &dir,
+        &login,
+        "i-1",
+        "head",
+        &format!(
+            "[pipelines.job]\ncommand = {}\nplacement = \"ec2\"\ntimeout = 2\n\n\
+             [pipelines.job.ec2]\ntype = \"small\"\nlocations = [\"here\"]\n",
+            toml_str(&escapes_and_ignores_term(&pids.display().to_string()))
+        ),
+        false,
+    );
+    let run_s = run.to_string();
+    let mut p = as_instance(
+        &db,
+        &dir,
+        &login,
+        &["ec2-serve", "i-1", &run_s, "1"],
+        &[
+            ("ORCA_TICK_SECONDS", "0.2"),
+            ("ORCA_KILL_GRACE_SECONDS", "1"),
+        ],
+    );
+    wait_until("the escaped sleep runs", 30.0, || {
+        !pids_in(&pids).is_empty()
+    });
+    assert_eq!(p.wait(30.0).code(), Some(0), "{}", p.output());
+    assert_eq!(db.state(run), "failed");
+    let why: String = db.one(&format!("SELECT why FROM orca.runs WHERE id = {run}"));
+    assert!(why.contains("timed out"), "{why}");
+    wait_until("nothing the driver started is alive", 15.0, || {
+        pids_in(&pids).iter().all(|p| !alive(*p))
+    });
 }
