@@ -8,11 +8,28 @@
 #   ORCA_DATABASE_URL  where the database is (no user or password in it)
 #   ORCA_BIN           the orca binary (default: orca on PATH)
 #   ORCA_SHUTDOWN      how to shut the machine down (default: shutdown -h now)
+#   ORCA_TOKEN_FILE    where the live secret is kept (default /run/orca/token)
+#   ORCA_RUN_AS        the user runs execute as (default as root: orca-run)
 #
 # The worker is started again a second after it fails. Stopped (exit 0, after
 # SIGTERM), it stays stopped; its credentials revoked (exit 3: the machine was
 # removed), the machine shuts down.
 bin=${ORCA_BIN:-orca}
+# ORCA_TOKEN is single-use: the first login replaces it and keeps the new
+# secret in ORCA_TOKEN_FILE (a directory only this user reads), so the token
+# in user-data, or in this shell's environment, logs nobody in afterwards.
+# Runs execute as ORCA_RUN_AS: by default, as root, an unprivileged orca-run
+# user (made if missing), out of reach of orca's processes and files; set it
+# empty to run them as this script's user.
+export ORCA_TOKEN_FILE="${ORCA_TOKEN_FILE:-/run/orca/token}"
+(umask 077 && mkdir -p "$(dirname "$ORCA_TOKEN_FILE")")
+rm -f "$ORCA_TOKEN_FILE" "$ORCA_TOKEN_FILE.new"
+if [ -z "${ORCA_RUN_AS+set}" ] && [ "$(id -u)" = 0 ]; then
+  id -u orca-run >/dev/null 2>&1 ||
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin orca-run >/dev/null 2>&1 ||
+    adduser -S -H -s /sbin/nologin orca-run >/dev/null 2>&1
+  export ORCA_RUN_AS=orca-run
+fi
 while :; do
   "$bin" worker --pool "$ORCA_POOL"
   code=$?

@@ -11,7 +11,24 @@
 #   ORCA_EC2_POOL_SECONDS  how long to stay warm after a run (0: shut down)
 #   ORCA_BIN               the orca binary (default: orca on PATH)
 #   ORCA_SHUTDOWN          how to shut the instance down (default: shutdown -h now)
+#   ORCA_TOKEN_FILE        where the live secret is kept (default /run/orca/token)
+#   ORCA_RUN_AS            the user the driver and services run as (default as root: orca-run)
 bin=${ORCA_BIN:-orca}
+# ORCA_TOKEN is single-use: the first login replaces it and keeps the new
+# secret in ORCA_TOKEN_FILE (a directory only this user reads), so the token
+# in user-data, or in this shell's environment, logs nobody in afterwards.
+# Runs execute as ORCA_RUN_AS: by default, as root, an unprivileged orca-run
+# user (made if missing), out of reach of orca's processes and files; set it
+# empty to run them as this script's user.
+export ORCA_TOKEN_FILE="${ORCA_TOKEN_FILE:-/run/orca/token}"
+(umask 077 && mkdir -p "$(dirname "$ORCA_TOKEN_FILE")")
+rm -f "$ORCA_TOKEN_FILE" "$ORCA_TOKEN_FILE.new"
+if [ -z "${ORCA_RUN_AS+set}" ] && [ "$(id -u)" = 0 ]; then
+  id -u orca-run >/dev/null 2>&1 ||
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin orca-run >/dev/null 2>&1 ||
+    adduser -S -H -s /sbin/nologin orca-run >/dev/null 2>&1
+  export ORCA_RUN_AS=orca-run
+fi
 run=$ORCA_RUN
 start=$ORCA_START
 while :; do

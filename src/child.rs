@@ -42,6 +42,17 @@ const KILL_ALL: i32 = libc::SIGUSR1;
 
 const SHIM_PARENT: &str = "ORCA_SHIM_PARENT";
 
+/// `UID:GID` the shim's command runs as (`ORCA_RUN_AS`), when set.
+const SHIM_RUN_AS: &str = "ORCA_SHIM_RUN_AS";
+
+static RUN_AS: std::sync::OnceLock<Option<crate::secrets::RunAs>> = std::sync::OnceLock::new();
+
+/// Every command this process starts from now on runs as `user` (`None`:
+/// as orca's own user). Set once, at start.
+pub fn set_run_as(user: Option<crate::secrets::RunAs>) {
+    let _ = RUN_AS.set(user);
+}
+
 /// The last [`TAIL_BYTES`] of a child's stdout and stderr, interleaved.
 #[derive(Default)]
 pub struct Tail {
@@ -133,10 +144,10 @@ pub fn signal_name(sig: i32) -> &'static str {
 
 impl Child {
     /// Starts `argv` under the shim with `env` added, in a new process group.
-    /// orca's own secrets (`ORCA_DATABASE_URL`, a machine's `ORCA_TOKEN`, AWS
-    /// keys) are not passed on; a pipeline that needs them sets them in its
-    /// `env`. Nor are the local provider's machine labels (`ORCA_LOCAL_*`),
-    /// so a run's process is never taken for a machine.
+    /// Of orca's own environment only what [`passed_on`] allows reaches it
+    /// (not the shim either): no secret of orca's, and not the local
+    /// provider's machine labels (`ORCA_LOCAL_*`), so a run's process is
+    /// never taken for a machine.
     /// Call from a thread that lives as long as the process (the main
     /// thread): the parent-death signal fires when the starting thread ends.
     pub fn spawn(argv: &[String], env: &[(String, String)]) -> std::io::Result<Child> {
@@ -146,15 +157,18 @@ impl Child {
             .arg(SHIM)
             .arg("--")
             .args(argv)
-            .env(SHIM_PARENT, std::process::id().to_string())
-            .env_remove("ORCA_DATABASE_URL")
-            .env_remove("ORCA_TOKEN")
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
-            .env_remove("AWS_SESSION_TOKEN")
+            .env_clear()
+            .envs(std::env::vars_os().filter(|(k, _)| passed_on(k)))
             .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(writer.try_clone()?)
+            .env(SHIM_PARENT, std::process::id().to_string())
+            .stdin(Stdio::null());
+        if let Some(Some(user)) = RUN_AS.get() {
+            cmd.env(SHIM_RUN_AS, format!("{}:{}", user.uid, user.gid))
+                .env("HOME", &user.home)
+                .env("USER", &user.name)
+                .env("LOGNAME", &user.name);
+        }
+        cmd.stdout(writer.try_clone()?)
             .stderr(writer)
             .process_group(0);
         // SAFETY: only async-signal-safe calls between fork and exec. The
@@ -168,11 +182,6 @@ impl Child {
                 libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
                 Ok(())
             });
-        }
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("ORCA_LOCAL_") {
-                cmd.env_remove(key);
-            }
         }
         let inner = cmd.spawn()?;
         drop(cmd); // closes our copies of the pipe's write end
@@ -294,6 +303,23 @@ impl Child {
     }
 }
 
+/// Whether variable `key` of orca's own environment is passed on to a
+/// command it runs. Not orca's settings and secrets (every `ORCA_*`: the
+/// database URL, a machine's token, the local provider's machine labels),
+/// not Postgres's client settings (every `PG*`: `PGPASSWORD`, `PGPASSFILE`,
+/// `PGSSLKEY`, `PGSERVICEFILE`...), not AWS credentials (every `AWS_*` but
+/// the region). A pipeline that needs one sets it in its `env`; orca sets
+/// `ORCA_RUN_ID`, `ORCA_RUN_START` and `ORCA_PIPELINE` itself.
+pub fn passed_on(key: &std::ffi::OsStr) -> bool {
+    let Some(key) = key.to_str() else {
+        return false;
+    };
+    let upper = key.to_ascii_uppercase();
+    !(upper.starts_with("ORCA_")
+        || upper.starts_with("PG")
+        || (upper.starts_with("AWS_") && upper != "AWS_REGION" && upper != "AWS_DEFAULT_REGION"))
+}
+
 /// Sends `sig` to process group `pgid`; a group that is gone is no error.
 pub fn signal_group(pgid: i32, sig: i32) {
     if pgid > 1 {
@@ -408,10 +434,26 @@ pub fn shim_main(argv: &[String]) -> i32 {
         return 2;
     };
     let mut cmd = Command::new(program);
-    cmd.args(args).env_remove(SHIM_PARENT);
+    cmd.args(args)
+        .env_remove(SHIM_PARENT)
+        .env_remove(SHIM_RUN_AS);
+    // `UID:GID` to run the command as; the shim stays orca's user, so the
+    // command can't signal or read it.
+    let run_as: Option<(libc::uid_t, libc::gid_t)> =
+        std::env::var(SHIM_RUN_AS).ok().and_then(|v| {
+            let (u, g) = v.split_once(':')?;
+            Some((u.parse().ok()?, g.parse().ok()?))
+        });
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
+            if let Some((uid, gid)) = run_as {
+                // Groups first: after setuid they can't be dropped.
+                if libc::setgroups(1, &gid) != 0 || libc::setgid(gid) != 0 || libc::setuid(uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             libc::signal(libc::SIGTERM, libc::SIG_DFL);
             libc::signal(libc::SIGINT, libc::SIG_DFL);
             libc::signal(libc::SIGHUP, libc::SIG_DFL);
@@ -488,4 +530,33 @@ pub fn shim_main(argv: &[String]) -> i32 {
         return 128 + sig;
     }
     status.code().unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_get_no_setting_or_secret_of_orca_s() {
+        for key in [
+            "ORCA_DATABASE_URL",
+            "ORCA_POOL_DATABASE_URL",
+            "ORCA_TOKEN",
+            "orca_token",
+            "ORCA_LOCAL_LABELS",
+            "PGPASSWORD",
+            "PGPASSFILE",
+            "PGSSLKEY",
+            "PGSERVICEFILE",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            "AWS_WEB_IDENTITY_TOKEN_FILE",
+        ] {
+            assert!(!passed_on(std::ffi::OsStr::new(key)), "{key}");
+        }
+        for key in ["PATH", "HOME", "LANG", "AWS_REGION", "TZ"] {
+            assert!(passed_on(std::ffi::OsStr::new(key)), "{key}");
+        }
+    }
 }

@@ -9,6 +9,7 @@ mod config;
 mod ec2;
 mod ec2_runs;
 mod locks;
+mod logging;
 mod overlap;
 mod pool_boot;
 mod pool_config;
@@ -19,6 +20,7 @@ mod providers;
 mod registry;
 mod runs;
 mod scheduler;
+mod secrets;
 mod settings;
 mod sql;
 mod stack_identity;
@@ -37,11 +39,7 @@ fn main() {
         let rest = rest.strip_prefix(&["--".to_string()]).unwrap_or(rest);
         std::process::exit(child::shim_main(rest));
     }
-    env_logger::Builder::from_env(
-        env_logger::Env::default().default_filter_or("info,tokio_postgres=warn,postgres=warn"),
-    )
-    .format_target(false)
-    .init();
+    logging::init();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -90,25 +88,40 @@ fn main() {
         Cmd::Scheduler {
             config,
             action: None,
-        } => std::process::exit(scheduler::main(config.as_deref())),
+        } => {
+            guard(true);
+            std::process::exit(scheduler::main(config.as_deref()))
+        }
         Cmd::Instances { json, db } => commands::instances(*json, db),
-        Cmd::Worker { pool } => std::process::exit(worker::main(pool)),
+        Cmd::Worker { pool } => {
+            guard(true);
+            std::process::exit(worker::main(pool))
+        }
         Cmd::Ec2Serve {
             instance,
             run,
             start,
-        } => std::process::exit(warm_pool::ec2_serve(instance, *run, *start)),
+        } => {
+            guard(true);
+            std::process::exit(warm_pool::ec2_serve(instance, *run, *start))
+        }
         Cmd::PoolWait {
             instance,
             run,
             start,
-        } => std::process::exit(warm_pool::pool_wait(instance, *run, *start)),
+        } => {
+            guard(false);
+            std::process::exit(warm_pool::pool_wait(instance, *run, *start))
+        }
         Cmd::PoolNext {
             instance,
             run,
             start,
             seconds,
-        } => std::process::exit(warm_pool::pool_next(instance, *run, *start, *seconds)),
+        } => {
+            guard(false);
+            std::process::exit(warm_pool::pool_next(instance, *run, *start, *seconds))
+        }
         Cmd::Pools { json, db } => commands::pools(*json, db),
         Cmd::Deploy {
             action: cli::DeployCmd::Check { db },
@@ -126,5 +139,13 @@ fn main() {
             }
         }
         std::process::exit(f.code);
+    }
+}
+
+/// A long-lived process's set-up (`secrets::guard`); bad input exits 2.
+fn guard(starts_runs: bool) {
+    if let Err(e) = secrets::guard(starts_runs) {
+        eprintln!("orca: {e}");
+        std::process::exit(2);
     }
 }

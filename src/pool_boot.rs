@@ -36,16 +36,15 @@ pub const TOKEN_VAR: &str = "ORCA_TOKEN";
 /// Where a machine's or instance's process (`who`: "worker", "pool-next")
 /// reaches the database: `ORCA_DATABASE_URL` with the credentials of
 /// `ORCA_TOKEN`. The error never shows the token.
+/// With `ORCA_TOKEN_FILE` set (the scripts set it), the boot token is
+/// replaced at the first login and the file keeps the live secret
+/// (`crate::secrets::Login`).
 pub fn own_target(who: &str) -> Result<crate::state::Target, String> {
-    let token = std::env::var(TOKEN_VAR).unwrap_or_default();
-    let Some((role, secret)) = token.split_once(':') else {
-        return Err(format!(
-            "{TOKEN_VAR} is not set (or not ROLE:SECRET): orca {who} runs with its machine's own credentials"
-        ));
-    };
+    let login = crate::secrets::Login::from_env(who)?;
+    let app = format!("orca {who} {}", login.role);
     Ok(crate::state::Target::from_env()?
-        .with_credentials(role, secret)
-        .with_application_name(&format!("orca {who} {role}")))
+        .with_login(std::sync::Arc::new(login))
+        .with_application_name(&app))
 }
 
 /// The database URL machines get: `ORCA_POOL_DATABASE_URL` if set (machines

@@ -105,6 +105,9 @@ pub struct Target {
     config: postgres::Config,
     tls: MakeRustlsConnect,
     shown: String,
+    /// A machine's or instance's own login, whose secret may change (its
+    /// boot token is replaced at the first login).
+    login: Option<std::sync::Arc<crate::secrets::Login>>,
 }
 
 impl Target {
@@ -156,7 +159,12 @@ impl Target {
         } else {
             unverified_tls()
         };
-        Ok(Target { config, tls, shown })
+        Ok(Target {
+            config,
+            tls,
+            shown,
+            login: None,
+        })
     }
 
     /// Reads `ORCA_DATABASE_URL`.
@@ -177,16 +185,25 @@ impl Target {
         self
     }
 
-    /// Logs in as `user` with `password` (a pool machine's credentials)
-    /// instead of what the URL says.
-    pub fn with_credentials(mut self, user: &str, password: &str) -> Target {
-        self.config.user(user).password(password);
+    /// Logs in as a machine's or instance's own login (see
+    /// [`crate::secrets::Login`]) instead of what the URL says.
+    pub fn with_login(mut self, login: std::sync::Arc<crate::secrets::Login>) -> Target {
+        self.config.user(&login.role);
+        self.login = Some(login);
         self
     }
 
     /// One attempt to connect, keeping Postgres's error (and its SQLSTATE).
+    /// A login's boot token is replaced right after its first login.
     fn open(&self) -> Result<Client, postgres::Error> {
-        self.config.connect(self.tls.clone())
+        let Some(login) = &self.login else {
+            return self.config.connect(self.tls.clone());
+        };
+        let mut config = self.config.clone();
+        config.password(login.secret());
+        let mut client = config.connect(self.tls.clone())?;
+        login.rotate_if_pending(&mut client);
+        Ok(client)
     }
 
     /// One attempt to connect, giving up after `limit` if that is sooner

@@ -36,6 +36,25 @@ struct Found {
     type_: String,
 }
 
+/// Whether variable `key` of the scheduler's environment reaches a local
+/// machine: a few of the host's, and orca's settings, never a secret (a
+/// database URL, a token, a password, a key) nor the labels of another.
+fn passed_to_machine(key: &str) -> bool {
+    let secret = ["URL", "TOKEN", "PASSWORD", "SECRET", "KEY"]
+        .iter()
+        .any(|s| key.to_ascii_uppercase().contains(s));
+    matches!(
+        key,
+        "PATH" | "HOME" | "USER" | "LANG" | "TZ" | "RUST_LOG" | "TMPDIR"
+    ) || (key.starts_with("ORCA_") && !secret && !key.starts_with("ORCA_LOCAL_"))
+}
+
+/// Where local machine `name` of `stack` keeps its live secret (a
+/// directory of its own, made by its script; removed with the machine).
+fn token_dir(stack: &str, name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("orca-{stack}-{name}"))
+}
+
 fn labels(pool: &str, stack: &str) -> String {
     format!("orca-pool={pool} orca-stack={stack}")
 }
@@ -127,17 +146,9 @@ impl Provider for Local {
         // A machine gets what a fresh machine would have, not the
         // scheduler's environment (its secrets): the basics, and orca's
         // settings other than its database URLs.
-        let passed = std::env::vars().filter(|(k, _)| {
-            matches!(
-                k.as_str(),
-                "PATH" | "HOME" | "USER" | "LANG" | "TZ" | "RUST_LOG" | "TMPDIR"
-            ) || (k.starts_with("ORCA_")
-                && !matches!(
-                    k.as_str(),
-                    "ORCA_DATABASE_URL" | "ORCA_POOL_DATABASE_URL" | "ORCA_TOKEN"
-                )
-                && !k.starts_with("ORCA_LOCAL_"))
-        });
+        let passed = std::env::vars().filter(|(k, _)| passed_to_machine(k));
+        let token_dir = token_dir(m.stack, m.name);
+        let _ = std::fs::remove_dir_all(&token_dir);
         let child = Command::new("/bin/sh")
             .arg("-c")
             .arg(m.script)
@@ -146,6 +157,13 @@ impl Provider for Local {
             .envs(passed)
             .envs(m.env.iter().map(|(k, v)| (k, v)))
             .env("ORCA_BIN", exe)
+            .env(crate::secrets::TOKEN_FILE_VAR, token_dir.join("token"))
+            // Runs as the scheduler's ORCA_RUN_AS, else as this user (the
+            // scripts' default, a user of their own, is for real machines).
+            .env(
+                crate::secrets::RUN_AS_VAR,
+                std::env::var(crate::secrets::RUN_AS_VAR).unwrap_or_default(),
+            )
             .env("ORCA_SHUTDOWN", "true")
             .env(NAME_VAR, m.name)
             .env(LABELS_VAR, &labels)
@@ -183,9 +201,12 @@ impl Provider for Local {
             .parse()
             .map_err(|_| format!("'{id}' is not a local machine id"))?;
         // Only that machine: a pid reused by anything else is left be.
-        if scan().iter().any(|f| f.pid == pid && f.name == name) {
+        if let Some(f) = scan().iter().find(|f| f.pid == pid && f.name == name) {
             // SAFETY: kill(2) with a negative pid signals that process group.
             unsafe { libc::kill(-pid, libc::SIGKILL) };
+            if let Some(stack) = f.labels.split("orca-stack=").nth(1) {
+                let _ = std::fs::remove_dir_all(token_dir(stack.trim(), name));
+            }
         }
         self.reap();
         Ok(())

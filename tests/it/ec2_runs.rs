@@ -207,14 +207,25 @@ fn a_lost_head_s_run_is_queued_again_and_its_instances_ended() {
             ("ORCA_POOL_LOST_SECONDS", "3"),
         ],
     );
-    wait_until("the head serves the run", 60.0, || {
-        db.one::<i64>(
-            "SELECT count(*) FROM orca.instances WHERE role = 'head' AND joined_at IS NOT NULL",
-        ) == 1
-    });
-    let stack: String = db.one("SELECT id FROM orca.stack");
-    let head: String = db.one("SELECT instance FROM orca.instances WHERE role = 'head'");
-    let group = group_of(&stack, &head).expect("the head's process group");
+    let mut group = None;
+    wait_until(
+        "the head serves the run, its process group found",
+        60.0,
+        || {
+            let serving = db.one::<i64>(
+            "SELECT count(*) FROM orca.instances WHERE role = 'head' AND joined_at IS NOT NULL AND ended_at IS NULL",
+        ) == 1;
+            if serving {
+                let stack: String = db.one("SELECT id FROM orca.stack");
+                let head: String = db.one(
+                    "SELECT instance FROM orca.instances WHERE role = 'head' AND ended_at IS NULL",
+                );
+                group = group_of(&stack, &head);
+            }
+            group.is_some()
+        },
+    );
+    let group = group.unwrap();
     // SAFETY: kill(2) on the head instance's process group.
     unsafe { libc::kill(-group, libc::SIGSTOP) };
     wait_until("the run is started again and succeeds", 90.0, || {

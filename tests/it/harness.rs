@@ -198,7 +198,6 @@ impl TestDb {
             .unwrap_or_else(|e| panic!("log in as {user}: {e}"))
     }
 
-
     /// The single value of a query with no parameters.
     pub fn one<T: for<'a> postgres::types::FromSql<'a>>(&self, sql: &str) -> T {
         self.client().query_one(sql, &[]).unwrap().get(0)
@@ -309,6 +308,17 @@ impl Drop for TestDb {
             for pid in local_machines(stack) {
                 // SAFETY: kill(2) on a process group this test's scheduler made.
                 unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
+            // Their token directories (see the local provider).
+            let prefix = format!("orca-{stack}-");
+            for e in std::fs::read_dir(std::env::temp_dir())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
             }
         }
         if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {

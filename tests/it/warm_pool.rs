@@ -447,6 +447,8 @@ fn the_instance_script_serves_a_run_waits_warm_and_serves_the_next() {
         .env("ORCA_DATABASE_URL", db.url_without_user())
         .env("ORCA_TOKEN", format!("{login}:pw"))
         .env("ORCA_INSTANCE", "i-1")
+        .env("ORCA_TOKEN_FILE", dir.path("token"))
+        .env("ORCA_RUN_AS", "")
         .env("ORCA_RUN", run.to_string())
         .env("ORCA_START", "1")
         .env("ORCA_EC2_POOL_SECONDS", "60")

@@ -1,0 +1,288 @@
+//! What keeps orca's secrets out of its runs' reach (docs/security.md):
+//! long-lived processes that can't be dumped or read through `/proc`, a
+//! machine's single-use boot token replaced at its first login and handed
+//! on in a file only orca's user reads, and runs as another Unix user
+//! (`ORCA_RUN_AS`).
+
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::pool_boot::TOKEN_VAR;
+
+/// Where a machine or instance keeps its live secret (`ROLE:SECRET`), set
+/// by the boot and instance scripts: a file only orca's user can read.
+pub const TOKEN_FILE_VAR: &str = "ORCA_TOKEN_FILE";
+
+/// The Unix user runs execute as (unset: orca's own).
+pub const RUN_AS_VAR: &str = "ORCA_RUN_AS";
+
+/// Sets up a long-lived orca process before it reads a secret: it becomes
+/// [`undumpable`], and, for one that starts runs (`starts_runs`), the user
+/// runs execute as is read from `ORCA_RUN_AS` (bad input: an error).
+pub fn guard(starts_runs: bool) -> Result<(), String> {
+    undumpable();
+    if starts_runs {
+        crate::child::set_run_as(run_as_from_env()?);
+    }
+    Ok(())
+}
+
+/// Makes this process non-dumpable: no core dump, no ptrace, and its
+/// `/proc/PID/environ`, `mem` and `fd` unreadable to other processes of its
+/// user that lack `CAP_SYS_PTRACE`. Called first thing by every long-lived
+/// orca process, before it reads a secret.
+pub fn undumpable() {
+    // SAFETY: prctl(2) with PR_SET_DUMPABLE only changes this process's flag.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
+/// A machine's or instance's login: its role and current secret, and, where
+/// the secret came from its boot token, the file to keep the one that
+/// replaces it at its first login.
+pub struct Login {
+    /// The login role.
+    pub role: String,
+    secret: Mutex<String>,
+    /// The token file, when the scripts set one.
+    file: Option<PathBuf>,
+    /// The secret is still the boot token's: replace it at the next login.
+    pending: Mutex<bool>,
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Login({}:***)", self.role)
+    }
+}
+
+/// `ROLE:SECRET` split, or an error naming where it came from (never the
+/// secret).
+fn split_token(token: &str, from: &str) -> Result<(String, String), String> {
+    match token.trim().split_once(':') {
+        Some((role, secret)) if !role.is_empty() && !secret.is_empty() => {
+            Ok((role.to_string(), secret.to_string()))
+        }
+        _ => Err(format!("{from} is not ROLE:SECRET")),
+    }
+}
+
+impl Login {
+    /// The credentials this process logs in with: the token file's, if the
+    /// file is set and has one (a secret that replaced the boot token);
+    /// else `ORCA_TOKEN` (the boot token, replaced at the first login when
+    /// a token file is set).
+    pub fn from_env(who: &str) -> Result<Login, String> {
+        let file = std::env::var_os(TOKEN_FILE_VAR)
+            .filter(|f| !f.is_empty())
+            .map(PathBuf::from);
+        if let Some(path) = &file
+            && let Ok(text) = read_bounded(path)
+            && !text.trim().is_empty()
+        {
+            let (role, secret) =
+                split_token(&text, &format!("{TOKEN_FILE_VAR} {}", path.display()))?;
+            return Ok(Login {
+                role,
+                secret: Mutex::new(secret),
+                file,
+                pending: Mutex::new(false),
+            });
+        }
+        let token = std::env::var(TOKEN_VAR).map_err(|_| {
+            format!(
+                "{TOKEN_VAR} is not set (nor a token in {TOKEN_FILE_VAR}): orca {who} runs with its machine's own credentials"
+            )
+        })?;
+        let (role, secret) = split_token(&token, TOKEN_VAR)?;
+        let pending = file.is_some();
+        Ok(Login {
+            role,
+            secret: Mutex::new(secret),
+            file,
+            pending: Mutex::new(pending),
+        })
+    }
+
+    /// The secret to log in with now.
+    pub fn secret(&self) -> String {
+        self.secret.lock().expect("secret lock").clone()
+    }
+
+    /// After a login with [`Login::secret`] on `client`: if that secret
+    /// was the boot token's, replaces it with a new random one (its SCRAM
+    /// verifier set by `orca.login_rotate`), kept in the token file for the
+    /// next orca process on this machine. The boot token logs nobody in
+    /// after this. A failure is logged and tried again at the next login.
+    pub fn rotate_if_pending(&self, client: &mut postgres::Client) {
+        let mut pending = self.pending.lock().expect("pending lock");
+        if !*pending {
+            return;
+        }
+        let Some(file) = &self.file else {
+            *pending = false;
+            return;
+        };
+        match self.rotate(client, file) {
+            Ok(()) => {
+                *pending = false;
+                log::info!(
+                    "login {}: the boot token is replaced (single use)",
+                    self.role
+                );
+            }
+            Err(e) => log::warn!(
+                "login {}: can't replace the boot token yet ({e}); trying again at the next login",
+                self.role
+            ),
+        }
+    }
+
+    fn rotate(&self, client: &mut postgres::Client, file: &Path) -> Result<(), String> {
+        let random =
+            |n| crate::stack_identity::random_hex(n).map_err(|e| format!("/dev/urandom: {e}"));
+        let secret = random(24)?;
+        let salt = random(16)?;
+        let verifier = crate::pool_machines::scram_verifier(&secret, salt.as_bytes(), 4096);
+        // The new secret is on disk before the database takes it; it
+        // replaces the file only once the database has it.
+        let tmp = file.with_extension("new");
+        write_private(&tmp, &format!("{}:{secret}", self.role))?;
+        client
+            .execute(crate::sql::LOGIN_ROTATE, &[&verifier])
+            .map_err(|e| crate::state::plain(&e))?;
+        std::fs::rename(&tmp, file).map_err(|e| format!("{}: {e}", file.display()))?;
+        *self.secret.lock().expect("secret lock") = secret;
+        Ok(())
+    }
+}
+
+/// Reads a token file of at most 4 KiB.
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(4096)
+        .read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// Writes `text` to a new file `path` that only this user may read, in a
+/// directory made likewise if missing.
+fn write_private(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+        && !dir.exists()
+    {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    f.write_all(text.as_bytes())
+        .and_then(|_| f.sync_all())
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The Unix user runs execute as.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunAs {
+    /// Its name.
+    pub name: String,
+    /// Its uid.
+    pub uid: u32,
+    /// Its primary gid.
+    pub gid: u32,
+    /// Its home directory.
+    pub home: String,
+}
+
+/// `ORCA_RUN_AS`, looked up: `None` when unset or empty; an error (bad
+/// input) for an unknown user, or when this process can't switch users
+/// (it isn't root).
+pub fn run_as_from_env() -> Result<Option<RunAs>, String> {
+    let Some(name) = std::env::var(RUN_AS_VAR)
+        .ok()
+        .filter(|n| !n.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    let name = name.trim().to_string();
+    let Ok(cname) = std::ffi::CString::new(name.clone()) else {
+        return Err(format!("{RUN_AS_VAR}: not a user name"));
+    };
+    // SAFETY: getpwnam(3) returns a pointer into static storage or NULL; its
+    // fields are copied out at once, on this thread, before any other call.
+    let found = unsafe {
+        let pw = libc::getpwnam(cname.as_ptr());
+        if pw.is_null() {
+            None
+        } else {
+            let home = std::ffi::CStr::from_ptr((*pw).pw_dir)
+                .to_string_lossy()
+                .into_owned();
+            Some(((*pw).pw_uid, (*pw).pw_gid, home))
+        }
+    };
+    let Some((uid, gid, home)) = found else {
+        return Err(format!("{RUN_AS_VAR}={name}: no such user"));
+    };
+    // SAFETY: geteuid(2) can't fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(format!(
+            "{RUN_AS_VAR}={name}: orca must run as root to start runs as another user"
+        ));
+    }
+    if uid == 0 {
+        return Err(format!(
+            "{RUN_AS_VAR}={name}: runs as root would reach orca's secrets; name an unprivileged user"
+        ));
+    }
+    Ok(Some(RunAs {
+        name,
+        uid,
+        gid,
+        home,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_role_colon_secret_and_errors_never_show_it() {
+        assert_eq!(
+            split_token("orca_m_1:s3cr:et\n", "X").unwrap(),
+            ("orca_m_1".into(), "s3cr:et".into())
+        );
+        for bad in ["", "nocolon", ":secret", "role:"] {
+            let e = split_token(bad, "ORCA_TOKEN").unwrap_err();
+            assert_eq!(e, "ORCA_TOKEN is not ROLE:SECRET");
+        }
+    }
+
+    #[test]
+    fn a_private_file_is_readable_by_its_user_alone() {
+        let dir = std::env::temp_dir().join(format!("orca-secrets-{}", std::process::id()));
+        let path = dir.join("sub").join("token");
+        write_private(&path, "r:s").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let dmode = std::fs::metadata(path.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(dmode & 0o777, 0o700);
+        assert_eq!(read_bounded(&path).unwrap(), "r:s");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
