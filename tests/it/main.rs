@@ -12,4 +12,5 @@ mod overlap;
 mod pools;
 mod registry;
 mod scheduler;
+mod secrets;
 mod warm_pool;

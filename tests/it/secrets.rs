@@ -1,0 +1,274 @@
+//! A run can't get at orca's secrets (issue 10, section B): pipelines that
+//! scan every `/proc/*/environ` and `/proc/*/cmdline` they can read, the
+//! token files named there and, on the local provider, their machine's boot
+//! environment (its user-data), and the test then tries every credential
+//! they found against Postgres. Locally, on a worker machine, and as the
+//! driver of an EC2 run (local provider).
+
+use crate::harness::*;
+use crate::pools::{pool_scheduler, with_pool};
+
+/// A shell script printing every credential-looking string its user can
+/// read in `/proc`, and the token files named there.
+const SCAN: &str = r#"echo "scanning as $(id -un)"
+found=$(for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do
+  { tr '\000' '\n' < "$f"; } 2>/dev/null
+done | grep -aoE '(ORCA_TOKEN=[^ ]+|ORCA_TOKEN_FILE=[^ ]+|postgres(ql)?://[^ ]+|PGPASSWORD=[^ ]+)' | sort -u)
+echo "$found"
+for f in $(echo "$found" | sed -n 's/^ORCA_TOKEN_FILE=//p'); do
+  echo "FILE $(cat "$f" 2>/dev/null)"
+done
+echo "scan done"
+"#;
+
+/// Pipelines running [`SCAN`] locally, on pool `p`'s machine and as an EC2
+/// run's driver.
+fn scanning_pipelines(script: &str) -> String {
+    with_pool(
+        "p",
+        &format!(
+            r#"
+[pipelines.scan_local]
+command = "sh {script}"
+
+[pipelines.scan_worker]
+command = "sh {script}"
+placement = "worker:p"
+
+[pipelines.scan_ec2]
+command = "sh {script}"
+placement = "ec2"
+
+[pipelines.scan_ec2.ec2]
+provider = "local"
+type = "small"
+locations = ["here"]
+workers = 1
+worker_service = "exec sleep 300"
+"#
+        ),
+    )
+}
+
+/// Runs the three scans at once (so every machine is up while each scans)
+/// and returns their outputs.
+fn scans(db: &TestDb, dir: &TempDir, env: &[(&str, &str)]) -> Vec<String> {
+    let script = dir.write("scan.sh", SCAN);
+    db.register(dir, &scanning_pipelines(&script));
+    let mut env = env.to_vec();
+    env.push(("ORCA_EC2_POOL_SECONDS", "30"));
+    let mut s = pool_scheduler(db, dir, &env);
+    let runs: Vec<i64> = ["scan_local", "scan_worker", "scan_ec2"]
+        .iter()
+        .map(|p| db.queue(p))
+        .collect();
+    wait_until("the three scans succeed", 90.0, || {
+        runs.iter().all(|r| db.state(*r) == "succeeded")
+    });
+    let outputs: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            let out: Vec<u8> = db
+                .client()
+                .query_one("SELECT output FROM orca.runs WHERE id = $1", &[r])
+                .unwrap()
+                .get(0);
+            text(&out)
+        })
+        .collect();
+    for o in &outputs {
+        assert!(o.contains("scan done"), "{o}");
+    }
+    s.stop();
+    outputs
+}
+
+/// Every credential in the scans' outputs: (user, password).
+fn credentials(outputs: &[String]) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for line in outputs.iter().flat_map(|o| o.lines()) {
+        let token = line
+            .strip_prefix("ORCA_TOKEN=")
+            .or_else(|| line.strip_prefix("FILE "));
+        if let Some((role, secret)) = token.and_then(|t| t.trim().split_once(':')) {
+            found.push((role.to_string(), secret.to_string()));
+        }
+        if let Some(rest) = line.split("://").nth(1)
+            && let Some((userinfo, _)) = rest.split_once('@')
+            && let Some((user, pw)) = userinfo.split_once(':')
+        {
+            found.push((user.to_string(), pw.to_string()));
+        }
+        if let Some(pw) = line.strip_prefix("PGPASSWORD=") {
+            found.push((OWNER.to_string(), pw.to_string()));
+            found.push(("postgres".to_string(), pw.to_string()));
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Whether `user` logs in with `password` to the test database.
+fn logs_in(db: &TestDb, user: &str, password: &str) -> bool {
+    let mut config: postgres::Config = db.url_as(user, password).parse().unwrap();
+    config.connect_timeout(std::time::Duration::from_secs(5));
+    config.connect(postgres::NoTls).is_ok()
+}
+
+fn am_root() -> bool {
+    // SAFETY: geteuid(2) can't fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn runs_as_another_user_find_no_credential_that_logs_in() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_AS needs the tests to run as root");
+        return;
+    }
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let outputs = scans(&db, &dir, &[("ORCA_RUN_AS", "nobody")]);
+    for o in &outputs {
+        assert!(o.contains("scanning as nobody"), "{o}");
+    }
+    for (user, pw) in credentials(&outputs) {
+        assert!(
+            !logs_in(&db, &user, &pw),
+            "a run found credentials of {user} that log in; what it saw:\n{}",
+            outputs.join("\n---\n")
+        );
+    }
+}
+
+#[test]
+fn without_run_as_a_machine_s_boot_token_found_by_a_run_logs_nobody_in() {
+    // As one Unix user (here root, which reads every process), a run sees
+    // what its user sees (docs/security.md). What still holds: the tokens
+    // machines booted with, in their boot environment (user-data), are
+    // single-use, and the run's own environment holds nothing of orca's.
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let outputs = scans(&db, &dir, &[("PGPASSWORD", "pg-secret-of-orca")]);
+    let tokens: Vec<(String, String)> = outputs
+        .iter()
+        .flat_map(|o| o.lines())
+        .filter_map(|l| l.strip_prefix("ORCA_TOKEN="))
+        .filter_map(|t| t.split_once(':'))
+        .map(|(r, s)| (r.to_string(), s.to_string()))
+        .collect();
+    if am_root() {
+        assert!(
+            !tokens.is_empty(),
+            "root's scan found no boot token: the test shows nothing"
+        );
+    }
+    for (role, secret) in &tokens {
+        assert!(
+            !logs_in(&db, role, secret),
+            "boot token of {role} still logs in"
+        );
+    }
+    // The machines themselves went on working with the secrets that
+    // replaced their boot tokens: each scan above ran and was recorded.
+    assert_eq!(db.events_of_kind("succeeded"), 3);
+}
+
+#[test]
+fn a_run_s_environment_holds_nothing_of_orca_s() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            r#"
+[pipelines.env_local]
+command = "env"
+env = { MINE = "kept" }
+
+[pipelines.env_worker]
+command = "env"
+placement = "worker:p"
+env = { MINE = "kept" }
+"#,
+        ),
+    );
+    let mut s = pool_scheduler(
+        &db,
+        &dir,
+        &[
+            ("PGPASSWORD", "pg-secret"),
+            ("PGPASSFILE", "/root/.pgpass"),
+            ("PGSSLKEY", "/k"),
+            ("PGSERVICEFILE", "/s"),
+            ("ORCA_POOL_DATABASE_URL", &db.url),
+            ("AWS_SECRET_ACCESS_KEY", "aws-secret"),
+            ("AWS_SESSION_TOKEN", "aws-token"),
+            ("ORCA_SOMETHING", "orca-setting"),
+        ],
+    );
+    let runs = [db.queue("env_local"), db.queue("env_worker")];
+    wait_until("both runs succeed", 60.0, || {
+        runs.iter().all(|r| db.state(*r) == "succeeded")
+    });
+    for r in runs {
+        let out: Vec<u8> = db
+            .client()
+            .query_one("SELECT output FROM orca.runs WHERE id = $1", &[&r])
+            .unwrap()
+            .get(0);
+        let env = text(&out);
+        assert!(env.contains("MINE=kept"), "{env}");
+        assert!(env.contains(&format!("ORCA_RUN_ID={r}")), "{env}");
+        for line in env.lines() {
+            let key = line.split('=').next().unwrap_or("");
+            let allowed = ["ORCA_RUN_ID", "ORCA_RUN_START", "ORCA_PIPELINE"];
+            assert!(
+                !key.starts_with("ORCA_") || allowed.contains(&key),
+                "run {r} got {line}"
+            );
+            assert!(!key.starts_with("PG"), "run {r} got {line}");
+            assert!(!key.starts_with("AWS_"), "run {r} got {line}");
+        }
+        for secret in ["pg-secret", "aws-secret", "aws-token", OWNER_PASSWORD] {
+            assert!(!env.contains(secret), "run {r} got {secret}:\n{env}");
+        }
+    }
+    s.stop();
+}
+
+#[test]
+fn no_log_level_prints_a_secret() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            r#"
+[pipelines.job]
+command = "echo ran"
+placement = "worker:p"
+env = { API_KEY = "pipeline-env-secret-value" }
+"#,
+        ),
+    );
+    let mut s = pool_scheduler(&db, &dir, &[("RUST_LOG", "trace")]);
+    let run = db.queue("job");
+    wait_until("the run succeeds", 60.0, || db.state(run) == "succeeded");
+    s.stop();
+    let log = s.output();
+    assert!(
+        log.contains("TRACE") || log.contains("DEBUG") || log.contains("INFO"),
+        "{log}"
+    );
+    for secret in [
+        "pipeline-env-secret-value",
+        OWNER_PASSWORD,
+        "SCRAM-SHA-256$",
+    ] {
+        assert!(!log.contains(secret), "the log has {secret}:\n{log}");
+    }
+}
