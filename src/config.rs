@@ -4,12 +4,23 @@
 //! The file is read with toml's span-keeping parser rather than straight into
 //! structs, so that one pass can report every problem (not just the first)
 //! with the line it is on.
+//!
+//! Whatever the file holds, checking it costs at most linear time in its
+//! size: a file over [`MAX_FILE_BYTES`] is refused unread (at most one byte
+//! more is read), a problem's line is found in a table of line starts, and
+//! at most [`MAX_PROBLEMS_SHOWN`] problems are printed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::io::Read;
 
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
+
+/// The largest config file read (1 MiB); a larger one is refused.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// Problems printed at most; the rest are counted in one more line.
+pub const MAX_PROBLEMS_SHOWN: usize = 100;
 
 /// Where `orca.toml` is, when `-c` does not say: `ORCA_CONFIG`, else `./orca.toml`.
 pub fn default_path() -> String {
@@ -211,15 +222,88 @@ pub struct Problem {
     pub message: String,
 }
 
-/// Reads and validates `path`; on failure, every problem as `path:LINE: message`.
+/// Reads and validates `path`; on failure, the lines to print: one if the
+/// file can't be read or is over [`MAX_FILE_BYTES`], else its problems as
+/// `path:LINE: message` (see [`shown`]).
 pub fn load(path: &str) -> Result<Config, Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| vec![format!("{path}: {e}")])?;
-    parse(&text).map_err(|problems| {
-        problems
-            .into_iter()
-            .map(|p| format!("{path}:{}: {}", p.line, p.message))
-            .collect()
+    let text = read_limited(path, MAX_FILE_BYTES).map_err(|e| vec![e])?;
+    parse(&text).map_err(|problems| shown(path, &problems, MAX_PROBLEMS_SHOWN))
+}
+
+/// The text of `path`, read up to `limit` bytes and one more: a file (or a
+/// device, or a pipe) that has more is refused without reading the rest.
+pub fn read_limited(path: &str, limit: u64) -> Result<String, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{path}: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            "{path}: over {}, the most a config file may hold: refused",
+            size(limit as usize)
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{path}: not UTF-8 text (at byte {})",
+            e.utf8_error().valid_up_to()
+        )
     })
+}
+
+/// The lines that say `problems` of file `path`: the first `max` as
+/// `path:LINE: message` (control characters escaped, so each stays one
+/// line), then how many more there are, if any.
+pub fn shown(path: &str, problems: &[Problem], max: usize) -> Vec<String> {
+    let mut lines: Vec<String> = problems
+        .iter()
+        .take(max)
+        .map(|p| format!("{path}:{}: {}", p.line, one_line(&p.message)))
+        .collect();
+    if problems.len() > max {
+        lines.push(format!(
+            "{path}: ... and {} more problems",
+            problems.len() - max
+        ));
+    }
+    lines
+}
+
+/// `s` with its control characters (a NUL, a newline) escaped as `\u{0}`.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// `n` bytes for people: `64 KiB`, `1 MiB`.
+fn size(n: usize) -> String {
+    if n >= 1 << 20 && n % (1 << 20) == 0 {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1024 && n % 1024 == 0 {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// Where each line of `text` starts (the first at 0), for [`line_of`].
+pub fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect()
+}
+
+/// The 1-based line of byte `offset`, given the text's [`line_starts`].
+pub fn line_of(starts: &[usize], offset: usize) -> usize {
+    starts.partition_point(|&s| s <= offset).max(1)
 }
 
 /// Whether `s` is a usable pipeline or pool name.
@@ -246,20 +330,17 @@ pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
         .map_err(|e| format!("bad cron '{expr}': {e}"))
 }
 
-struct Checker<'a> {
-    text: &'a str,
+struct Checker {
+    /// Where each line starts, to find a problem's line in log time.
+    starts: Vec<usize>,
     problems: Vec<Problem>,
     /// `worker:<pool>` placements seen, with their line, to check the pools exist.
     worker_refs: Vec<(String, usize)>,
 }
 
-impl Checker<'_> {
+impl Checker {
     fn line(&self, offset: usize) -> usize {
-        self.text[..offset.min(self.text.len())]
-            .bytes()
-            .filter(|&b| b == b'\n')
-            .count()
-            + 1
+        line_of(&self.starts, offset)
     }
 
     fn say<T>(&mut self, at: &Spanned<T>, message: impl Into<String>) {
@@ -786,7 +867,7 @@ impl Checker<'_> {
 /// Parses and validates the text of an `orca.toml`.
 pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
     let mut c = Checker {
-        text,
+        starts: line_starts(text),
         problems: Vec::new(),
         worker_refs: Vec::new(),
     };
@@ -824,9 +905,9 @@ pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
             other => c.say(k, format!("unknown key '{other}'")),
         }
     }
-    let declared: Vec<&str> = match root.get_ref().get("pools").map(|v| v.get_ref()) {
+    let declared: HashSet<&str> = match root.get_ref().get("pools").map(|v| v.get_ref()) {
         Some(DeValue::Table(t)) => t.keys().map(|k| k.get_ref().as_ref()).collect(),
-        _ => Vec::new(),
+        _ => HashSet::new(),
     };
     for (pool, line) in std::mem::take(&mut c.worker_refs) {
         if !declared.contains(&pool.as_str()) {
@@ -1000,6 +1081,54 @@ update = "git pull"
         assert!(has(&problems, 14, "needs an ami"), "{problems:?}");
         assert!(has(&problems, 17, "must not be negative"), "{problems:?}");
         assert!(has(&problems, 18, "unknown key 'colour'"), "{problems:?}");
+    }
+
+    #[test]
+    fn lines_are_found_in_the_table_of_line_starts() {
+        let text = "a\nbc\n\nd";
+        let starts = line_starts(text);
+        assert_eq!(starts, [0, 2, 5, 6]);
+        let lines: Vec<usize> = (0..=text.len()).map(|o| line_of(&starts, o)).collect();
+        assert_eq!(lines, [1, 1, 2, 2, 2, 3, 4, 4]);
+        assert_eq!(line_of(&line_starts(""), 0), 1);
+    }
+
+    #[test]
+    fn at_most_so_many_problems_are_shown_then_a_count() {
+        let problems: Vec<Problem> = (1..=5)
+            .map(|line| Problem {
+                line,
+                message: format!("bad\n{line}\0"),
+            })
+            .collect();
+        let lines = shown("f.toml", &problems, 3);
+        assert_eq!(
+            lines,
+            [
+                "f.toml:1: bad\\u{a}1\\u{0}",
+                "f.toml:2: bad\\u{a}2\\u{0}",
+                "f.toml:3: bad\\u{a}3\\u{0}",
+                "f.toml: ... and 2 more problems",
+            ]
+        );
+        assert_eq!(shown("f.toml", &problems[..3], 3).len(), 3);
+    }
+
+    #[test]
+    fn a_file_is_read_up_to_its_limit_and_one_byte_more() {
+        let dir = std::env::temp_dir().join(format!("orca-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f.toml");
+        let path = path.to_str().unwrap();
+        std::fs::write(path, "x".repeat(10)).unwrap();
+        assert_eq!(read_limited(path, 10).unwrap().len(), 10);
+        let e = read_limited(path, 9).unwrap_err();
+        assert!(e.starts_with(&format!("{path}: over 9 bytes")), "{e}");
+        let e = read_limited("/dev/zero", 1 << 20).unwrap_err();
+        assert!(e.contains("over 1 MiB"), "{e}");
+        std::fs::write(path, b"a\xff").unwrap();
+        assert!(read_limited(path, 10).unwrap_err().contains("not UTF-8"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
