@@ -330,6 +330,41 @@ pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
         .map_err(|e| format!("bad cron '{expr}': {e}"))
 }
 
+/// Whether `cron` fires at all. Every schedule has a second, minute and
+/// hour; only its days can rule every time out (the 31st of February, or
+/// the 30th). Whether a day of a month matches depends only on the month,
+/// its length and the weekday it starts on, and 28 years (in 2001–2099)
+/// have every such month: so at most 91 months of days are looked at (some
+/// 2,800 days), where croner's search for the next time of a schedule that
+/// never fires walks years to its limit (year 5000).
+pub fn fires_ever(cron: &croner::Cron) -> bool {
+    use chrono::Datelike;
+    let p = &cron.pattern;
+    let mut seen = HashSet::new();
+    for year in 2001..2029 {
+        for month in 1..=12u32 {
+            let (Some(first), Some(next)) = (
+                chrono::NaiveDate::from_ymd_opt(year, month, 1),
+                chrono::NaiveDate::from_ymd_opt(year + i32::from(month == 12), month % 12 + 1, 1),
+            ) else {
+                return true;
+            };
+            let days = (next - first).num_days() as u32;
+            let starts = first.weekday().num_days_from_sunday();
+            if !p.month_match(month).unwrap_or(false) || !seen.insert((month, days, starts)) {
+                continue;
+            }
+            for day in 1..=days {
+                let weekday = croner::Weekday::from_days_from_sunday(starts + day - 1);
+                if p.day_match(year, month, day, weekday).unwrap_or(false) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
 struct Checker {
     /// Where each line starts, to find a problem's line in log time.
     starts: Vec<usize>,
@@ -523,7 +558,11 @@ impl Checker {
                 "schedule" => {
                     if let Some(s) = self.string(key, v) {
                         match parse_schedule(&s) {
-                            Ok(_) => p.schedule = Some(s),
+                            Ok(cron) if fires_ever(&cron) => p.schedule = Some(s),
+                            Ok(_) => self.say(
+                                v,
+                                format!("schedule '{s}' never fires (no month has such a day)"),
+                            ),
                             Err(e) => self.say(v, e),
                         }
                     }
@@ -1129,6 +1168,56 @@ update = "git pull"
         std::fs::write(path, b"a\xff").unwrap();
         assert!(read_limited(path, 10).unwrap_err().contains("not UTF-8"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_schedule_that_never_fires_is_refused() {
+        for never in ["0 0 31 2 *", "0 0 30 2 *", "0 0 0 31 4 *", "0 0 30,31 2 *"] {
+            let text = format!("[pipelines.a]\ncommand = \"true\"\nschedule = \"{never}\"\n");
+            let problems = parse(&text).unwrap_err();
+            assert!(has(&problems, 3, "never fires"), "{never}: {problems:?}");
+        }
+        // Feb 29 fires in leap years; a weekday listed beside a day fires on it.
+        for fires in [
+            "0 0 29 2 *",
+            "0 0 31 2 1",
+            "0 0 L 2 *",
+            "0 12 31 * *",
+            "@yearly",
+        ] {
+            let text = format!("[pipelines.a]\ncommand = \"true\"\nschedule = \"{fires}\"\n");
+            assert!(parse(&text).is_ok(), "{fires}: {:?}", parse(&text));
+        }
+    }
+
+    #[test]
+    fn fires_ever_agrees_with_croner_s_search() {
+        let from = chrono::DateTime::parse_from_rfc3339("2026-03-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        for expr in [
+            "0 0 31 2 *",
+            "0 0 29 2 *",
+            "0 0 30 2 *",
+            "0 0 31 4,6 *",
+            "0 0 31 4,7 *",
+            "0 0 L 2 *",
+            "0 0 * * 5#5",
+            "0 0 * 2 5#5",
+            "0 0 15W 2 *",
+            "0 0 30W 2 *",
+            "0 0 LW 2 *",
+            "0 0 31 2 MON",
+            "*/5 * * * *",
+            "@monthly",
+        ] {
+            let cron = parse_schedule(expr).unwrap();
+            assert_eq!(
+                fires_ever(&cron),
+                cron.find_next_occurrence(&from, false).is_ok(),
+                "{expr}"
+            );
+        }
     }
 
     #[test]
