@@ -445,7 +445,7 @@ url_claims=$(db_url orca_bench_claims)
 {
   printf '[pools.c]\ntypes = [{ type = "small", wait = 0 }]\nlocations = ["here"]\n\n'
   for i in $(seq 1 8); do
-    printf '[pipelines.c%s]\ncommand = ["true"]\nplacement = "worker:c"\nmax_runs = 1000000\n\n' "$i"
+    printf '[pipelines.c%s]\ncommand = ["true"]\nplacement = "worker:c"\nmax_runs = 10000\n\n' "$i"
   done
 } >"$tmp/claims.toml"
 fresh_db orca_bench_claims "$tmp/claims.toml"

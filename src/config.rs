@@ -8,7 +8,9 @@
 //! Whatever the file holds, checking it costs at most linear time in its
 //! size: a file over [`MAX_FILE_BYTES`] is refused unread (at most one byte
 //! more is read), a problem's line is found in a table of line starts, and
-//! at most [`MAX_PROBLEMS_SHOWN`] problems are printed.
+//! at most [`MAX_PROBLEMS_SHOWN`] problems are printed. What it declares is
+//! bounded too (the `MAX_*` constants): numbers that would make the
+//! scheduler fork or loop without end are refused.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
@@ -21,6 +23,18 @@ use toml::de::{DeTable, DeValue};
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 /// Problems printed at most; the rest are counted in one more line.
 pub const MAX_PROBLEMS_SHOWN: usize = 100;
+/// The largest `max_runs`.
+pub const MAX_RUNS: i64 = 10_000;
+/// The largest `retries`.
+pub const MAX_RETRIES: i64 = 1000;
+/// The largest `[pipelines.NAME.ec2] workers` (instances beside the head).
+pub const MAX_WORKERS: i64 = 256;
+/// The largest `max_machines` of a pool.
+pub const MAX_MACHINES: i64 = 1000;
+/// The largest `slots` of a pool.
+pub const MAX_SLOTS: i64 = 256;
+/// The largest `capacity` of a location.
+pub const MAX_CAPACITY: i64 = 10_000;
 
 /// Where `orca.toml` is, when `-c` does not say: `ORCA_CONFIG`, else `./orca.toml`.
 pub fn default_path() -> String {
@@ -396,7 +410,7 @@ impl Checker {
         }
     }
 
-    fn integer(&mut self, key: &str, v: &Spanned<DeValue>, min: i64) -> Option<i64> {
+    fn integer(&mut self, key: &str, v: &Spanned<DeValue>, min: i64, max: i64) -> Option<i64> {
         let n = match v.get_ref() {
             DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix()).ok(),
             _ => None,
@@ -414,8 +428,8 @@ impl Checker {
                 self.say(v, format!("{key} must be at least {min} (got {n})"));
                 None
             }
-            Some(n) if n > i64::from(i32::MAX) => {
-                self.say(v, format!("{key} is too large"));
+            Some(n) if n > max => {
+                self.say(v, format!("{key} must be at most {max} (got {n})"));
                 None
             }
             Some(n) => Some(n),
@@ -551,7 +565,7 @@ impl Checker {
                     }
                 }
                 "max_runs" => {
-                    if let Some(n) = self.integer(key, v, 1) {
+                    if let Some(n) = self.integer(key, v, 1, MAX_RUNS) {
                         p.max_runs = n as i32;
                     }
                 }
@@ -568,7 +582,7 @@ impl Checker {
                     }
                 }
                 "retries" => {
-                    if let Some(n) = self.integer(key, v, 0) {
+                    if let Some(n) = self.integer(key, v, 0, MAX_RETRIES) {
                         p.retries = n as i32;
                     }
                 }
@@ -663,7 +677,7 @@ impl Checker {
             match key {
                 "type" => type_ = self.string(key, v),
                 "workers" => {
-                    if let Some(n) = self.integer(key, v, 0) {
+                    if let Some(n) = self.integer(key, v, 0, MAX_WORKERS) {
                         e.workers = n as i32;
                     }
                 }
@@ -746,7 +760,9 @@ impl Checker {
                     seen.capacity_at = Some(self.line(v.span().start));
                     for (ck, cv) in t.iter() {
                         let loc = ck.get_ref().to_string();
-                        if let Some(n) = self.integer(&format!("capacity.{loc}"), cv, 0) {
+                        if let Some(n) =
+                            self.integer(&format!("capacity.{loc}"), cv, 0, MAX_CAPACITY)
+                        {
                             m.capacity.insert(loc, n as i32);
                         }
                     }
@@ -847,7 +863,7 @@ impl Checker {
                     ),
                 },
                 "max_machines" => {
-                    if let Some(n) = self.integer(key, v, 1) {
+                    if let Some(n) = self.integer(key, v, 1, MAX_MACHINES) {
                         p.max_machines = n as i32;
                     }
                 }
@@ -857,7 +873,7 @@ impl Checker {
                     }
                 }
                 "slots" => {
-                    if let Some(n) = self.integer(key, v, 1) {
+                    if let Some(n) = self.integer(key, v, 1, MAX_SLOTS) {
                         p.slots = n as i32;
                     }
                 }
@@ -1218,6 +1234,37 @@ update = "git pull"
                 "{expr}"
             );
         }
+    }
+
+    #[test]
+    fn absurd_numbers_are_refused_naming_the_limit() {
+        let text = "[pipelines.a]\ncommand = \"true\"\nplacement = \"ec2\"\nmax_runs = 100000\nretries = 100000\n\
+                    [pipelines.a.ec2]\nprovider = \"local\"\ntype = \"t\"\nlocations = [\"x\"]\nworkers = 100000\n\
+                    [pools.p]\ntypes = [{ type = \"t\" }]\nlocations = [\"x\"]\nmax_machines = 100000\nslots = 100000\n";
+        let problems = parse(text).unwrap_err();
+        assert!(
+            has(&problems, 4, "max_runs must be at most 10000"),
+            "{problems:?}"
+        );
+        assert!(
+            has(&problems, 5, "retries must be at most 1000"),
+            "{problems:?}"
+        );
+        assert!(
+            has(&problems, 10, "workers must be at most 256"),
+            "{problems:?}"
+        );
+        assert!(
+            has(&problems, 14, "max_machines must be at most 1000"),
+            "{problems:?}"
+        );
+        assert!(
+            has(&problems, 15, "slots must be at most 256"),
+            "{problems:?}"
+        );
+        let fine = "[pipelines.a]\ncommand = \"true\"\nplacement = \"ec2\"\n\
+                    [pipelines.a.ec2]\nprovider = \"local\"\ntype = \"t\"\nlocations = [\"x\"]\nworkers = 256\n";
+        assert!(parse(fine).is_ok(), "{:?}", parse(fine));
     }
 
     #[test]

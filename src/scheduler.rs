@@ -939,8 +939,37 @@ impl Scheduler {
 
     /// Starts queued runs placed on `placement` (`local`: processes here;
     /// `ec2`: instances of their own), oldest first, within `max_runs`.
+    /// EC2 runs started before that still lack instances get them first,
+    /// and no new one is claimed once the tick may make no more instances.
     fn start(&mut self, session: u64, pipelines: &Views, placement: &str) {
         let host = if placement == "ec2" {
+            self.ec2_runs.begin_tick();
+            let short = match self.ec2_runs.short(&mut self.db, session) {
+                Ok(short) => short,
+                Err(e) => return Self::complain(e),
+            };
+            for s in short {
+                if stops() > 0 || !self.ec2_runs.can_make() {
+                    return;
+                }
+                let Some(View { p, .. }) = pipelines.get(&s.pipeline) else {
+                    continue;
+                };
+                if let Err(e) = self.ec2_runs.fill(
+                    &mut self.db,
+                    session,
+                    s.id,
+                    s.start,
+                    p,
+                    s.made,
+                    &s.head_host,
+                ) {
+                    return Self::complain(e);
+                }
+            }
+            if !self.ec2_runs.can_make() {
+                return;
+            }
             "ec2 instances".to_string()
         } else {
             self.host.clone()
@@ -952,7 +981,7 @@ impl Scheduler {
             Err(e) => return Self::complain(e),
         };
         for row in rows {
-            if stops() > 0 {
+            if stops() > 0 || (placement == "ec2" && !self.ec2_runs.can_make()) {
                 return;
             }
             let id: i64 = row.get(0);
