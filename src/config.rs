@@ -10,7 +10,8 @@
 //! more is read), a problem's line is found in a table of line starts, and
 //! at most [`MAX_PROBLEMS_SHOWN`] problems are printed. What it declares is
 //! bounded too (the `MAX_*` constants): numbers that would make the
-//! scheduler fork or loop without end are refused.
+//! scheduler fork or loop without end, and strings Postgres can't store (a
+//! NUL) or no command line takes, are refused.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
@@ -23,6 +24,18 @@ use toml::de::{DeTable, DeValue};
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 /// Problems printed at most; the rest are counted in one more line.
 pub const MAX_PROBLEMS_SHOWN: usize = 100;
+/// The longest `command`, `sensor` or service (a string, or an array's
+/// strings together), in bytes.
+pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
+/// The longest value of an `env` variable, in bytes.
+pub const MAX_ENV_VALUE_BYTES: usize = 64 * 1024;
+/// Variables in one `env` table at most.
+pub const MAX_ENV_VARS: usize = 256;
+/// The longest of every other string (an `env` name, a schedule, an alert
+/// URL, a type, a location, an AMI, an image...), in bytes.
+pub const MAX_SHORT_BYTES: usize = 1024;
+/// Items in `locations`, `types` and `security_groups` at most.
+pub const MAX_LIST_ITEMS: usize = 64;
 /// The largest `max_runs`.
 pub const MAX_RUNS: i64 = 10_000;
 /// The largest `retries`.
@@ -400,14 +413,70 @@ impl Checker {
         });
     }
 
+    /// Whether `s` (the value of `key`, at `at`) may be stored: no NUL
+    /// (Postgres refuses it in text and jsonb) and at most `max` bytes.
+    fn storable<T>(&mut self, key: &str, at: &Spanned<T>, s: &str, max: usize) -> bool {
+        if s.contains('\0') {
+            self.say(at, format!("{key} contains a NUL byte"));
+            false
+        } else if s.len() > max {
+            self.say(at, format!("{key} is longer than {}", size(max)));
+            false
+        } else {
+            true
+        }
+    }
+
+    /// A string of at most [`MAX_SHORT_BYTES`].
     fn string(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<String> {
+        self.string_max(key, v, MAX_SHORT_BYTES)
+    }
+
+    /// A string of at most `max` bytes, with no NUL.
+    fn string_max(&mut self, key: &str, v: &Spanned<DeValue>, max: usize) -> Option<String> {
         match v.get_ref() {
-            DeValue::String(s) => Some(s.to_string()),
+            DeValue::String(s) => self.storable(key, v, s, max).then(|| s.to_string()),
             _ => {
                 self.say(v, format!("{key} must be a string"));
                 None
             }
         }
+    }
+
+    /// The strings of `key`, an array of at most [`MAX_LIST_ITEMS`]
+    /// (`non_empty`: at least one), each at most [`MAX_SHORT_BYTES`].
+    fn strings(
+        &mut self,
+        key: &str,
+        v: &Spanned<DeValue>,
+        non_empty: bool,
+        what: &str,
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        match v.get_ref() {
+            DeValue::Array(a) if !(non_empty && a.is_empty()) => {
+                if a.len() > MAX_LIST_ITEMS {
+                    self.say(
+                        v,
+                        format!("{key}: at most {MAX_LIST_ITEMS} items (got {})", a.len()),
+                    );
+                    return out;
+                }
+                for item in a.iter() {
+                    if let Some(s) = self.string(&format!("{key}: every item"), item) {
+                        out.push(s);
+                    }
+                }
+            }
+            _ => self.say(
+                v,
+                format!(
+                    "{key} must be a{} array of {what}",
+                    if non_empty { " non-empty" } else { "n" }
+                ),
+            ),
+        }
+        out
     }
 
     fn integer(&mut self, key: &str, v: &Spanned<DeValue>, min: i64, max: i64) -> Option<i64> {
@@ -461,14 +530,23 @@ impl Checker {
         }
     }
 
+    /// A command: a string, or an array of strings, of at most
+    /// [`MAX_COMMAND_BYTES`] in all, with no NUL.
     fn command(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<Command> {
         match v.get_ref() {
-            DeValue::String(s) if !s.trim().is_empty() => Some(Command::Shell(s.to_string())),
+            DeValue::String(s) if !s.trim().is_empty() => self
+                .storable(key, v, s, MAX_COMMAND_BYTES)
+                .then(|| Command::Shell(s.to_string())),
             DeValue::Array(a) => {
                 let mut argv = Vec::new();
                 for item in a.iter() {
                     match item.get_ref() {
-                        DeValue::String(s) => argv.push(s.to_string()),
+                        DeValue::String(s) => {
+                            if !self.storable(key, item, s, MAX_COMMAND_BYTES) {
+                                return None;
+                            }
+                            argv.push(s.to_string())
+                        }
                         _ => {
                             self.say(item, format!("{key}: every item must be a string"));
                             return None;
@@ -477,6 +555,14 @@ impl Checker {
                 }
                 if argv.is_empty() || argv[0].is_empty() {
                     self.say(v, format!("{key} must not be empty"));
+                    return None;
+                }
+                let all: usize = argv.iter().map(|a| a.len() + 1).sum();
+                if all > MAX_COMMAND_BYTES {
+                    self.say(
+                        v,
+                        format!("{key} is longer than {}", size(MAX_COMMAND_BYTES)),
+                    );
                     return None;
                 }
                 Some(Command::Argv(argv))
@@ -499,7 +585,9 @@ impl Checker {
         name: &Spanned<std::borrow::Cow<str>>,
         v: &'v Spanned<DeValue<'i>>,
     ) -> Option<&'v DeTable<'i>> {
-        if !valid_name(name.get_ref()) {
+        if name.get_ref().contains('\0') {
+            self.say(name, format!("{kind} name contains a NUL byte"));
+        } else if !valid_name(name.get_ref()) {
             self.say(
                 name,
                 format!(
@@ -593,12 +681,22 @@ impl Checker {
                 }
                 "timeout" => p.timeout = self.seconds(key, v, false),
                 "env" => match v.get_ref() {
+                    DeValue::Table(t) if t.len() > MAX_ENV_VARS => self.say(
+                        v,
+                        format!("env: at most {MAX_ENV_VARS} variables (got {})", t.len()),
+                    ),
                     DeValue::Table(t) => {
                         for (ek, ev) in t.iter() {
                             let name = ek.get_ref().to_string();
-                            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                            if !self.storable("env: a variable name", ek, &name, MAX_SHORT_BYTES) {
+                                continue;
+                            }
+                            if name.is_empty() || name.contains('=') {
                                 self.say(ek, format!("env: bad variable name '{name}'"));
-                            } else if let Some(s) = self.string(&format!("env.{name}"), ev) {
+                                continue;
+                            }
+                            let key = format!("env.{name}");
+                            if let Some(s) = self.string_max(&key, ev, MAX_ENV_VALUE_BYTES) {
                                 p.env.insert(name, s);
                             }
                         }
@@ -723,16 +821,9 @@ impl Checker {
                 ),
                 None => {}
             },
-            "locations" => match v.get_ref() {
-                DeValue::Array(a) if !a.is_empty() => {
-                    for item in a.iter() {
-                        if let Some(l) = self.string("locations: every item", item) {
-                            m.locations.push(l);
-                        }
-                    }
-                }
-                _ => self.say(v, "locations must be a non-empty array of strings"),
-            },
+            "locations" => {
+                m.locations = self.strings(key, v, true, "strings");
+            }
             "ami" | "instance_profile" | "region" => {
                 seen.ec2_lines.push(self.line(v.span().start));
                 let value = self.string(key, v);
@@ -744,22 +835,16 @@ impl Checker {
             }
             "security_groups" => {
                 seen.ec2_lines.push(self.line(v.span().start));
-                match v.get_ref() {
-                    DeValue::Array(a) => {
-                        for item in a.iter() {
-                            if let Some(g) = self.string("security_groups: every item", item) {
-                                m.security_groups.push(g);
-                            }
-                        }
-                    }
-                    _ => self.say(v, "security_groups must be an array of security group ids"),
-                }
+                m.security_groups = self.strings(key, v, false, "security group ids");
             }
             "capacity" => match v.get_ref() {
                 DeValue::Table(t) => {
                     seen.capacity_at = Some(self.line(v.span().start));
                     for (ck, cv) in t.iter() {
                         let loc = ck.get_ref().to_string();
+                        if !self.storable("capacity: a location", ck, &loc, MAX_SHORT_BYTES) {
+                            continue;
+                        }
                         if let Some(n) =
                             self.integer(&format!("capacity.{loc}"), cv, 0, MAX_CAPACITY)
                         {
@@ -850,6 +935,10 @@ impl Checker {
             }
             match key {
                 "types" => match v.get_ref() {
+                    DeValue::Array(a) if a.len() > MAX_LIST_ITEMS => self.say(
+                        v,
+                        format!("types: at most {MAX_LIST_ITEMS} items (got {})", a.len()),
+                    ),
                     DeValue::Array(a) if !a.is_empty() => {
                         for item in a.iter() {
                             if let Some(t) = self.pool_type(item) {
@@ -1265,6 +1354,104 @@ update = "git pull"
         let fine = "[pipelines.a]\ncommand = \"true\"\nplacement = \"ec2\"\n\
                     [pipelines.a.ec2]\nprovider = \"local\"\ntype = \"t\"\nlocations = [\"x\"]\nworkers = 256\n";
         assert!(parse(fine).is_ok(), "{:?}", parse(fine));
+    }
+
+    #[test]
+    fn a_nul_in_any_stored_string_is_refused() {
+        let cases = [
+            "command = \"echo \\u0000\"",
+            "command = [\"echo\", \"a\\u0000b\"]",
+            "env = { A = \"x\\u0000\" }",
+            "env = { \"A\\u0000\" = \"x\" }",
+            "schedule = \"0 3 * * *\\u0000\"",
+            "alert = \"http://x/\\u0000\"",
+            "sensor = \"test\\u0000\"",
+            "placement = \"worker:p\\u0000\"",
+        ];
+        for case in cases {
+            let text = format!("[pipelines.a]\ncommand = \"true\"\n{case}\n");
+            let text = text.replacen("command = \"true\"\ncommand", "command", 1);
+            let problems = parse(&text).unwrap_err();
+            assert!(
+                problems.iter().any(|p| p.message.contains("NUL byte")),
+                "{case}: {problems:?}"
+            );
+        }
+        let pool = "[pools.p]\ntypes = [{ type = \"t\" }]\nlocations = [\"x\"]\n";
+        for case in [
+            pool.replace("[\"x\"]", "[\"x\\u0000\"]"),
+            pool.replace("\"t\"", "\"t\\u0000\""),
+            format!("{pool}image = \"i\\u0000\""),
+            format!("{pool}capacity = {{ \"x\\u0000\" = 1 }}"),
+        ] {
+            let text = format!("{case}\n");
+            let problems = parse(&text).unwrap_err();
+            assert!(
+                problems.iter().any(|p| p.message.contains("NUL byte")),
+                "{case}: {problems:?}"
+            );
+        }
+        for case in [
+            "ami = \"a\\u0000\"",
+            "region = \"r\\u0000\"",
+            "security_groups = [\"s\\u0000\"]",
+            "update = \"u\\u0000\"",
+        ] {
+            let text = format!(
+                "[pipelines.a]\ncommand = \"true\"\nplacement = \"ec2\"\n[pipelines.a.ec2]\nprovider = \"ec2\"\ntype = \"t\"\nlocations = [\"x\"]\n{case}\n"
+            );
+            let text = if case.starts_with("ami") {
+                text
+            } else {
+                text.replace(
+                    "\n[pipelines.a.ec2]\n",
+                    "\n[pipelines.a.ec2]\nami = \"ami\"\n",
+                )
+            };
+            let problems = parse(&text).unwrap_err();
+            assert!(
+                problems.iter().any(|p| p.message.contains("NUL byte")),
+                "{case}: {problems:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn strings_and_tables_are_bounded() {
+        let long = "x".repeat(65 * 1024);
+        let text = format!("[pipelines.a]\ncommand = \"{long}\"\n");
+        let problems = parse(&text).unwrap_err();
+        assert!(
+            has(&problems, 2, "command is longer than 64 KiB"),
+            "{problems:?}"
+        );
+        let text = format!("[pipelines.a]\ncommand = \"true\"\nenv = {{ A = \"{long}\" }}\n");
+        let problems = parse(&text).unwrap_err();
+        assert!(
+            has(&problems, 3, "env.A is longer than 64 KiB"),
+            "{problems:?}"
+        );
+        let many: Vec<String> = (0..300).map(|n| format!("V{n} = \"x\"")).collect();
+        let text = format!(
+            "[pipelines.a]\ncommand = \"true\"\nenv = {{ {} }}\n",
+            many.join(", ")
+        );
+        let problems = parse(&text).unwrap_err();
+        assert!(has(&problems, 3, "at most 256 variables"), "{problems:?}");
+        let text = format!(
+            "[pipelines.a]\ncommand = \"true\"\nalert = \"http://{}\"\n",
+            "x".repeat(2000)
+        );
+        let problems = parse(&text).unwrap_err();
+        assert!(
+            has(&problems, 3, "alert is longer than 1 KiB"),
+            "{problems:?}"
+        );
+        // A name is at most 64 characters.
+        let text = format!("[pipelines.{}]\ncommand = \"true\"\n", "n".repeat(65));
+        assert!(parse(&text).is_err());
+        let text = format!("[pipelines.{}]\ncommand = \"true\"\n", "n".repeat(64));
+        assert!(parse(&text).is_ok());
     }
 
     #[test]

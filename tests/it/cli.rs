@@ -296,3 +296,24 @@ fn a_file_with_many_problems_is_checked_and_its_problems_shown_bounded() {
     );
     assert!(lines[100].contains("19900 more"), "{}", lines[100]);
 }
+
+#[test]
+fn a_nul_is_refused_by_check_and_register_before_the_database_sees_it() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let path = dir.write(
+        "orca.toml",
+        "[pipelines.a]\ncommand = \"true\"\nenv = { A = \"x\\u0000y\" }\n",
+    );
+    for cmd in ["check", "register"] {
+        let out = db.run(&[cmd, "-c", &path]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "orca {cmd}: {err}");
+        assert_eq!(
+            err.trim_end(),
+            format!("{path}:3: env.A contains a NUL byte"),
+            "orca {cmd}"
+        );
+    }
+    assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.pipelines"), 0);
+}
