@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # orca's figures: tick cost against finished history, the tick's query plans,
-# runs started per second, the scheduler's peak RSS, the binary's size, and
-# the leaderless gaps of scheduler overlap (deploy handover, crash, hang),
+# runs started per second, the scheduler's peak RSS, the binary's size,
+# `orca check` of files at the size limit, and the leaderless gaps of scheduler overlap (deploy handover, crash, hang),
 # and pools: a scaler pass, claims per second against pgbench, a worker's RSS.
 #
 #   scripts/test-db.sh bench/bench.sh
@@ -399,6 +399,27 @@ fi
 size=$(stat -c %s "$ORCA_BIN")
 echo "bench binary ($ORCA_BIN) MiB: $(mib "$size")"
 
+# ------------------------------------------------------------- config check
+# `orca check` of files just under the 1 MiB limit: one with some 80,000
+# problems (unknown keys), one with 13,000 pipelines whose schedules never
+# fire (each a different expression), and a refused one (/dev/zero).
+check_time() {
+  local t0 rc=0
+  t0=$(now)
+  "$ORCA_BIN" check -c "$1" >/dev/null 2>"$tmp/check.err" || rc=$?
+  echo "$(since "$t0") s, exit $rc, $(wc -l <"$tmp/check.err") lines"
+}
+awk 'BEGIN { print "[pipelines.a]\ncommand = \"true\""; for (i = 0; i < 80000; i++) print "b" i " = 1" }' \
+  >"$tmp/problems.toml"
+awk 'BEGIN { for (i = 0; i < 13000; i++)
+  printf "[pipelines.a%d]\ncommand=\"t\"\nplacement=\"worker:z%d\"\nschedule=\"%d %d 31 2 *\"\n", i, i, i % 60, int(i / 60) % 24 }' \
+  >"$tmp/never.toml"
+echo
+echo "== config check (files up to the 1 MiB limit) =="
+echo "80000 problems, $(mib "$(stat -c %s "$tmp/problems.toml")") MiB: $(check_time "$tmp/problems.toml")"
+echo "13000 schedules that never fire, $(mib "$(stat -c %s "$tmp/never.toml")") MiB: $(check_time "$tmp/never.toml")"
+echo "/dev/zero: $(check_time /dev/zero)"
+
 # -------------------------------------------------------------------- pools
 # 1. A scaler pass with pool_n pools x 20 live machines each (rows only, all
 #    seen, at max_machines) and 10,000 queued runs of their pipelines: the
@@ -445,7 +466,7 @@ url_claims=$(db_url orca_bench_claims)
 {
   printf '[pools.c]\ntypes = [{ type = "small", wait = 0 }]\nlocations = ["here"]\n\n'
   for i in $(seq 1 8); do
-    printf '[pipelines.c%s]\ncommand = ["true"]\nplacement = "worker:c"\nmax_runs = 1000000\n\n' "$i"
+    printf '[pipelines.c%s]\ncommand = ["true"]\nplacement = "worker:c"\nmax_runs = 10000\n\n' "$i"
   done
 } >"$tmp/claims.toml"
 fresh_db orca_bench_claims "$tmp/claims.toml"

@@ -4,12 +4,50 @@
 //! The file is read with toml's span-keeping parser rather than straight into
 //! structs, so that one pass can report every problem (not just the first)
 //! with the line it is on.
+//!
+//! Whatever the file holds, checking it costs at most linear time in its
+//! size: a file over [`MAX_FILE_BYTES`] is refused unread (at most one byte
+//! more is read), a problem's line is found in a table of line starts, and
+//! at most [`MAX_PROBLEMS_SHOWN`] problems are printed. What it declares is
+//! bounded too (the `MAX_*` constants): numbers that would make the
+//! scheduler fork or loop without end, and strings Postgres can't store (a
+//! NUL) or no command line takes, are refused.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::io::Read;
 
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
+
+/// The largest config file read (1 MiB); a larger one is refused.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// Problems printed at most; the rest are counted in one more line.
+pub const MAX_PROBLEMS_SHOWN: usize = 100;
+/// The longest `command`, `sensor` or service (a string, or an array's
+/// strings together), in bytes.
+pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
+/// The longest value of an `env` variable, in bytes.
+pub const MAX_ENV_VALUE_BYTES: usize = 64 * 1024;
+/// Variables in one `env` table at most.
+pub const MAX_ENV_VARS: usize = 256;
+/// The longest of every other string (an `env` name, a schedule, an alert
+/// URL, a type, a location, an AMI, an image...), in bytes.
+pub const MAX_SHORT_BYTES: usize = 1024;
+/// Items in `locations`, `types` and `security_groups` at most.
+pub const MAX_LIST_ITEMS: usize = 64;
+/// The largest `max_runs`.
+pub const MAX_RUNS: i64 = 10_000;
+/// The largest `retries`.
+pub const MAX_RETRIES: i64 = 1000;
+/// The largest `[pipelines.NAME.ec2] workers` (instances beside the head).
+pub const MAX_WORKERS: i64 = 256;
+/// The largest `max_machines` of a pool.
+pub const MAX_MACHINES: i64 = 1000;
+/// The largest `slots` of a pool.
+pub const MAX_SLOTS: i64 = 256;
+/// The largest `capacity` of a location.
+pub const MAX_CAPACITY: i64 = 10_000;
 
 /// Where `orca.toml` is, when `-c` does not say: `ORCA_CONFIG`, else `./orca.toml`.
 pub fn default_path() -> String {
@@ -211,15 +249,88 @@ pub struct Problem {
     pub message: String,
 }
 
-/// Reads and validates `path`; on failure, every problem as `path:LINE: message`.
+/// Reads and validates `path`; on failure, the lines to print: one if the
+/// file can't be read or is over [`MAX_FILE_BYTES`], else its problems as
+/// `path:LINE: message` (see [`shown`]).
 pub fn load(path: &str) -> Result<Config, Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| vec![format!("{path}: {e}")])?;
-    parse(&text).map_err(|problems| {
-        problems
-            .into_iter()
-            .map(|p| format!("{path}:{}: {}", p.line, p.message))
-            .collect()
+    let text = read_limited(path, MAX_FILE_BYTES).map_err(|e| vec![e])?;
+    parse(&text).map_err(|problems| shown(path, &problems, MAX_PROBLEMS_SHOWN))
+}
+
+/// The text of `path`, read up to `limit` bytes and one more: a file (or a
+/// device, or a pipe) that has more is refused without reading the rest.
+pub fn read_limited(path: &str, limit: u64) -> Result<String, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{path}: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            "{path}: over {}, the most a config file may hold: refused",
+            size(limit as usize)
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{path}: not UTF-8 text (at byte {})",
+            e.utf8_error().valid_up_to()
+        )
     })
+}
+
+/// The lines that say `problems` of file `path`: the first `max` as
+/// `path:LINE: message` (control characters escaped, so each stays one
+/// line), then how many more there are, if any.
+pub fn shown(path: &str, problems: &[Problem], max: usize) -> Vec<String> {
+    let mut lines: Vec<String> = problems
+        .iter()
+        .take(max)
+        .map(|p| format!("{path}:{}: {}", p.line, one_line(&p.message)))
+        .collect();
+    if problems.len() > max {
+        lines.push(format!(
+            "{path}: ... and {} more problems",
+            problems.len() - max
+        ));
+    }
+    lines
+}
+
+/// `s` with its control characters (a NUL, a newline) escaped as `\u{0}`.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// `n` bytes for people: `64 KiB`, `1 MiB`.
+fn size(n: usize) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1024 && n.is_multiple_of(1024) {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// Where each line of `text` starts (the first at 0), for [`line_of`].
+pub fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect()
+}
+
+/// The 1-based line of byte `offset`, given the text's [`line_starts`].
+pub fn line_of(starts: &[usize], offset: usize) -> usize {
+    starts.partition_point(|&s| s <= offset).max(1)
 }
 
 /// Whether `s` is a usable pipeline or pool name.
@@ -246,20 +357,52 @@ pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
         .map_err(|e| format!("bad cron '{expr}': {e}"))
 }
 
-struct Checker<'a> {
-    text: &'a str,
+/// Whether `cron` fires at all. Every schedule has a second, minute and
+/// hour; only its days can rule every time out (the 31st of February, or
+/// the 30th). Whether a day of a month matches depends only on the month,
+/// its length and the weekday it starts on, and 28 years (in 2001–2099)
+/// have every such month: so at most 91 months of days are looked at (some
+/// 2,800 days), where croner's search for the next time of a schedule that
+/// never fires walks years to its limit (year 5000).
+pub fn fires_ever(cron: &croner::Cron) -> bool {
+    use chrono::Datelike;
+    let p = &cron.pattern;
+    let mut seen = HashSet::new();
+    for year in 2001..2029 {
+        for month in 1..=12u32 {
+            let (Some(first), Some(next)) = (
+                chrono::NaiveDate::from_ymd_opt(year, month, 1),
+                chrono::NaiveDate::from_ymd_opt(year + i32::from(month == 12), month % 12 + 1, 1),
+            ) else {
+                return true;
+            };
+            let days = (next - first).num_days() as u32;
+            let starts = first.weekday().num_days_from_sunday();
+            if !p.month_match(month).unwrap_or(false) || !seen.insert((month, days, starts)) {
+                continue;
+            }
+            for day in 1..=days {
+                let weekday = croner::Weekday::from_days_from_sunday(starts + day - 1);
+                if p.day_match(year, month, day, weekday).unwrap_or(false) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
+struct Checker {
+    /// Where each line starts, to find a problem's line in log time.
+    starts: Vec<usize>,
     problems: Vec<Problem>,
     /// `worker:<pool>` placements seen, with their line, to check the pools exist.
     worker_refs: Vec<(String, usize)>,
 }
 
-impl Checker<'_> {
+impl Checker {
     fn line(&self, offset: usize) -> usize {
-        self.text[..offset.min(self.text.len())]
-            .bytes()
-            .filter(|&b| b == b'\n')
-            .count()
-            + 1
+        line_of(&self.starts, offset)
     }
 
     fn say<T>(&mut self, at: &Spanned<T>, message: impl Into<String>) {
@@ -270,9 +413,29 @@ impl Checker<'_> {
         });
     }
 
+    /// Whether `s` (the value of `key`, at `at`) may be stored: no NUL
+    /// (Postgres refuses it in text and jsonb) and at most `max` bytes.
+    fn storable<T>(&mut self, key: &str, at: &Spanned<T>, s: &str, max: usize) -> bool {
+        if s.contains('\0') {
+            self.say(at, format!("{key} contains a NUL byte"));
+            false
+        } else if s.len() > max {
+            self.say(at, format!("{key} is longer than {}", size(max)));
+            false
+        } else {
+            true
+        }
+    }
+
+    /// A string of at most [`MAX_SHORT_BYTES`].
     fn string(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<String> {
+        self.string_max(key, v, MAX_SHORT_BYTES)
+    }
+
+    /// A string of at most `max` bytes, with no NUL.
+    fn string_max(&mut self, key: &str, v: &Spanned<DeValue>, max: usize) -> Option<String> {
         match v.get_ref() {
-            DeValue::String(s) => Some(s.to_string()),
+            DeValue::String(s) => self.storable(key, v, s, max).then(|| s.to_string()),
             _ => {
                 self.say(v, format!("{key} must be a string"));
                 None
@@ -280,7 +443,43 @@ impl Checker<'_> {
         }
     }
 
-    fn integer(&mut self, key: &str, v: &Spanned<DeValue>, min: i64) -> Option<i64> {
+    /// The strings of `key`, an array of at most [`MAX_LIST_ITEMS`]
+    /// (`non_empty`: at least one), each at most [`MAX_SHORT_BYTES`].
+    fn strings(
+        &mut self,
+        key: &str,
+        v: &Spanned<DeValue>,
+        non_empty: bool,
+        what: &str,
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        match v.get_ref() {
+            DeValue::Array(a) if !(non_empty && a.is_empty()) => {
+                if a.len() > MAX_LIST_ITEMS {
+                    self.say(
+                        v,
+                        format!("{key}: at most {MAX_LIST_ITEMS} items (got {})", a.len()),
+                    );
+                    return out;
+                }
+                for item in a.iter() {
+                    if let Some(s) = self.string(&format!("{key}: every item"), item) {
+                        out.push(s);
+                    }
+                }
+            }
+            _ => self.say(
+                v,
+                format!(
+                    "{key} must be a{} array of {what}",
+                    if non_empty { " non-empty" } else { "n" }
+                ),
+            ),
+        }
+        out
+    }
+
+    fn integer(&mut self, key: &str, v: &Spanned<DeValue>, min: i64, max: i64) -> Option<i64> {
         let n = match v.get_ref() {
             DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix()).ok(),
             _ => None,
@@ -298,8 +497,8 @@ impl Checker<'_> {
                 self.say(v, format!("{key} must be at least {min} (got {n})"));
                 None
             }
-            Some(n) if n > i64::from(i32::MAX) => {
-                self.say(v, format!("{key} is too large"));
+            Some(n) if n > max => {
+                self.say(v, format!("{key} must be at most {max} (got {n})"));
                 None
             }
             Some(n) => Some(n),
@@ -331,14 +530,23 @@ impl Checker<'_> {
         }
     }
 
+    /// A command: a string, or an array of strings, of at most
+    /// [`MAX_COMMAND_BYTES`] in all, with no NUL.
     fn command(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<Command> {
         match v.get_ref() {
-            DeValue::String(s) if !s.trim().is_empty() => Some(Command::Shell(s.to_string())),
+            DeValue::String(s) if !s.trim().is_empty() => self
+                .storable(key, v, s, MAX_COMMAND_BYTES)
+                .then(|| Command::Shell(s.to_string())),
             DeValue::Array(a) => {
                 let mut argv = Vec::new();
                 for item in a.iter() {
                     match item.get_ref() {
-                        DeValue::String(s) => argv.push(s.to_string()),
+                        DeValue::String(s) => {
+                            if !self.storable(key, item, s, MAX_COMMAND_BYTES) {
+                                return None;
+                            }
+                            argv.push(s.to_string())
+                        }
                         _ => {
                             self.say(item, format!("{key}: every item must be a string"));
                             return None;
@@ -347,6 +555,14 @@ impl Checker<'_> {
                 }
                 if argv.is_empty() || argv[0].is_empty() {
                     self.say(v, format!("{key} must not be empty"));
+                    return None;
+                }
+                let all: usize = argv.iter().map(|a| a.len() + 1).sum();
+                if all > MAX_COMMAND_BYTES {
+                    self.say(
+                        v,
+                        format!("{key} is longer than {}", size(MAX_COMMAND_BYTES)),
+                    );
                     return None;
                 }
                 Some(Command::Argv(argv))
@@ -369,7 +585,9 @@ impl Checker<'_> {
         name: &Spanned<std::borrow::Cow<str>>,
         v: &'v Spanned<DeValue<'i>>,
     ) -> Option<&'v DeTable<'i>> {
-        if !valid_name(name.get_ref()) {
+        if name.get_ref().contains('\0') {
+            self.say(name, format!("{kind} name contains a NUL byte"));
+        } else if !valid_name(name.get_ref()) {
             self.say(
                 name,
                 format!(
@@ -435,20 +653,24 @@ impl Checker<'_> {
                     }
                 }
                 "max_runs" => {
-                    if let Some(n) = self.integer(key, v, 1) {
+                    if let Some(n) = self.integer(key, v, 1, MAX_RUNS) {
                         p.max_runs = n as i32;
                     }
                 }
                 "schedule" => {
                     if let Some(s) = self.string(key, v) {
                         match parse_schedule(&s) {
-                            Ok(_) => p.schedule = Some(s),
+                            Ok(cron) if fires_ever(&cron) => p.schedule = Some(s),
+                            Ok(_) => self.say(
+                                v,
+                                format!("schedule '{s}' never fires (no month has such a day)"),
+                            ),
                             Err(e) => self.say(v, e),
                         }
                     }
                 }
                 "retries" => {
-                    if let Some(n) = self.integer(key, v, 0) {
+                    if let Some(n) = self.integer(key, v, 0, MAX_RETRIES) {
                         p.retries = n as i32;
                     }
                 }
@@ -459,12 +681,22 @@ impl Checker<'_> {
                 }
                 "timeout" => p.timeout = self.seconds(key, v, false),
                 "env" => match v.get_ref() {
+                    DeValue::Table(t) if t.len() > MAX_ENV_VARS => self.say(
+                        v,
+                        format!("env: at most {MAX_ENV_VARS} variables (got {})", t.len()),
+                    ),
                     DeValue::Table(t) => {
                         for (ek, ev) in t.iter() {
                             let name = ek.get_ref().to_string();
-                            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                            if !self.storable("env: a variable name", ek, &name, MAX_SHORT_BYTES) {
+                                continue;
+                            }
+                            if name.is_empty() || name.contains('=') {
                                 self.say(ek, format!("env: bad variable name '{name}'"));
-                            } else if let Some(s) = self.string(&format!("env.{name}"), ev) {
+                                continue;
+                            }
+                            let key = format!("env.{name}");
+                            if let Some(s) = self.string_max(&key, ev, MAX_ENV_VALUE_BYTES) {
                                 p.env.insert(name, s);
                             }
                         }
@@ -543,7 +775,7 @@ impl Checker<'_> {
             match key {
                 "type" => type_ = self.string(key, v),
                 "workers" => {
-                    if let Some(n) = self.integer(key, v, 0) {
+                    if let Some(n) = self.integer(key, v, 0, MAX_WORKERS) {
                         e.workers = n as i32;
                     }
                 }
@@ -589,16 +821,9 @@ impl Checker<'_> {
                 ),
                 None => {}
             },
-            "locations" => match v.get_ref() {
-                DeValue::Array(a) if !a.is_empty() => {
-                    for item in a.iter() {
-                        if let Some(l) = self.string("locations: every item", item) {
-                            m.locations.push(l);
-                        }
-                    }
-                }
-                _ => self.say(v, "locations must be a non-empty array of strings"),
-            },
+            "locations" => {
+                m.locations = self.strings(key, v, true, "strings");
+            }
             "ami" | "instance_profile" | "region" => {
                 seen.ec2_lines.push(self.line(v.span().start));
                 let value = self.string(key, v);
@@ -610,23 +835,19 @@ impl Checker<'_> {
             }
             "security_groups" => {
                 seen.ec2_lines.push(self.line(v.span().start));
-                match v.get_ref() {
-                    DeValue::Array(a) => {
-                        for item in a.iter() {
-                            if let Some(g) = self.string("security_groups: every item", item) {
-                                m.security_groups.push(g);
-                            }
-                        }
-                    }
-                    _ => self.say(v, "security_groups must be an array of security group ids"),
-                }
+                m.security_groups = self.strings(key, v, false, "security group ids");
             }
             "capacity" => match v.get_ref() {
                 DeValue::Table(t) => {
                     seen.capacity_at = Some(self.line(v.span().start));
                     for (ck, cv) in t.iter() {
                         let loc = ck.get_ref().to_string();
-                        if let Some(n) = self.integer(&format!("capacity.{loc}"), cv, 0) {
+                        if !self.storable("capacity: a location", ck, &loc, MAX_SHORT_BYTES) {
+                            continue;
+                        }
+                        if let Some(n) =
+                            self.integer(&format!("capacity.{loc}"), cv, 0, MAX_CAPACITY)
+                        {
                             m.capacity.insert(loc, n as i32);
                         }
                     }
@@ -714,6 +935,10 @@ impl Checker<'_> {
             }
             match key {
                 "types" => match v.get_ref() {
+                    DeValue::Array(a) if a.len() > MAX_LIST_ITEMS => self.say(
+                        v,
+                        format!("types: at most {MAX_LIST_ITEMS} items (got {})", a.len()),
+                    ),
                     DeValue::Array(a) if !a.is_empty() => {
                         for item in a.iter() {
                             if let Some(t) = self.pool_type(item) {
@@ -727,7 +952,7 @@ impl Checker<'_> {
                     ),
                 },
                 "max_machines" => {
-                    if let Some(n) = self.integer(key, v, 1) {
+                    if let Some(n) = self.integer(key, v, 1, MAX_MACHINES) {
                         p.max_machines = n as i32;
                     }
                 }
@@ -737,7 +962,7 @@ impl Checker<'_> {
                     }
                 }
                 "slots" => {
-                    if let Some(n) = self.integer(key, v, 1) {
+                    if let Some(n) = self.integer(key, v, 1, MAX_SLOTS) {
                         p.slots = n as i32;
                     }
                 }
@@ -786,7 +1011,7 @@ impl Checker<'_> {
 /// Parses and validates the text of an `orca.toml`.
 pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
     let mut c = Checker {
-        text,
+        starts: line_starts(text),
         problems: Vec::new(),
         worker_refs: Vec::new(),
     };
@@ -824,9 +1049,9 @@ pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
             other => c.say(k, format!("unknown key '{other}'")),
         }
     }
-    let declared: Vec<&str> = match root.get_ref().get("pools").map(|v| v.get_ref()) {
+    let declared: HashSet<&str> = match root.get_ref().get("pools").map(|v| v.get_ref()) {
         Some(DeValue::Table(t)) => t.keys().map(|k| k.get_ref().as_ref()).collect(),
-        _ => Vec::new(),
+        _ => HashSet::new(),
     };
     for (pool, line) in std::mem::take(&mut c.worker_refs) {
         if !declared.contains(&pool.as_str()) {
@@ -1000,6 +1225,233 @@ update = "git pull"
         assert!(has(&problems, 14, "needs an ami"), "{problems:?}");
         assert!(has(&problems, 17, "must not be negative"), "{problems:?}");
         assert!(has(&problems, 18, "unknown key 'colour'"), "{problems:?}");
+    }
+
+    #[test]
+    fn lines_are_found_in_the_table_of_line_starts() {
+        let text = "a\nbc\n\nd";
+        let starts = line_starts(text);
+        assert_eq!(starts, [0, 2, 5, 6]);
+        let lines: Vec<usize> = (0..=text.len()).map(|o| line_of(&starts, o)).collect();
+        assert_eq!(lines, [1, 1, 2, 2, 2, 3, 4, 4]);
+        assert_eq!(line_of(&line_starts(""), 0), 1);
+    }
+
+    #[test]
+    fn at_most_so_many_problems_are_shown_then_a_count() {
+        let problems: Vec<Problem> = (1..=5)
+            .map(|line| Problem {
+                line,
+                message: format!("bad\n{line}\0"),
+            })
+            .collect();
+        let lines = shown("f.toml", &problems, 3);
+        assert_eq!(
+            lines,
+            [
+                "f.toml:1: bad\\u{a}1\\u{0}",
+                "f.toml:2: bad\\u{a}2\\u{0}",
+                "f.toml:3: bad\\u{a}3\\u{0}",
+                "f.toml: ... and 2 more problems",
+            ]
+        );
+        assert_eq!(shown("f.toml", &problems[..3], 3).len(), 3);
+    }
+
+    #[test]
+    fn a_file_is_read_up_to_its_limit_and_one_byte_more() {
+        let dir = std::env::temp_dir().join(format!("orca-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f.toml");
+        let path = path.to_str().unwrap();
+        std::fs::write(path, "x".repeat(10)).unwrap();
+        assert_eq!(read_limited(path, 10).unwrap().len(), 10);
+        let e = read_limited(path, 9).unwrap_err();
+        assert!(e.starts_with(&format!("{path}: over 9 bytes")), "{e}");
+        let e = read_limited("/dev/zero", 1 << 20).unwrap_err();
+        assert!(e.contains("over 1 MiB"), "{e}");
+        std::fs::write(path, b"a\xff").unwrap();
+        assert!(read_limited(path, 10).unwrap_err().contains("not UTF-8"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_schedule_that_never_fires_is_refused() {
+        for never in ["0 0 31 2 *", "0 0 30 2 *", "0 0 0 31 4 *", "0 0 30,31 2 *"] {
+            let text = format!("[pipelines.a]\ncommand = \"true\"\nschedule = \"{never}\"\n");
+            let problems = parse(&text).unwrap_err();
+            assert!(has(&problems, 3, "never fires"), "{never}: {problems:?}");
+        }
+        // Feb 29 fires in leap years; a weekday listed beside a day fires on it.
+        for fires in [
+            "0 0 29 2 *",
+            "0 0 31 2 1",
+            "0 0 L 2 *",
+            "0 12 31 * *",
+            "@yearly",
+        ] {
+            let text = format!("[pipelines.a]\ncommand = \"true\"\nschedule = \"{fires}\"\n");
+            assert!(parse(&text).is_ok(), "{fires}: {:?}", parse(&text));
+        }
+    }
+
+    #[test]
+    fn fires_ever_agrees_with_croner_s_search() {
+        let from = chrono::DateTime::parse_from_rfc3339("2026-03-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        for expr in [
+            "0 0 31 2 *",
+            "0 0 29 2 *",
+            "0 0 30 2 *",
+            "0 0 31 4,6 *",
+            "0 0 31 4,7 *",
+            "0 0 L 2 *",
+            "0 0 * * 5#5",
+            "0 0 * 2 5#5",
+            "0 0 15W 2 *",
+            "0 0 30W 2 *",
+            "0 0 LW 2 *",
+            "0 0 31 2 MON",
+            "*/5 * * * *",
+            "@monthly",
+        ] {
+            let cron = parse_schedule(expr).unwrap();
+            assert_eq!(
+                fires_ever(&cron),
+                cron.find_next_occurrence(&from, false).is_ok(),
+                "{expr}"
+            );
+        }
+    }
+
+    #[test]
+    fn absurd_numbers_are_refused_naming_the_limit() {
+        let text = "[pipelines.a]\ncommand = \"true\"\nplacement = \"ec2\"\nmax_runs = 100000\nretries = 100000\n\
+                    [pipelines.a.ec2]\nprovider = \"local\"\ntype = \"t\"\nlocations = [\"x\"]\nworkers = 100000\n\
+                    [pools.p]\ntypes = [{ type = \"t\" }]\nlocations = [\"x\"]\nmax_machines = 100000\nslots = 100000\n";
+        let problems = parse(text).unwrap_err();
+        assert!(
+            has(&problems, 4, "max_runs must be at most 10000"),
+            "{problems:?}"
+        );
+        assert!(
+            has(&problems, 5, "retries must be at most 1000"),
+            "{problems:?}"
+        );
+        assert!(
+            has(&problems, 10, "workers must be at most 256"),
+            "{problems:?}"
+        );
+        assert!(
+            has(&problems, 14, "max_machines must be at most 1000"),
+            "{problems:?}"
+        );
+        assert!(
+            has(&problems, 15, "slots must be at most 256"),
+            "{problems:?}"
+        );
+        let fine = "[pipelines.a]\ncommand = \"true\"\nplacement = \"ec2\"\n\
+                    [pipelines.a.ec2]\nprovider = \"local\"\ntype = \"t\"\nlocations = [\"x\"]\nworkers = 256\n";
+        assert!(parse(fine).is_ok(), "{:?}", parse(fine));
+    }
+
+    #[test]
+    fn a_nul_in_any_stored_string_is_refused() {
+        let cases = [
+            "command = \"echo \\u0000\"",
+            "command = [\"echo\", \"a\\u0000b\"]",
+            "env = { A = \"x\\u0000\" }",
+            "env = { \"A\\u0000\" = \"x\" }",
+            "schedule = \"0 3 * * *\\u0000\"",
+            "alert = \"http://x/\\u0000\"",
+            "sensor = \"test\\u0000\"",
+            "placement = \"worker:p\\u0000\"",
+        ];
+        for case in cases {
+            let text = format!("[pipelines.a]\ncommand = \"true\"\n{case}\n");
+            let text = text.replacen("command = \"true\"\ncommand", "command", 1);
+            let problems = parse(&text).unwrap_err();
+            assert!(
+                problems.iter().any(|p| p.message.contains("NUL byte")),
+                "{case}: {problems:?}"
+            );
+        }
+        let pool = "[pools.p]\ntypes = [{ type = \"t\" }]\nlocations = [\"x\"]\n";
+        for case in [
+            pool.replace("[\"x\"]", "[\"x\\u0000\"]"),
+            pool.replace("\"t\"", "\"t\\u0000\""),
+            format!("{pool}image = \"i\\u0000\""),
+            format!("{pool}capacity = {{ \"x\\u0000\" = 1 }}"),
+        ] {
+            let text = format!("{case}\n");
+            let problems = parse(&text).unwrap_err();
+            assert!(
+                problems.iter().any(|p| p.message.contains("NUL byte")),
+                "{case}: {problems:?}"
+            );
+        }
+        for case in [
+            "ami = \"a\\u0000\"",
+            "region = \"r\\u0000\"",
+            "security_groups = [\"s\\u0000\"]",
+            "update = \"u\\u0000\"",
+        ] {
+            let text = format!(
+                "[pipelines.a]\ncommand = \"true\"\nplacement = \"ec2\"\n[pipelines.a.ec2]\nprovider = \"ec2\"\ntype = \"t\"\nlocations = [\"x\"]\n{case}\n"
+            );
+            let text = if case.starts_with("ami") {
+                text
+            } else {
+                text.replace(
+                    "\n[pipelines.a.ec2]\n",
+                    "\n[pipelines.a.ec2]\nami = \"ami\"\n",
+                )
+            };
+            let problems = parse(&text).unwrap_err();
+            assert!(
+                problems.iter().any(|p| p.message.contains("NUL byte")),
+                "{case}: {problems:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn strings_and_tables_are_bounded() {
+        let long = "x".repeat(65 * 1024);
+        let text = format!("[pipelines.a]\ncommand = \"{long}\"\n");
+        let problems = parse(&text).unwrap_err();
+        assert!(
+            has(&problems, 2, "command is longer than 64 KiB"),
+            "{problems:?}"
+        );
+        let text = format!("[pipelines.a]\ncommand = \"true\"\nenv = {{ A = \"{long}\" }}\n");
+        let problems = parse(&text).unwrap_err();
+        assert!(
+            has(&problems, 3, "env.A is longer than 64 KiB"),
+            "{problems:?}"
+        );
+        let many: Vec<String> = (0..300).map(|n| format!("V{n} = \"x\"")).collect();
+        let text = format!(
+            "[pipelines.a]\ncommand = \"true\"\nenv = {{ {} }}\n",
+            many.join(", ")
+        );
+        let problems = parse(&text).unwrap_err();
+        assert!(has(&problems, 3, "at most 256 variables"), "{problems:?}");
+        let text = format!(
+            "[pipelines.a]\ncommand = \"true\"\nalert = \"http://{}\"\n",
+            "x".repeat(2000)
+        );
+        let problems = parse(&text).unwrap_err();
+        assert!(
+            has(&problems, 3, "alert is longer than 1 KiB"),
+            "{problems:?}"
+        );
+        // A name is at most 64 characters.
+        let text = format!("[pipelines.{}]\ncommand = \"true\"\n", "n".repeat(65));
+        assert!(parse(&text).is_err());
+        let text = format!("[pipelines.{}]\ncommand = \"true\"\n", "n".repeat(64));
+        assert!(parse(&text).is_ok());
     }
 
     #[test]

@@ -6,6 +6,11 @@
 //! ones are made through the provider (local or EC2), booting
 //! `scripts/instance.sh` with credentials of their own.
 //!
+//! One tick makes at most `ORCA_EC2_MAKE_PER_TICK` new instances (8), across
+//! runs: a run with more workers is claimed with what the tick can give it
+//! and gets the rest on the next ticks, before any new run is claimed
+//! (warm hand-overs don't count: they make nothing).
+//!
 //! Every tick the leader also ends what is over: a run whose head went
 //! silent for `ORCA_POOL_LOST_SECONDS` is queued again, one whose head never
 //! served within `ORCA_POOL_BOOT_SECONDS` fails (retries and alerts apply),
@@ -39,6 +44,9 @@ const POLL_FRESH: f64 = 5.0;
 /// An idle instance that hasn't polled for this long (s) is gone.
 const POLL_GONE: f64 = 15.0;
 
+/// `ORCA_EC2_MAKE_PER_TICK`'s default: new instances one tick makes at most.
+const MAKE_PER_TICK: usize = 8;
+
 /// The provider label of EC2 runs' instances.
 /// (A colon: no pool can have that name, so no pool takes them for its own.)
 const GROUP: &str = "orca:ec2-runs";
@@ -53,15 +61,88 @@ pub struct Ec2Runs {
     stack: Option<String>,
     /// When strays were last looked for (every `ORCA_POOL_SCALE_SECONDS`).
     strays_at: Option<std::time::Instant>,
+    /// New instances this tick may still make.
+    budget: MakeBudget,
+}
+
+/// How many new instances a tick may still make (`ORCA_EC2_MAKE_PER_TICK`).
+#[derive(Debug)]
+pub struct MakeBudget {
+    per_tick: usize,
+    left: usize,
+}
+
+impl MakeBudget {
+    /// `per_tick` a tick, all of them left.
+    pub fn new(per_tick: usize) -> MakeBudget {
+        MakeBudget {
+            per_tick,
+            left: per_tick,
+        }
+    }
+
+    /// A new tick: all of them left again.
+    pub fn refill(&mut self) {
+        self.left = self.per_tick;
+    }
+
+    /// Whether one more may be made this tick.
+    pub fn any_left(&self) -> bool {
+        self.left > 0
+    }
+
+    /// Takes one; false (and nothing taken) if none is left.
+    pub fn take(&mut self) -> bool {
+        let ok = self.left > 0;
+        self.left = self.left.saturating_sub(1);
+        ok
+    }
+}
+
+/// The instances run still needs, given `made` rows so far and `workers`
+/// workers: `(n, role)`, the head being 0.
+pub fn roles_missing(made: usize, workers: i32) -> impl Iterator<Item = (usize, &'static str)> {
+    let all = usize::try_from(workers).unwrap_or(0) + 1;
+    (made..all).map(|n| (n, if n == 0 { "head" } else { "worker" }))
+}
+
+/// A run started before with instances still to make (see
+/// `sql/ec2_runs_short.sql`).
+pub struct Short {
+    /// The run.
+    pub id: i64,
+    /// Its attempt.
+    pub start: i32,
+    /// Its pipeline.
+    pub pipeline: String,
+    /// Instance rows it has.
+    pub made: usize,
+    /// Its head's own address, if it has one.
+    pub head_host: String,
+}
+
+/// Reads `ORCA_EC2_MAKE_PER_TICK`: a whole number from 1 to 1000.
+fn make_per_tick() -> Result<usize, String> {
+    match std::env::var("ORCA_EC2_MAKE_PER_TICK") {
+        Err(_) => Ok(MAKE_PER_TICK),
+        Ok(v) if v.trim().is_empty() => Ok(MAKE_PER_TICK),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if (1..=1000).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "ORCA_EC2_MAKE_PER_TICK={v} is not a whole number from 1 to 1000"
+            )),
+        },
+    }
 }
 
 /// An instance row ended, to delete: name, provider, provider id, region, login.
 type Ended = (String, String, Option<String>, Option<String>, String);
 
 impl Ec2Runs {
-    /// Reads `ORCA_EC2_POOL_SECONDS`.
+    /// Reads `ORCA_EC2_POOL_SECONDS` and `ORCA_EC2_MAKE_PER_TICK`.
     pub fn new(timing: PoolTiming) -> Result<Ec2Runs, String> {
         Ok(Ec2Runs {
+            budget: MakeBudget::new(make_per_tick()?),
             timing,
             pool_seconds: crate::settings::seconds("ORCA_EC2_POOL_SECONDS", 0.0)?,
             local: Local::default(),
@@ -96,9 +177,34 @@ impl Ec2Runs {
         Ok(s)
     }
 
-    /// Gives claimed run `(id, start)` of `p` its head and workers: warm
-    /// instances first, else new ones. A role that can't be filled queues
-    /// the run again and ends what it had.
+    /// A new tick: its budget of new instances is whole again.
+    pub fn begin_tick(&mut self) {
+        self.budget.refill();
+    }
+
+    /// Whether this tick may still make a new instance (else no new run is
+    /// claimed: it would wait for its instances anyway).
+    pub fn can_make(&self) -> bool {
+        self.budget.any_left()
+    }
+
+    /// Runs started before with instances still to make, oldest first.
+    pub fn short(&mut self, db: &mut Db, session: u64) -> Result<Vec<Short>, Fault> {
+        Ok(db
+            .run_fenced(session, |c| c.query(sql::EC2_RUNS_SHORT, &[]))?
+            .iter()
+            .map(|r| Short {
+                id: r.get(0),
+                start: r.get(1),
+                pipeline: r.get(2),
+                made: usize::try_from(r.get::<_, i64>(3)).unwrap_or(0),
+                head_host: r.get(4),
+            })
+            .collect())
+    }
+
+    /// Gives claimed run `(id, start)` of `p` its head and workers (see
+    /// [`Ec2Runs::fill`]).
     pub fn start(
         &mut self,
         db: &mut Db,
@@ -107,14 +213,36 @@ impl Ec2Runs {
         start: i32,
         p: &Pipeline,
     ) -> Result<(), Fault> {
+        self.fill(db, session, id, start, p, 0, "")
+    }
+
+    /// Gives run `(id, start)` of `p`, which has `made` instance rows (its
+    /// head's address `head_host`), the instances it still needs: warm ones
+    /// first, else new ones while this tick's budget lasts (the rest on
+    /// the next ticks). A role that can't be filled queues the run again
+    /// and ends what it had.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fill(
+        &mut self,
+        db: &mut Db,
+        session: u64,
+        id: i64,
+        start: i32,
+        p: &Pipeline,
+        made: usize,
+        head_host: &str,
+    ) -> Result<(), Fault> {
         let Some(ec2) = p.ec2.clone() else {
             return Ok(());
         };
         // A run's first start may take new code; a retry keeps its first's.
         let fresh = start == 1;
-        let mut head_host = String::from("-");
-        for n in 0..=ec2.workers {
-            let role = if n == 0 { "head" } else { "worker" };
+        let mut head_host = if head_host.is_empty() {
+            "127.0.0.1".to_string()
+        } else {
+            head_host.to_string()
+        };
+        for (n, role) in roles_missing(made, ec2.workers) {
             let address = if n == 0 {
                 "-".to_string()
             } else {
@@ -131,6 +259,14 @@ impl Ec2Runs {
                     let instance: String = row.get(0);
                     log::info!("run {id}: warm instance {instance} handed over as its {role}");
                     row.get::<_, String>(1)
+                }
+                None if !self.budget.take() => {
+                    log::info!(
+                        "run {id}: its other instances are made on the next ticks \
+                         (ORCA_EC2_MAKE_PER_TICK {})",
+                        self.budget.per_tick
+                    );
+                    return Ok(());
                 }
                 None => match self.make(
                     db,
@@ -159,12 +295,8 @@ impl Ec2Runs {
                     }
                 },
             };
-            if n == 0 {
-                head_host = if host.is_empty() {
-                    "127.0.0.1".into()
-                } else {
-                    host
-                };
+            if n == 0 && !host.is_empty() {
+                head_host = host;
             }
         }
         Ok(())
@@ -409,4 +541,29 @@ impl Ec2Runs {
 
 fn ended_of(r: &postgres::Row) -> Ended {
     (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_roles_a_run_still_needs() {
+        let all: Vec<_> = roles_missing(0, 2).collect();
+        assert_eq!(all, [(0, "head"), (1, "worker"), (2, "worker")]);
+        let rest: Vec<_> = roles_missing(2, 3).collect();
+        assert_eq!(rest, [(2, "worker"), (3, "worker")]);
+        assert_eq!(roles_missing(3, 2).count(), 0);
+        assert_eq!(roles_missing(0, 0).collect::<Vec<_>>(), [(0, "head")]);
+    }
+
+    #[test]
+    fn a_tick_makes_at_most_its_budget() {
+        let mut b = MakeBudget::new(2);
+        assert!(b.any_left());
+        assert!(b.take() && b.take());
+        assert!(!b.any_left() && !b.take());
+        b.refill();
+        assert!(b.any_left() && b.take());
+    }
 }

@@ -102,6 +102,21 @@ const PASS_BUDGET: Duration = Duration::from_secs(2);
 /// The status prefix while the try interval is waited out.
 const WAITING_OUT: &str = "waiting out the try interval";
 
+/// The status of a retired pool (never kept once it is back in the file).
+const RETIRED: &str = "retired: removing its machines once idle";
+
+/// A declared pool's status when it has no demand, its last being `last`:
+/// what the last attempt came to is kept; waiting out the try interval, a
+/// retired pool's status (from before it was put back) or nothing become
+/// "no demand".
+fn status_without_demand(last: &str) -> String {
+    if last.is_empty() || last.starts_with(WAITING_OUT) || last == RETIRED {
+        "no demand".into()
+    } else {
+        last.to_string()
+    }
+}
+
 impl PoolScaler {
     /// A scaler with `timing`; its first pass is due at once.
     pub fn new(timing: PoolTiming) -> PoolScaler {
@@ -411,7 +426,7 @@ impl PoolScaler {
             tried: false,
         };
         if v.retired {
-            d.status = status.unwrap_or_else(|| "retired: removing its machines once idle".into());
+            d.status = status.unwrap_or_else(|| RETIRED.into());
             return Ok(d);
         }
         if demand == 0 {
@@ -419,14 +434,7 @@ impl PoolScaler {
                 d.walk_type = 0;
                 d.walk_since = "clear";
             }
-            d.status = status.unwrap_or_else(|| {
-                // Keep what the last attempt came to, or say there is nothing to do.
-                if v.status.is_empty() || v.status.starts_with(WAITING_OUT) {
-                    "no demand".into()
-                } else {
-                    v.status.clone()
-                }
-            });
+            d.status = status.unwrap_or_else(|| status_without_demand(&v.status));
             return Ok(d);
         }
         if let Some(s) = status {
@@ -686,5 +694,21 @@ impl PoolScaler {
         // A role that can't be dropped now is an orphan: dropped on a later pass.
         let _ = db.run_fenced(session, |c| pool_machines::drop_role(c, &m.role));
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_demand_a_retired_status_is_not_kept() {
+        assert_eq!(status_without_demand(RETIRED), "no demand");
+        assert_eq!(status_without_demand(""), "no demand");
+        assert_eq!(
+            status_without_demand(&format!("{WAITING_OUT}; last attempt: made x")),
+            "no demand"
+        );
+        assert_eq!(status_without_demand("made orca-p-1"), "made orca-p-1");
     }
 }

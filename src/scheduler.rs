@@ -89,6 +89,70 @@ struct View {
     paused: bool,
 }
 
+/// Schedules by their expression, parsed once; one that can't be read or
+/// never fires is remembered as such (and said once), so no tick searches
+/// for its next time again.
+#[derive(Default)]
+struct Schedules {
+    crons: HashMap<String, Option<croner::Cron>>,
+    /// Searches for a next time made so far (the tests count them).
+    searches: u64,
+}
+
+impl Schedules {
+    /// The first time of `expr` after `t`, or `None` if it has none
+    /// (pipeline `name`'s; said once per expression).
+    fn next_after(&mut self, name: &str, expr: &str, t: &DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let entry = self.crons.entry(expr.to_string()).or_insert_with(|| {
+            match config::parse_schedule(expr) {
+                Ok(c) if config::fires_ever(&c) => Some(c),
+                Ok(_) => {
+                    log::error!(
+                        "schedule '{expr}' (pipeline {name}, and any other with it) never fires: ignored"
+                    );
+                    None
+                }
+                Err(e) => {
+                    log::error!("pipeline {name}: {e}: ignored");
+                    None
+                }
+            }
+        });
+        let cron = entry.as_ref()?;
+        self.searches += 1;
+        match cron.find_next_occurrence(t, false) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                log::error!(
+                    "pipeline {name}: schedule '{expr}' has no time after {t}: ignored ({e})"
+                );
+                *entry = None;
+                None
+            }
+        }
+    }
+}
+
+/// What a tick does about a pipeline's schedule.
+#[derive(Debug, PartialEq)]
+enum FireStep {
+    /// It has no next slot yet (new, changed or resumed): compute it.
+    First,
+    /// Its slot is due: fire it.
+    Fire(DateTime<Utc>),
+    /// Nothing (its slot is ahead, or it is paused): no time is computed.
+    Wait,
+}
+
+/// The step for a pipeline whose next slot is `next_fire`, at `now`.
+fn fire_step(next_fire: Option<DateTime<Utc>>, now: DateTime<Utc>, paused: bool) -> FireStep {
+    match next_fire {
+        None => FireStep::First,
+        Some(slot) if slot <= now && !paused => FireStep::Fire(slot),
+        Some(_) => FireStep::Wait,
+    }
+}
+
 /// What a tick or a scaler pass cost: milliseconds and statements.
 type Figure = (f64, u64);
 
@@ -122,7 +186,8 @@ pub struct Scheduler {
     scaler: PoolScaler,
     /// EC2 runs' instances.
     ec2_runs: Ec2Runs,
-    crons: HashMap<String, croner::Cron>,
+    /// Schedules, parsed once each.
+    schedules: Schedules,
     sensors: HashMap<String, Sensor>,
     /// When machine logins stuck in a transaction were last looked for.
     stuck_checked: Instant,
@@ -430,7 +495,7 @@ fn run(
         sup,
         scaler,
         ec2_runs,
-        crons: HashMap::new(),
+        schedules: Schedules::default(),
         sensors: HashMap::new(),
         stuck_checked: Instant::now(),
         stats: std::env::var("ORCA_TICK_STATS")
@@ -770,6 +835,8 @@ impl Scheduler {
     }
 
     /// Fires due schedules: one run per slot; one catch-up after downtime.
+    /// A slot is computed only when one is missing or fired, never for a
+    /// pipeline that waits for its slot.
     fn fire(&mut self, session: u64, now: DateTime<Utc>, pipelines: &Views) {
         for (
             name,
@@ -781,62 +848,53 @@ impl Scheduler {
         ) in pipelines
         {
             let Some(expr) = &p.schedule else { continue };
-            if !self.crons.contains_key(expr) {
-                match config::parse_schedule(expr) {
-                    Ok(c) => {
-                        self.crons.insert(expr.clone(), c);
-                    }
-                    Err(e) => {
-                        log::error!("pipeline {name}: {e}");
+            let slot = match fire_step(*next_fire, now, *paused) {
+                FireStep::Wait => continue,
+                FireStep::First => {
+                    let Some(after_now) = self.schedules.next_after(name, expr, &now) else {
                         continue;
-                    }
-                }
-            }
-            let cron = &self.crons[expr];
-            let Ok(after_now) = cron.find_next_occurrence(&now, false) else {
-                continue;
-            };
-            match next_fire {
-                None => {
+                    };
                     if let Err(e) = self.db.run_fenced(session, |c| {
                         c.execute(sql::NEXT_FIRE_SET, &[name, &after_now])
                     }) {
                         Self::complain(e);
                     }
+                    continue;
                 }
-                Some(slot) if *slot <= now && !paused => {
-                    let mut missed = 0u32;
-                    let mut t = *slot;
-                    while let Ok(n) = cron.find_next_occurrence(&t, false) {
-                        if n > now || missed >= 10_000 {
-                            break;
-                        }
-                        missed += 1;
-                        t = n;
-                    }
-                    let why = if missed == 0 {
-                        format!(
-                            "schedule '{expr}', slot {}",
-                            slot.format("%Y-%m-%dT%H:%M:%SZ")
-                        )
-                    } else {
-                        format!(
-                            "schedule '{expr}', slot {}: one catch-up run for {} slots missed",
-                            slot.format("%Y-%m-%dT%H:%M:%SZ"),
-                            missed + 1
-                        )
-                    };
-                    match self.db.run_fenced(session, |c| {
-                        c.query_opt(sql::FIRE, &[name, slot, &after_now, &why])
-                    }) {
-                        Ok(Some(row)) => {
-                            log::info!("fired {name}: run {} ({why})", row.get::<_, i64>(0))
-                        }
-                        Ok(None) => {}
-                        Err(e) => Self::complain(e),
-                    }
+                FireStep::Fire(slot) => slot,
+            };
+            let Some(after_now) = self.schedules.next_after(name, expr, &now) else {
+                continue;
+            };
+            let mut missed = 0u32;
+            let mut t = slot;
+            while let Some(n) = self.schedules.next_after(name, expr, &t) {
+                if n > now || missed >= 10_000 {
+                    break;
                 }
-                Some(_) => {}
+                missed += 1;
+                t = n;
+            }
+            let why = if missed == 0 {
+                format!(
+                    "schedule '{expr}', slot {}",
+                    slot.format("%Y-%m-%dT%H:%M:%SZ")
+                )
+            } else {
+                format!(
+                    "schedule '{expr}', slot {}: one catch-up run for {} slots missed",
+                    slot.format("%Y-%m-%dT%H:%M:%SZ"),
+                    missed + 1
+                )
+            };
+            match self.db.run_fenced(session, |c| {
+                c.query_opt(sql::FIRE, &[name, &slot, &after_now, &why])
+            }) {
+                Ok(Some(row)) => {
+                    log::info!("fired {name}: run {} ({why})", row.get::<_, i64>(0))
+                }
+                Ok(None) => {}
+                Err(e) => Self::complain(e),
             }
         }
     }
@@ -915,8 +973,37 @@ impl Scheduler {
 
     /// Starts queued runs placed on `placement` (`local`: processes here;
     /// `ec2`: instances of their own), oldest first, within `max_runs`.
+    /// EC2 runs started before that still lack instances get them first,
+    /// and no new one is claimed once the tick may make no more instances.
     fn start(&mut self, session: u64, pipelines: &Views, placement: &str) {
         let host = if placement == "ec2" {
+            self.ec2_runs.begin_tick();
+            let short = match self.ec2_runs.short(&mut self.db, session) {
+                Ok(short) => short,
+                Err(e) => return Self::complain(e),
+            };
+            for s in short {
+                if stops() > 0 || !self.ec2_runs.can_make() {
+                    return;
+                }
+                let Some(View { p, .. }) = pipelines.get(&s.pipeline) else {
+                    continue;
+                };
+                if let Err(e) = self.ec2_runs.fill(
+                    &mut self.db,
+                    session,
+                    s.id,
+                    s.start,
+                    p,
+                    s.made,
+                    &s.head_host,
+                ) {
+                    return Self::complain(e);
+                }
+            }
+            if !self.ec2_runs.can_make() {
+                return;
+            }
             "ec2 instances".to_string()
         } else {
             self.host.clone()
@@ -928,7 +1015,7 @@ impl Scheduler {
             Err(e) => return Self::complain(e),
         };
         for row in rows {
-            if stops() > 0 {
+            if stops() > 0 || (placement == "ec2" && !self.ec2_runs.can_make()) {
                 return;
             }
             let id: i64 = row.get(0);
@@ -1041,5 +1128,42 @@ impl Scheduler {
         if let Err(e) = std::fs::write(path, line) {
             log::error!("ORCA_TICK_STATS {path}: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn a_slot_is_computed_only_when_missing_or_due() {
+        let now = at("2026-03-01T12:00:00Z");
+        assert_eq!(fire_step(None, now, false), FireStep::First);
+        assert_eq!(fire_step(None, now, true), FireStep::First);
+        let due = at("2026-03-01T11:00:00Z");
+        assert_eq!(fire_step(Some(due), now, false), FireStep::Fire(due));
+        assert_eq!(fire_step(Some(due), now, true), FireStep::Wait);
+        let ahead = at("2026-03-02T00:00:00Z");
+        assert_eq!(fire_step(Some(ahead), now, false), FireStep::Wait);
+    }
+
+    #[test]
+    fn a_schedule_that_never_fires_is_never_searched() {
+        let mut s = Schedules::default();
+        let now = at("2026-03-01T12:00:00Z");
+        for _ in 0..100 {
+            assert_eq!(s.next_after("p", "0 0 31 2 *", &now), None);
+            assert_eq!(s.next_after("q", "not a cron", &now), None);
+        }
+        assert_eq!(s.searches, 0, "no search for a next time of either");
+        assert_eq!(
+            s.next_after("p", "0 0 29 2 *", &now),
+            Some(at("2028-02-29T00:00:00Z"))
+        );
+        assert_eq!(s.searches, 1);
     }
 }

@@ -24,6 +24,9 @@ pub const DEPLOY_WAIT: &str = include_str!("../sql/deploy_wait.sql");
 /// See `sql/ec2_lost_heads.sql`.
 pub const EC2_LOST_HEADS: &str = include_str!("../sql/ec2_lost_heads.sql");
 
+/// See `sql/ec2_runs_short.sql`.
+pub const EC2_RUNS_SHORT: &str = include_str!("../sql/ec2_runs_short.sql");
+
 /// See `sql/event_add.sql`.
 pub const EVENT_ADD: &str = include_str!("../sql/event_add.sql");
 

@@ -213,3 +213,107 @@ fn runs_logs_events_cancel_pause() {
     // An empty log is printed as nothing.
     assert_eq!(db.ok(&["logs", &id.to_string()]), "");
 }
+
+/// `orca ARGS` with no database, its output; killed and failed after `secs`.
+fn orca_within(args: &[&str], secs: f64) -> std::process::Output {
+    let mut child = std::process::Command::new(bin())
+        .args(args)
+        .env("ORCA_DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+        .stdin(std::process::Stdio::null())
+        .output_handle();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("orca {args:?} did not finish within {secs}s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_config_file_over_the_size_limit_is_refused_with_one_line() {
+    let dir = TempDir::new();
+    let big = dir.write(
+        "big.toml",
+        &format!(
+            "# {}\n[pipelines.a]\ncommand = \"true\"\n",
+            "x".repeat(1 << 20)
+        ),
+    );
+    for path in ["/dev/zero", big.as_str()] {
+        for cmd in [
+            vec!["check", "-c", path],
+            vec!["register", "-c", path],
+            vec!["scheduler", "-c", path],
+        ] {
+            let out = orca_within(&cmd, 20.0);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "orca {cmd:?}: {}",
+                text(&out.stderr)
+            );
+            let err = text(&out.stderr);
+            assert_eq!(err.trim_end().lines().count(), 1, "orca {cmd:?}: {err}");
+            assert!(
+                err.contains(path) && err.contains("1 MiB"),
+                "orca {cmd:?}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_file_with_many_problems_is_checked_and_its_problems_shown_bounded() {
+    let dir = TempDir::new();
+    let mut toml = String::from("[pipelines.a]\ncommand = \"true\"\n");
+    for n in 0..20_000 {
+        toml.push_str(&format!("bogus{n} = 1\n"));
+    }
+    let path = dir.write("orca.toml", &toml);
+    let out = orca_within(&["check", "-c", &path], 60.0);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines.len(),
+        101,
+        "the first 100, then a count:\n{}",
+        &err[..err.len().min(2000)]
+    );
+    assert!(
+        lines[0].starts_with(&format!("{path}:3: unknown key 'bogus0'")),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[99].starts_with(&format!("{path}:102: unknown key 'bogus99'")),
+        "{}",
+        lines[99]
+    );
+    assert!(lines[100].contains("19900 more"), "{}", lines[100]);
+}
+
+#[test]
+fn a_nul_is_refused_by_check_and_register_before_the_database_sees_it() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let path = dir.write(
+        "orca.toml",
+        "[pipelines.a]\ncommand = \"true\"\nenv = { A = \"x\\u0000y\" }\n",
+    );
+    for cmd in ["check", "register"] {
+        let out = db.run(&[cmd, "-c", &path]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "orca {cmd}: {err}");
+        assert_eq!(
+            err.trim_end(),
+            format!("{path}:3: env.A contains a NUL byte"),
+            "orca {cmd}"
+        );
+    }
+    assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.pipelines"), 0);
+}

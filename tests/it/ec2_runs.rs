@@ -331,3 +331,51 @@ fn idle_instances_of_a_kind_no_pipeline_uses_are_ended() {
     assert!(why.contains("no pipeline uses its kind any more"), "{why}");
     s.stop();
 }
+
+#[test]
+fn a_run_with_more_workers_than_one_tick_makes_gets_them_all_over_ticks() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let joined = dir.path("joined");
+    // The driver waits for its three workers' services to start.
+    let file = format!(
+        r#"
+[pipelines.job]
+command = "for i in $(seq 300); do [ $(wc -l < {joined} 2>/dev/null || echo 0) -ge 3 ] && exit 0; sleep 0.1; done; exit 1"
+placement = "ec2"
+
+[pipelines.job.ec2]
+provider = "local"
+type = "small"
+locations = ["here"]
+workers = 3
+worker_service = "echo $ORCA_INSTANCE >> {joined}; exec sleep 300"
+"#,
+        joined = joined.display()
+    );
+    db.register(&dir, &file);
+    let run = db.queue("job");
+    let mut s = db.scheduler(
+        &dir,
+        &[
+            ("ORCA_TICK_SECONDS", "1"),
+            ("ORCA_EC2_MAKE_PER_TICK", "1"),
+            ("ORCA_EC2_POOL_SECONDS", "0"),
+        ],
+    );
+    wait_until("the run succeeds with its three workers", 90.0, || {
+        db.state(run) == "succeeded"
+    });
+    assert_eq!(
+        instances_of(&db, run, 1).len(),
+        4,
+        "a head and three workers"
+    );
+    // One a tick: the four were made over at least three ticks of a second.
+    let spread: f64 = db.one(&format!(
+        "SELECT extract(epoch FROM max(made_at) - min(made_at))::float8
+         FROM orca.instances WHERE run = {run}"
+    ));
+    assert!(spread >= 2.5, "made within {spread}s: not one a tick");
+    s.stop();
+}

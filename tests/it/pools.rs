@@ -513,6 +513,39 @@ placement = "worker:p"
     s.stop();
 }
 
+#[test]
+fn a_pool_put_back_in_the_file_no_longer_says_retired() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let file = with_pool(
+        "p",
+        r#"
+[pipelines.job]
+command = "true"
+placement = "worker:p"
+"#,
+    );
+    db.register(&dir, &file);
+    let run = db.queue("job");
+    let mut s = pool_scheduler(&db, &dir, &[]);
+    wait_until("the run succeeds", 40.0, || db.state(run) == "succeeded");
+    db.register(&dir, "[pipelines.other]\ncommand = \"true\"\n");
+    wait_until("the retired pool's machine is removed", 30.0, || {
+        live(&db, "p").is_empty()
+    });
+    assert!(status(&db, "p").contains("retired"), "{}", status(&db, "p"));
+    // Back in the file: its status is no longer the retired one, at once
+    // and after the scaler's passes.
+    db.register(&dir, &file);
+    let shown = db.ok(&["pools"]);
+    assert!(!shown.contains("retired"), "{shown}");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let shown = db.ok(&["pools"]);
+    assert!(!shown.contains("retired"), "{shown}");
+    assert_eq!(status(&db, "p"), "no demand");
+    s.stop();
+}
+
 /// `[pools.NAME]` with one type and one location (what most tests need),
 /// then `rest`.
 pub fn with_pool(name: &str, rest: &str) -> String {
