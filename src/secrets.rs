@@ -23,10 +23,64 @@ pub const RUN_AS_VAR: &str = "ORCA_RUN_AS";
 /// runs execute as is read from `ORCA_RUN_AS` (bad input: an error).
 pub fn guard(starts_runs: bool) -> Result<(), String> {
     undumpable();
+    scrub_environ();
     if starts_runs {
         crate::child::set_run_as(run_as_from_env()?);
     }
     Ok(())
+}
+
+/// Variables whose values are secrets (or hold one: a URL's password).
+const SECRET_VARS: &[&str] = &[
+    "ORCA_DATABASE_URL",
+    "ORCA_POOL_DATABASE_URL",
+    "ORCA_TOKEN",
+    "PGPASSWORD",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+];
+
+/// Blanks the secrets in the environment block the kernel shows as
+/// `/proc/PID/environ` (the strings this process was started with), keeping
+/// them for `std::env::var` in copies of libc's. A process of the same user
+/// that may read that file (root, without `ORCA_RUN_AS`) sees `*`s.
+/// Call first thing in `main`, while the process has one thread.
+fn scrub_environ() {
+    unsafe extern "C" {
+        static mut environ: *mut *mut libc::c_char;
+    }
+    // SAFETY: single-threaded at this point (called first in main): nothing
+    // else reads or writes the environment meanwhile. `environ` is a NULL-
+    // terminated array of NUL-terminated strings; each secret's value is
+    // copied out (setenv makes libc keep its own copy and point `environ`
+    // at it) before the original bytes are overwritten in place, keeping
+    // their length and terminator.
+    unsafe {
+        let mut originals: Vec<*mut libc::c_char> = Vec::new();
+        let mut p = environ;
+        while !p.is_null() && !(*p).is_null() {
+            let entry = std::ffi::CStr::from_ptr(*p).to_bytes();
+            if SECRET_VARS.iter().any(|v| {
+                entry.len() > v.len() && entry.starts_with(v.as_bytes()) && entry[v.len()] == b'='
+            }) {
+                originals.push(*p);
+            }
+            p = p.add(1);
+        }
+        for ptr in originals {
+            let entry = std::ffi::CStr::from_ptr(ptr).to_bytes().to_vec();
+            let Some(eq) = entry.iter().position(|&b| b == b'=') else {
+                continue;
+            };
+            use std::os::unix::ffi::OsStrExt;
+            let name = std::ffi::OsStr::from_bytes(&entry[..eq]);
+            let value = std::ffi::OsStr::from_bytes(&entry[eq + 1..]);
+            std::env::set_var(name, value);
+            for i in eq + 1..entry.len() {
+                *ptr.add(i) = b'*' as libc::c_char;
+            }
+        }
+    }
 }
 
 /// Makes this process non-dumpable: no core dump, no ptrace, and its

@@ -272,3 +272,54 @@ env = { API_KEY = "pipeline-env-secret-value" }
         assert!(!log.contains(secret), "the log has {secret}:\n{log}");
     }
 }
+
+#[test]
+fn long_lived_processes_are_undumpable_and_their_environ_shows_no_secret() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = TempDir::new();
+    let root = am_root();
+    for args in [
+        vec!["scheduler"],
+        vec!["worker", "--pool", "p"],
+        vec!["ec2-serve", "i-1", "1", "1"],
+        vec!["pool-wait", "i-1", "1", "1"],
+        vec!["pool-next", "i-1", "1", "1", "5"],
+    ] {
+        // As root, the process runs as nobody: a dumpable process's /proc
+        // files are its own user's, a non-dumpable one's root's.
+        let mut c = if root {
+            let mut c = std::process::Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin()]);
+            c
+        } else {
+            std::process::Command::new(bin())
+        };
+        c.args(&args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env(
+                "ORCA_DATABASE_URL",
+                "postgres://u:url-secret-pw@127.0.0.1:1/x",
+            )
+            .env("ORCA_TOKEN", "orca_m_x_1:token-secret")
+            .env("PGPASSWORD", "pg-secret")
+            .stdin(std::process::Stdio::null());
+        let p = Proc::spawn(c, &dir.path(&format!("{}.log", args[0])));
+        let pid = p.pid();
+        wait_until(&format!("orca {} guards itself", args[0]), 15.0, || {
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                return !root; // not root: unreadable to us is the point
+            };
+            let env = text(&env);
+            let owner = std::fs::metadata(format!("/proc/{pid}/environ"))
+                .map(|m| m.uid())
+                .unwrap_or(u32::MAX);
+            env.contains("ORCA_TOKEN=")
+                && !env.contains("url-secret-pw")
+                && !env.contains("token-secret")
+                && !env.contains("pg-secret")
+                && (!root || owner == 0)
+        });
+        assert!(alive(pid), "orca {:?} exited: {}", args, p.output());
+    }
+}
