@@ -285,3 +285,45 @@ pub fn hostname() -> String {
         "localhost".into()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(why: &str, output: &[u8]) -> Outcome {
+        Outcome {
+            id: 7,
+            start: 2,
+            state: "failed",
+            exit: Some(Exit::Code(1)),
+            why: why.into(),
+            output: output.to_vec(),
+            pipeline: "p".into(),
+        }
+    }
+
+    #[test]
+    fn text_for_postgres_has_no_nul() {
+        assert_eq!(pg_text("a\0b"), "a\u{FFFD}b");
+        assert!(matches!(pg_text("plain"), std::borrow::Cow::Borrowed(_)));
+        let body = outcome("why\0", b"out\0put\xff").alert_body().to_string();
+        assert!(!body.contains("\\u0000"), "{body}");
+    }
+
+    #[test]
+    fn a_stripped_end_keeps_its_attempt_state_and_exit_and_says_what_was_dropped() {
+        let o = outcome("exit code 1", b"lots").stripped("invalid byte sequence \0 here");
+        assert_eq!((o.id, o.start, o.state), (7, 2, "failed"));
+        assert_eq!(o.exit, Some(Exit::Code(1)));
+        assert!(o.output.is_empty());
+        assert!(
+            o.why
+                .starts_with("ended failed; its end could not be stored"),
+            "{}",
+            o.why
+        );
+        assert!(!o.why.contains('\0'));
+        let long = "x".repeat(10_000);
+        assert!(dropped_why("queued again", &long).len() < 400);
+    }
+}
