@@ -29,6 +29,10 @@ if [ -z "${ORCA_RUN_AS+set}" ] && [ "$(id -u)" = 0 ]; then
     useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin orca-run >/dev/null 2>&1 ||
     adduser -S -H -s /sbin/nologin orca-run >/dev/null 2>&1
   export ORCA_RUN_AS=orca-run
+  # Nothing a run leaves behind starts later: no cron or at jobs.
+  for deny in /etc/cron.deny /etc/at.deny; do
+    grep -qx orca-run "$deny" 2>/dev/null || echo orca-run >>"$deny"
+  done
 fi
 while :; do
   "$bin" worker --pool "$ORCA_POOL"

@@ -5,7 +5,8 @@
 -- they never went idle); idle ones whose polls stopped, whose kind no
 -- pipeline uses any more, more of a kind than its recent demand (the
 -- instances in use, or used within the last $1 seconds; the longest idle go
--- first), or whose warm time is over. Ended with why; the
+-- first), or whose warm time is over. Ended with why (rows a login holds
+-- locked are skipped this time); the
 -- instances (name, provider, provider id, region, login) returned to be
 -- deleted and their logins revoked.
 WITH kinds AS (
@@ -38,9 +39,15 @@ WITH kinds AS (
         END AS why
     FROM orca.instances i
     WHERE i.ended_at IS NULL
+), free AS (
+    -- A row its instance's login holds locked (a transaction left open)
+    -- waits for a later pass: it holds up no other.
+    SELECT i.id FROM orca.instances i JOIN doomed d ON d.id = i.id
+    WHERE d.why IS NOT NULL
+    FOR UPDATE OF i SKIP LOCKED
 ), ended AS (
     UPDATE orca.instances i SET state = 'ended', ended_at = now(), why = d.why
-    FROM doomed d WHERE i.id = d.id AND d.why IS NOT NULL
+    FROM doomed d WHERE i.id = d.id AND d.why IS NOT NULL AND d.id IN (SELECT id FROM free)
     RETURNING i.instance, i.provider, i.provider_id, i.region, i.login, i.run, d.why
 ), e AS (
     INSERT INTO orca.events (run, kind, why)

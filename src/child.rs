@@ -168,14 +168,18 @@ impl Child {
                 .env("USER", &user.name)
                 .env("LOGNAME", &user.name);
         }
-        cmd.stdout(writer.try_clone()?)
-            .stderr(writer)
-            .process_group(0);
-        // SAFETY: only async-signal-safe calls between fork and exec. The
+        cmd.stdout(writer.try_clone()?).stderr(writer);
+        // SAFETY: only async-signal-safe calls between fork and exec. A new
+        // session (and so a new process group, led by the shim) with no
+        // controlling terminal: a command can't type into the terminal
+        // orca was started from (TIOCSTI) nor be signalled through it. The
         // shim's kill signal stays blocked from the exec on, so one sent
         // before the shim is ready waits for it instead of killing it alone.
         unsafe {
             cmd.pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 let mut set: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&mut set);
                 libc::sigaddset(&mut set, KILL_ALL);

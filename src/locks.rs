@@ -79,22 +79,94 @@ pub fn end_intruders(
 }
 
 /// Ends the sessions of machine and instance logins that have been in one
-/// transaction for over `secs` seconds (by the database's clock), each with
-/// an event. Returns how many.
+/// transaction for over `secs` seconds (by the database's clock) or hold
+/// any advisory lock, and rolls back the transactions such logins prepared
+/// over `secs` ago; each with an event. Returns how many.
 pub fn end_stuck_logins(client: &mut Client, secs: f64) -> Result<usize, postgres::Error> {
     let rows = client.query(sql::LOGINS_STUCK_END, &[&secs])?;
+    let mut whys = Vec::new();
     for r in &rows {
         let pid: i32 = r.get(0);
         let role: String = r.get(1);
-        let held: f64 = r.get(2);
-        let why = format!(
-            "login {role} (backend pid {pid}) stayed in one transaction for {held:.0}s (over {secs:.0}s): its session was ended, so it holds no lock orca needs"
-        );
+        let what: String = r.get(2);
+        whys.push(format!(
+            "login {role} (backend pid {pid}) {what}: its session was ended, so it holds no lock orca needs"
+        ));
+    }
+    for r in client.query(sql::LOGINS_PREPARED, &[&secs])? {
+        let gid: String = r.get(0);
+        let owner: String = r.get(1);
+        let role: String = r.get(2);
+        let literal: String = r.get(3);
+        // Both quoted by the server (quote_ident, quote_literal): ROLLBACK
+        // PREPARED takes no parameter, and only its owner may end it.
+        // (Each on its own: ROLLBACK PREPARED can't be in a transaction
+        // block, which several statements in one call are.)
+        let ended = client
+            .batch_execute(&format!("SET ROLE {role}"))
+            .and_then(|_| client.batch_execute(&format!("ROLLBACK PREPARED {literal}")));
+        let _ = client.batch_execute("RESET ROLE");
+        let gid: String = gid.chars().take(64).collect();
+        whys.push(match ended {
+            Ok(()) => format!(
+                "login {owner} left prepared transaction {gid:?} holding its locks: it was rolled back"
+            ),
+            Err(e) => format!(
+                "login {owner} left prepared transaction {gid:?} holding its locks, which can't be rolled back: {}",
+                crate::state::plain(&e)
+            ),
+        });
+    }
+    for why in &whys {
         log::warn!("{why}");
         client.execute(
             sql::EVENT_ADD,
-            &[&None::<i64>, &None::<String>, &"intruder", &why],
+            &[&None::<i64>, &None::<String>, &"intruder", why],
         )?;
     }
-    Ok(rows.len())
+    Ok(whys.len())
+}
+
+/// What leaves orca open to its logins that only the administrator can
+/// close (`sql/database_warnings.sql`), one line each.
+pub fn database_warnings(client: &mut impl GenericClient) -> Result<Vec<String>, postgres::Error> {
+    let row = client.query_one(sql::DATABASE_WARNINGS, &[])?;
+    let (prepared, version, advisory): (i32, i32, bool) = (row.get(0), row.get(1), row.get(2));
+    Ok(warnings(prepared, version, advisory))
+}
+
+/// [`database_warnings`]'s decision, from the server's facts.
+pub fn warnings(max_prepared: i32, version_num: i32, logins_take_advisory: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    if max_prepared > 0 {
+        out.push(format!(
+            "max_prepared_transactions is {max_prepared}: a machine login can prepare a transaction that keeps its locks with no session (the leader rolls such ones back); set it to 0 (docs/security.md)"
+        ));
+    }
+    if version_num < 160000 {
+        out.push(
+            "Postgres before 16 lets a CREATEROLE role grant itself pg_execute_server_program: orca's role is as strong as a superuser there (docs/security.md)"
+                .to_string(),
+        );
+    }
+    if logins_take_advisory {
+        out.push(
+            "machine logins may take advisory locks (PUBLIC may execute pg_advisory_lock): the leader ends sessions that do, but a burst can fill the server's lock table first; revoke them (docs/security.md)"
+                .to_string(),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hardened_server_warns_of_nothing() {
+        assert!(warnings(0, 160004, false).is_empty());
+        let all = warnings(10, 150018, true);
+        assert_eq!(all.len(), 3);
+        assert!(all[0].contains("max_prepared_transactions is 10"));
+    }
 }

@@ -24,13 +24,18 @@ pub fn filter(user: Option<&str>) -> String {
         .split(',')
         .map(str::trim)
         .filter(|d| {
-            let target = d.split('=').next().unwrap_or("");
-            !QUIET
-                .iter()
-                .any(|q| target == *q || target.starts_with(&format!("{q}::")))
+            // env_logger matches a directive's name as a plain prefix of
+            // a record's target, the longest winning: `tokio_postgres:`
+            // would beat `tokio_postgres=warn`. Any name that starts with
+            // a quiet crate's goes.
+            let target = d.split('=').next().unwrap_or("").trim();
+            !QUIET.iter().any(|q| target.starts_with(q))
         })
         .filter(|d| !d.is_empty())
         .collect();
+    if kept.is_empty() {
+        kept.push("info");
+    }
     let quiet: Vec<String> = QUIET.iter().map(|q| format!("{q}=warn")).collect();
     kept.extend(quiet.iter().map(String::as_str));
     let mut out = kept.join(",");
@@ -68,7 +73,15 @@ mod tests {
             "trace,orca=debug,tokio_postgres=warn,postgres=warn,ureq=warn,rustls=warn"
         );
         assert!(filter(Some("debug/secret")).ends_with("rustls=warn/secret"));
-        // A crate merely named like one is left alone.
-        assert!(filter(Some("postgresql_thing=trace")).starts_with("postgresql_thing=trace,"));
+        // Longer names that would match the crates' targets as prefixes go.
+        for sneaky in [
+            "tokio_postgres:=trace",
+            "postgres::x=debug",
+            "ureqx=trace",
+            "rustls_y=debug",
+        ] {
+            let f = filter(Some(sneaky));
+            assert_eq!(f, filter(None), "{sneaky}");
+        }
     }
 }

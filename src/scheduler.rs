@@ -375,6 +375,11 @@ pub fn main(config_path: Option<&str>) -> i32 {
             return 1;
         }
     }
+    if let Ok(warnings) = db.run(crate::locks::database_warnings) {
+        for w in warnings {
+            log::warn!("{w}");
+        }
+    }
     if overlap {
         let id = loop {
             match db.run(|c| crate::overlap::join(c, &host, known)) {

@@ -105,6 +105,10 @@ pub struct Login {
     file: Option<PathBuf>,
     /// The secret is still the boot token's: replace it at the next login.
     pending: Mutex<bool>,
+    /// A replacement left in `<token file>.new` by a process that ended
+    /// between the database taking it and the file's rename: tried when the
+    /// boot token is refused.
+    fallback: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Login {
@@ -144,6 +148,7 @@ impl Login {
                 secret: Mutex::new(secret),
                 file,
                 pending: Mutex::new(false),
+                fallback: Mutex::new(None),
             });
         }
         let token = std::env::var(TOKEN_VAR).map_err(|_| {
@@ -153,17 +158,39 @@ impl Login {
         })?;
         let (role, secret) = split_token(&token, TOKEN_VAR)?;
         let pending = file.is_some();
+        let fallback = file
+            .as_ref()
+            .and_then(|f| read_bounded(&f.with_extension("new")).ok())
+            .and_then(|t| split_token(&t, "").ok())
+            .filter(|(r, _)| *r == role)
+            .map(|(_, s)| s);
         Ok(Login {
             role,
             secret: Mutex::new(secret),
             file,
             pending: Mutex::new(pending),
+            fallback: Mutex::new(fallback),
         })
     }
 
     /// The secret to log in with now.
     pub fn secret(&self) -> String {
         self.secret.lock().expect("secret lock").clone()
+    }
+
+    /// The boot token was refused: the replacement an earlier process left
+    /// in `<token file>.new`, if any, becomes the secret (true: try again).
+    /// It was the database's, so nothing is pending and the file is renamed.
+    pub fn take_fallback(&self) -> bool {
+        let Some(next) = self.fallback.lock().expect("fallback lock").take() else {
+            return false;
+        };
+        *self.secret.lock().expect("secret lock") = next;
+        *self.pending.lock().expect("pending lock") = false;
+        if let Some(file) = &self.file {
+            let _ = std::fs::rename(file.with_extension("new"), file);
+        }
+        true
     }
 
     /// After a login with [`Login::secret`] on `client`: if that secret

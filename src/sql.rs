@@ -15,6 +15,9 @@ pub const ALERTS_CLAIM: &str = include_str!("../sql/alerts_claim.sql");
 /// See `sql/database_harden.sql`.
 pub const DATABASE_HARDEN: &str = include_str!("../sql/database_harden.sql");
 
+/// See `sql/database_warnings.sql`.
+pub const DATABASE_WARNINGS: &str = include_str!("../sql/database_warnings.sql");
+
 /// See `sql/deploy_check.sql`.
 pub const DEPLOY_CHECK: &str = include_str!("../sql/deploy_check.sql");
 
@@ -128,6 +131,9 @@ pub const LOCK_INTRUDERS_END: &str = include_str!("../sql/lock_intruders_end.sql
 
 /// See `sql/login_rotate.sql`.
 pub const LOGIN_ROTATE: &str = include_str!("../sql/login_rotate.sql");
+
+/// See `sql/logins_prepared.sql`.
+pub const LOGINS_PREPARED: &str = include_str!("../sql/logins_prepared.sql");
 
 /// See `sql/logins_stuck_end.sql`.
 pub const LOGINS_STUCK_END: &str = include_str!("../sql/logins_stuck_end.sql");

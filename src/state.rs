@@ -201,7 +201,19 @@ impl Target {
         };
         let mut config = self.config.clone();
         config.password(login.secret());
-        let mut client = config.connect(self.tls.clone())?;
+        let mut client = match config.connect(self.tls.clone()) {
+            Ok(c) => c,
+            // A boot token refused: a replacement left by a process that
+            // ended mid-rotation may be the one the database has.
+            Err(e)
+                if e.code() == Some(&postgres::error::SqlState::INVALID_PASSWORD)
+                    && login.take_fallback() =>
+            {
+                config.password(login.secret());
+                config.connect(self.tls.clone())?
+            }
+            Err(e) => return Err(e),
+        };
         login.rotate_if_pending(&mut client);
         Ok(client)
     }
@@ -682,6 +694,10 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
             "can't revoke TEMPORARY on this database from PUBLIC ({}): machine logins can make temporary objects until the database's owner or a superuser does (docs/security.md)",
             plain(&e)
         ));
+    }
+    match crate::locks::database_warnings(client) {
+        Ok(w) => warnings.extend(w),
+        Err(e) => warnings.push(format!("can't read the server's settings: {}", plain(&e))),
     }
     for i in &intruders {
         let _ = client.execute(

@@ -147,8 +147,19 @@ impl Provider for Local {
         // scheduler's environment (its secrets): the basics, and orca's
         // settings other than its database URLs.
         let passed = std::env::vars().filter(|(k, _)| passed_to_machine(k));
+        // Made here, new and only this user's (not taken over if another
+        // user made it first in the shared temp directory).
         let token_dir = token_dir(m.stack, m.name);
         let _ = std::fs::remove_dir_all(&token_dir);
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&token_dir)
+                .map_err(|e| {
+                    MakeError::Failed(format!("can't make {}: {e}", token_dir.display()))
+                })?;
+        }
         let child = Command::new("/bin/sh")
             .arg("-c")
             .arg(m.script)

@@ -306,7 +306,8 @@ fn a_machine_holding_a_transaction_open_delays_no_tick_by_more_than_two_seconds(
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    let why: String = db.one("SELECT why FROM orca.events WHERE kind = 'intruder'");
+    let why: String =
+        db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'intruder'");
     assert!(why.contains(&role), "{why}");
     wait_until("the machine is removed", 30.0, || {
         db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE ended_at IS NULL") == 0
@@ -383,7 +384,8 @@ fn a_machine_login_holding_the_lead_lock_is_ended_and_the_scheduler_leads() {
         held.simple_query("SELECT 1").is_err(),
         "the squatter's session lives"
     );
-    let why: String = db.one("SELECT why FROM orca.events WHERE kind = 'intruder'");
+    let why: String =
+        db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'intruder'");
     assert!(why.contains(&name) && why.contains("lead lock"), "{why}");
     s.stop();
     // Overlap on: the instance doesn't wait for ever.
@@ -414,7 +416,8 @@ fn an_instance_login_holding_the_migration_lock_does_not_stop_migrate() {
         held.simple_query("SELECT 1").is_err(),
         "the squatter's session lives"
     );
-    let why: String = db.one("SELECT why FROM orca.events WHERE kind = 'intruder'");
+    let why: String =
+        db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'intruder'");
     assert!(
         why.contains(&name) && why.contains("migration lock"),
         "{why}"
@@ -486,4 +489,151 @@ fn machine_and_instance_logins_can_make_no_temporary_objects() {
     db.client()
         .batch_execute("CREATE TEMP TABLE t (x int)")
         .unwrap();
+}
+
+#[test]
+fn a_run_has_no_controlling_terminal_even_when_orca_has_one() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        "[pipelines.tty]\ncommand = \"if (exec 3</dev/tty) 2>/dev/null; then echo HAS_TTY; else echo NO_TTY; fi\"\n",
+    );
+    // script(1) runs the scheduler on a terminal of its own, as an
+    // operator's shell would; a run that could open it could type into it.
+    let mut c = std::process::Command::new("script");
+    c.args(["-qfec", &format!("{} scheduler", bin()), "/dev/null"])
+        .env("SHELL", "/bin/sh")
+        .env("ORCA_DATABASE_URL", &db.url)
+        .env("ORCA_TICK_SECONDS", "0.2")
+        .env("ORCA_STOP_GRACE_SECONDS", "2")
+        .stdin(std::process::Stdio::piped());
+    let mut s = Proc::spawn(c, &dir.path("script.log"));
+    let run = db.queue("tty");
+    wait_until("the run succeeds", 30.0, || db.state(run) == "succeeded");
+    let out: Vec<u8> = db
+        .client()
+        .query_one("SELECT output FROM orca.runs WHERE id = $1", &[&run])
+        .unwrap()
+        .get(0);
+    assert_eq!(text(&out).trim(), "NO_TTY");
+    s.signal(libc::SIGTERM);
+    let _ = s.child.wait();
+}
+
+#[test]
+fn a_machine_login_holding_any_advisory_lock_is_ended() {
+    // Logins need none; thousands of them fill the server's lock table.
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.job]\ncommand = \"true\"\n");
+    let name = format!("orca_m_adv_{}", std::process::id());
+    let mut held = squatter(&db, &name, "orca_worker", 42, "x");
+    held.execute(
+        "SELECT pg_advisory_lock(7, n) FROM generate_series(1, 50) n",
+        &[],
+    )
+    .unwrap();
+    let mut s = db.scheduler(&dir, &[("ORCA_LOGIN_XACT_SECONDS", "2")]);
+    wait_until("the login's session is ended", 20.0, || {
+        held.simple_query("SELECT 1").is_err()
+    });
+    let why: String =
+        db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'intruder'");
+    assert!(why.contains(&name) && why.contains("advisory"), "{why}");
+    s.stop();
+}
+
+#[test]
+fn a_transaction_a_machine_login_prepared_is_rolled_back() {
+    let cluster = Cluster::new("max_prepared_transactions = 5\n");
+    cluster.start();
+    let db = TestDb::on(&cluster.url());
+    let migrate = db.run(&["migrate"]);
+    assert!(
+        text(&migrate.stderr).contains("max_prepared_transactions is 5"),
+        "{}",
+        text(&migrate.stderr)
+    );
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
+        ),
+    );
+    let role = format!("orca_m_prep_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let run = db.queue("job");
+    let mut c = db.client_as(&role, "pw");
+    c.batch_execute("BEGIN; SELECT * FROM orca.worker_claim(1); PREPARE TRANSACTION 'evil'")
+        .unwrap();
+    assert_eq!(db.one::<i64>("SELECT count(*) FROM pg_prepared_xacts"), 1);
+    let mut s = db.scheduler(&dir, &[("ORCA_LOGIN_XACT_SECONDS", "2")]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while db.one::<i64>("SELECT count(*) FROM pg_prepared_xacts") != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the prepared transaction lives on; scheduler's log:\n{}",
+            s.output()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let why: String =
+        db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'intruder'");
+    assert!(why.contains("rolled back"), "{why}");
+    // Its claim went with it: another worker of the pool takes the run.
+    let other = format!("orca_m_prep2_{}", std::process::id());
+    hand_made_machine(&db, "p", &other, "pw");
+    let mut w = hand_worker(&db, &dir, "p", &other, "pw");
+    wait_until("the run succeeds", 30.0, || db.state(run) == "succeeded");
+    w.signal(libc::SIGTERM);
+    w.wait(30.0);
+    s.stop();
+}
+
+#[test]
+fn an_instance_login_holding_its_row_holds_up_no_other_instance_s_end() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        "[pipelines.job]\ncommand = \"true\"\nplacement = \"ec2\"\n\n[pipelines.job.ec2]\ntype = \"small\"\nlocations = [\"here\"]\n",
+    );
+    let evil = format!("orca_i_evil_{}", std::process::id());
+    let good = format!("orca_i_good_{}", std::process::id());
+    db.login_role(&evil, "pw", "orca_instance");
+    db.login_role(&good, "pw", "orca_instance");
+    for (instance, login) in [("inst-evil", &evil), ("inst-good", &good)] {
+        db.client()
+            .execute(
+                "INSERT INTO orca.instances (instance, run, start, role, login, state, idle_at, polled)
+                 VALUES ($1, 5, 1, 'head', $2, 'idle', now(), now() - interval '1 hour')",
+                &[&instance, login],
+            )
+            .unwrap();
+    }
+    let mut held = db.client_as(&evil, "pw");
+    held.batch_execute("BEGIN; SELECT orca.instance_idle('inst-evil', 5, 1)")
+        .unwrap();
+    // The leader's statement, on a session set as the scheduler's are.
+    let mut c = db.client();
+    c.batch_execute("SET lock_timeout = 2000").unwrap();
+    let ended = c
+        .query(
+            include_str!("../../sql/instances_to_end.sql"),
+            &[&60.0f64, &30.0f64, &30.0f64],
+        )
+        .unwrap();
+    let names: Vec<String> = ended.iter().map(|r| r.get(0)).collect();
+    assert_eq!(names, vec!["inst-good".to_string()]);
+    held.batch_execute("COMMIT").unwrap();
+    let ended = c
+        .query(
+            include_str!("../../sql/instances_to_end.sql"),
+            &[&60.0f64, &30.0f64, &30.0f64],
+        )
+        .unwrap();
+    assert_eq!(ended.len(), 1, "the held one is ended on a later pass");
 }

@@ -572,7 +572,7 @@ pub fn hand_worker(db: &TestDb, dir: &TempDir, pool: &str, role: &str, secret: &
 }
 
 /// [`hand_worker`] with `extra` added to its environment.
-fn hand_worker_with(
+pub fn hand_worker_with(
     db: &TestDb,
     dir: &TempDir,
     pool: &str,

@@ -323,3 +323,53 @@ fn long_lived_processes_are_undumpable_and_their_environ_shows_no_secret() {
         assert!(alive(pid), "orca {:?} exited: {}", args, p.output());
     }
 }
+
+#[test]
+fn a_boot_token_is_replaced_at_the_first_login_and_a_lost_rename_is_recovered() {
+    use crate::pools::{hand_made_machine, hand_worker_with};
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            "[pipelines.job]\ncommand = \"echo ran\"\nplacement = \"worker:p\"\n",
+        ),
+    );
+    let role = format!("orca_m_rot_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "boot-secret");
+    let file = dir.path("token");
+    let env = [("ORCA_TOKEN_FILE", file.to_str().unwrap())];
+    let mut w = hand_worker_with(&db, &dir, "p", &role, "boot-secret", &env);
+    wait_until("the token file holds the new secret", 20.0, || {
+        std::fs::read_to_string(&file).is_ok_and(|t| t.starts_with(&format!("{role}:")))
+    });
+    assert!(
+        !logs_in(&db, &role, "boot-secret"),
+        "the boot token still logs in"
+    );
+    let token = std::fs::read_to_string(&file).unwrap();
+    let (_, secret) = token.split_once(':').unwrap();
+    assert!(logs_in(&db, &role, secret));
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    let run = db.queue("job");
+    wait_until("the worker runs on the new secret", 30.0, || {
+        db.state(run) == "succeeded"
+    });
+    w.signal(libc::SIGTERM);
+    assert_eq!(w.wait(30.0).code(), Some(0), "{}", w.output());
+    // A worker that ended after the database took a new secret but before
+    // the rename: the next one starts from the boot token and `token.new`.
+    std::fs::rename(&file, dir.path("token.new")).unwrap();
+    let mut w = hand_worker_with(&db, &dir, "p", &role, "boot-secret", &env);
+    let run = db.queue("job");
+    wait_until("the next worker logs in with the replacement", 30.0, || {
+        db.state(run) == "succeeded"
+    });
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), token);
+    assert!(!dir.path("token.new").exists());
+    w.signal(libc::SIGTERM);
+    w.wait(30.0);
+}
