@@ -306,7 +306,8 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
--- Logins made before this migration: orca's role a member of each too.
+-- Logins made before this migration: orca's role a member of each too, and
+-- the same limits and timeouts as new ones.
 DO $$
 DECLARE
     r record;
@@ -319,6 +320,10 @@ BEGIN
     LOOP
         BEGIN
             EXECUTE format('GRANT %I TO %I', r.rolname, current_user);
+            EXECUTE format('ALTER ROLE %I CONNECTION LIMIT 4', r.rolname);
+            EXECUTE format('ALTER ROLE %I SET statement_timeout = %L', r.rolname, '10s');
+            EXECUTE format('ALTER ROLE %I SET lock_timeout = %L', r.rolname, '5s');
+            EXECUTE format('ALTER ROLE %I SET idle_in_transaction_session_timeout = %L', r.rolname, '5s');
         EXCEPTION WHEN insufficient_privilege THEN
             NULL; -- another stack's login, not ours to manage
         END;
