@@ -41,11 +41,7 @@ fn nasty_runs_end(db: &TestDb) {
     wait_until("every run's end is recorded", 60.0, || {
         db.state(nul) == "succeeded" && db.state(badutf) == "failed" && db.state(flood) == "failed"
     });
-    let out: Vec<u8> = db
-        .client()
-        .query_one("SELECT output FROM orca.runs WHERE id = $1", &[&nul])
-        .unwrap()
-        .get(0);
+    let out = db.output(nul);
     assert_eq!(out, b"a\0b\n", "the output is kept as it was");
     let code: Option<i32> = db
         .client()
@@ -297,15 +293,9 @@ fn a_machine_holding_a_transaction_open_delays_no_tick_by_more_than_two_seconds(
     });
     // The login stuck in its transaction has its session ended, with an
     // event naming it; then the machine is removed.
-    let ended = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !(c.is_closed() || c.simple_query("SELECT 1").is_err()) {
-        assert!(
-            std::time::Instant::now() < ended,
-            "the stuck login's session lives on; scheduler's log:\n{}",
-            s.output()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    s.wait_for("the stuck login's session is ended", 30.0, || {
+        c.is_closed() || c.simple_query("SELECT 1").is_err()
+    });
     let why: String =
         db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'intruder'");
     assert!(why.contains(&role), "{why}");
@@ -511,11 +501,7 @@ fn a_run_has_no_controlling_terminal_even_when_orca_has_one() {
     let mut s = Proc::spawn(c, &dir.path("script.log"));
     let run = db.queue("tty");
     wait_until("the run succeeds", 30.0, || db.state(run) == "succeeded");
-    let out: Vec<u8> = db
-        .client()
-        .query_one("SELECT output FROM orca.runs WHERE id = $1", &[&run])
-        .unwrap()
-        .get(0);
+    let out = db.output(run);
     assert_eq!(text(&out).trim(), "NO_TTY");
     s.signal(libc::SIGTERM);
     let _ = s.child.wait();
@@ -571,15 +557,9 @@ fn a_transaction_a_machine_login_prepared_is_rolled_back() {
         .unwrap();
     assert_eq!(db.one::<i64>("SELECT count(*) FROM pg_prepared_xacts"), 1);
     let mut s = db.scheduler(&dir, &[("ORCA_LOGIN_XACT_SECONDS", "2")]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while db.one::<i64>("SELECT count(*) FROM pg_prepared_xacts") != 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the prepared transaction lives on; scheduler's log:\n{}",
-            s.output()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    s.wait_for("the prepared transaction is rolled back", 20.0, || {
+        db.one::<i64>("SELECT count(*) FROM pg_prepared_xacts") == 0
+    });
     let why: String =
         db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'intruder'");
     assert!(why.contains("rolled back"), "{why}");

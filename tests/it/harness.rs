@@ -255,6 +255,14 @@ impl TestDb {
         Proc::spawn(c, &dir.path(&unique("scheduler.log")))
     }
 
+    /// A run's output as stored (its last 64 KiB).
+    pub fn output(&self, run: i64) -> Vec<u8> {
+        self.client()
+            .query_one("SELECT output FROM orca.runs WHERE id = $1", &[&run])
+            .unwrap()
+            .get(0)
+    }
+
     /// A run's state.
     pub fn state(&self, run: i64) -> String {
         self.client()
@@ -419,6 +427,19 @@ impl Proc {
         self.signal(libc::SIGTERM);
         let status = self.wait(30.0);
         assert!(status.success(), "exit {status:?}; log:\n{}", self.output());
+    }
+
+    /// [`wait_until`], with its log in the panic message.
+    pub fn wait_for(&self, what: &str, secs: f64, mut f: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs_f64(secs);
+        while !f() {
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {secs}s waiting for: {what}; its log:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// What it has printed so far.

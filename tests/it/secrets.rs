@@ -68,11 +68,7 @@ fn scans(db: &TestDb, dir: &TempDir, env: &[(&str, &str)]) -> Vec<String> {
     let outputs: Vec<String> = runs
         .iter()
         .map(|r| {
-            let out: Vec<u8> = db
-                .client()
-                .query_one("SELECT output FROM orca.runs WHERE id = $1", &[r])
-                .unwrap()
-                .get(0);
+            let out = db.output(*r);
             text(&out)
         })
         .collect();
@@ -214,11 +210,7 @@ env = { MINE = "kept" }
         runs.iter().all(|r| db.state(*r) == "succeeded")
     });
     for r in runs {
-        let out: Vec<u8> = db
-            .client()
-            .query_one("SELECT output FROM orca.runs WHERE id = $1", &[&r])
-            .unwrap()
-            .get(0);
+        let out = db.output(r);
         let env = text(&out);
         assert!(env.contains("MINE=kept"), "{env}");
         assert!(env.contains(&format!("ORCA_RUN_ID={r}")), "{env}");
