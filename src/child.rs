@@ -58,6 +58,8 @@ pub fn set_run_as(user: Option<crate::secrets::RunAs>) {
 pub struct Tail {
     buf: Mutex<VecDeque<u8>>,
     generation: AtomicU64,
+    /// The pipe reached its end: every writer is gone, all is read.
+    done: std::sync::atomic::AtomicBool,
 }
 
 impl Tail {
@@ -73,6 +75,20 @@ impl Tail {
     pub fn snapshot(&self) -> Vec<u8> {
         let buf = self.buf.lock().expect("tail lock");
         buf.iter().copied().collect()
+    }
+
+    /// Waits, at most `limit`, until everything written to the pipe has
+    /// been read (its writers are gone once the shim has ended, so this is
+    /// at once but for the reading thread's turn). True if it has.
+    pub fn drained(&self, limit: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        while !self.done.load(Ordering::Acquire) {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        true
     }
 
     /// Goes up each time output arrives: a cheap "has it changed" check.
@@ -205,6 +221,7 @@ impl Child {
                         Err(_) => break,
                     }
                 }
+                sink.done.store(true, Ordering::Release);
             })?;
         let pgid = inner.id() as i32;
         Ok(Child {

@@ -262,6 +262,10 @@ impl Supervisor {
                 continue;
             };
             let s = self.running.swap_remove(i);
+            // The last of its output may still be in the pipe: the shim has
+            // ended, so the reader reaches its end at once (bounded, should
+            // something outside the attempt hold the pipe open).
+            s.child.tail.drained(Duration::from_millis(200));
             let output = s.child.tail.snapshot();
             let took = s.started.elapsed().as_secs_f64();
             let (state, why) = match s.kill {

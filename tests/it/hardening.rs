@@ -617,3 +617,31 @@ fn an_instance_login_holding_its_row_holds_up_no_other_instance_s_end() {
         .unwrap();
     assert_eq!(ended.len(), 1, "the held one is ended on a later pass");
 }
+
+#[test]
+fn an_attempt_s_last_output_is_recorded_with_its_end() {
+    // The end used to be written from what the output thread had read when
+    // the process was reaped; the last lines could still be in the pipe
+    // (seen once in CI, under load: the reading thread had not had its turn).
+    // A stress check: it fails only when that thread is slow.
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        "[pipelines.chatty]\ncommand = \"seq 1 20000; echo LAST $ORCA_RUN_ID; exit 3\"\nmax_runs = 8\n",
+    );
+    let runs: Vec<i64> = (0..30).map(|_| db.queue("chatty")).collect();
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("every run ends", 60.0, || {
+        runs.iter().all(|r| db.state(*r) == "failed")
+    });
+    for r in runs {
+        let out = text(&db.output(r));
+        assert!(
+            out.ends_with(&format!("LAST {r}\n")),
+            "run {r}: ...{}",
+            &out[out.len().saturating_sub(80)..]
+        );
+    }
+    s.stop();
+}
