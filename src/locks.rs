@@ -80,51 +80,93 @@ pub fn end_intruders(
 
 /// Ends the sessions of machine and instance logins that have been in one
 /// transaction for over `secs` seconds (by the database's clock) or hold
-/// any advisory lock, and rolls back the transactions such logins prepared
-/// over `secs` ago; each with an event. Returns how many.
+/// any advisory lock, and rolls back transactions prepared over `secs` ago
+/// (see [`rollback_prepared`]); each with an event as it happens. Returns
+/// how many.
 pub fn end_stuck_logins(client: &mut Client, secs: f64) -> Result<usize, postgres::Error> {
     let rows = client.query(sql::LOGINS_STUCK_END, &[&secs])?;
-    let mut whys = Vec::new();
+    let mut n = 0;
     for r in &rows {
         let pid: i32 = r.get(0);
         let role: String = r.get(1);
         let what: String = r.get(2);
-        whys.push(format!(
-            "login {role} (backend pid {pid}) {what}: its session was ended, so it holds no lock orca needs"
-        ));
+        record(
+            client,
+            &format!(
+                "login {role} (backend pid {pid}) {what}: its session was ended, so it holds no lock orca needs"
+            ),
+        )?;
+        n += 1;
     }
+    for why in rollback_prepared(client, secs)? {
+        record(client, &why)?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// If a prepared transaction holds advisory lock `key` (which no session
+/// end can free), rolls back every transaction prepared in this database by
+/// another role; returns what it did, in words. Outside a transaction.
+pub fn free_from_prepared(client: &mut Client, key: i64) -> Result<Vec<String>, postgres::Error> {
+    let held: bool = client.query_one(sql::LOCK_PREPARED_HOLDS, &[&key])?.get(0);
+    if held {
+        rollback_prepared(client, 0.0)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+/// Logs `why` and records it as an `intruder` event.
+pub fn record(client: &mut Client, why: &str) -> Result<(), postgres::Error> {
+    log::warn!("{why}");
+    client
+        .execute(
+            sql::EVENT_ADD,
+            &[&None::<i64>, &None::<String>, &"intruder", &why],
+        )
+        .map(|_| ())
+}
+
+/// Rolls back the transactions prepared in this database over `secs` ago
+/// by any role but orca's (`sql/logins_prepared.sql`); returns what it did
+/// for each, in words. Run outside a transaction (ROLLBACK PREPARED can't
+/// be in one).
+pub fn rollback_prepared(client: &mut Client, secs: f64) -> Result<Vec<String>, postgres::Error> {
+    let mut whys = Vec::new();
     for r in client.query(sql::LOGINS_PREPARED, &[&secs])? {
         let gid: String = r.get(0);
         let owner: String = r.get(1);
-        let role: String = r.get(2);
+        let role: Option<String> = r.get(2);
         let literal: String = r.get(3);
-        // Both quoted by the server (quote_ident, quote_literal): ROLLBACK
-        // PREPARED takes no parameter, and only its owner may end it.
-        // (Each on its own: ROLLBACK PREPARED can't be in a transaction
-        // block, which several statements in one call are.)
-        let ended = client
-            .batch_execute(&format!("SET ROLE {role}"))
-            .and_then(|_| client.batch_execute(&format!("ROLLBACK PREPARED {literal}")));
-        let _ = client.batch_execute("RESET ROLE");
+        let can: bool = r.get(4);
         let gid: String = gid.chars().take(64).collect();
+        let ended = match role {
+            Some(role) if can => {
+                // Both quoted by the server (quote_ident, quote_literal):
+                // ROLLBACK PREPARED takes no parameter, and only its owner
+                // may end it. Each on its own: ROLLBACK PREPARED can't be in
+                // a transaction block, which several statements in one call
+                // are. A session left as another role can't be trusted:
+                // closed, it is opened afresh.
+                let done = client
+                    .batch_execute(&format!("SET ROLE {role}"))
+                    .and_then(|_| client.batch_execute(&format!("ROLLBACK PREPARED {literal}")));
+                client.batch_execute("RESET ROLE")?;
+                done.map_err(|e| crate::state::plain(&e))
+            }
+            _ => Err("orca's role is not a member of its owner: an administrator must".to_string()),
+        };
         whys.push(match ended {
             Ok(()) => format!(
-                "login {owner} left prepared transaction {gid:?} holding its locks: it was rolled back"
+                "{owner} left prepared transaction {gid:?} holding its locks: it was rolled back"
             ),
             Err(e) => format!(
-                "login {owner} left prepared transaction {gid:?} holding its locks, which can't be rolled back: {}",
-                crate::state::plain(&e)
+                "{owner} left prepared transaction {gid:?} holding its locks, which can't be rolled back: {e}"
             ),
         });
     }
-    for why in &whys {
-        log::warn!("{why}");
-        client.execute(
-            sql::EVENT_ADD,
-            &[&None::<i64>, &None::<String>, &"intruder", why],
-        )?;
-    }
-    Ok(whys.len())
+    Ok(whys)
 }
 
 /// What leaves orca open to its logins that only the administrator can

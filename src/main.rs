@@ -39,6 +39,7 @@ fn main() {
         let rest = rest.strip_prefix(&["--".to_string()]).unwrap_or(rest);
         std::process::exit(child::shim_main(rest));
     }
+    secrets::protect();
     logging::init();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -265,10 +265,13 @@ pub const SCHEDULER_APP: &str = "orca scheduler";
 /// Ends the sessions holding `LEAD_LOCK` that are not orca schedulers, with
 /// an event each; true if there were any.
 pub fn end_lead_intruders(client: &mut postgres::Client) -> Result<bool, postgres::Error> {
-    Ok(
-        !crate::locks::end_intruders(client, LEAD_LOCK, "the lead lock", SCHEDULER_APP, true)?
-            .is_empty(),
-    )
+    let sessions =
+        crate::locks::end_intruders(client, LEAD_LOCK, "the lead lock", SCHEDULER_APP, true)?;
+    let prepared = crate::locks::free_from_prepared(client, LEAD_LOCK)?;
+    for why in &prepared {
+        crate::locks::record(client, &format!("the lead lock: {why}"))?;
+    }
+    Ok(!sessions.is_empty() || !prepared.is_empty())
 }
 
 /// Whether `lead` is held on `session`; forgets a lead held on an older

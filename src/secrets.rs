@@ -18,16 +18,28 @@ pub const TOKEN_FILE_VAR: &str = "ORCA_TOKEN_FILE";
 /// The Unix user runs execute as (unset: orca's own).
 pub const RUN_AS_VAR: &str = "ORCA_RUN_AS";
 
-/// Sets up a long-lived orca process before it reads a secret: it becomes
-/// [`undumpable`], and, for one that starts runs (`starts_runs`), the user
+/// Sets up a long-lived orca process before it reads a secret: it is
+/// [`protect`]ed, and, for one that starts runs (`starts_runs`), the user
 /// runs execute as is read from `ORCA_RUN_AS` (bad input: an error).
 pub fn guard(starts_runs: bool) -> Result<(), String> {
-    undumpable();
-    scrub_environ();
+    protect();
     if starts_runs {
         crate::child::set_run_as(run_as_from_env()?);
     }
     Ok(())
+}
+
+/// [`undumpable`], and the secrets in `/proc/PID/environ` blanked: called
+/// first thing in `main`, before anything reads the environment (again by
+/// [`guard`], which is idempotent). A process of the same user that stops
+/// orca before then (having restarted it) still reads them: with one Unix
+/// user, runs are trusted with orca's secrets (docs/security.md).
+pub fn protect() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        undumpable();
+        scrub_environ();
+    });
 }
 
 /// Variables whose values are secrets (or hold one: a URL's password).
@@ -160,7 +172,7 @@ impl Login {
         let pending = file.is_some();
         let fallback = file
             .as_ref()
-            .and_then(|f| read_bounded(&f.with_extension("new")).ok())
+            .and_then(|f| read_bounded(&pending_path(f)).ok())
             .and_then(|t| split_token(&t, "").ok())
             .filter(|(r, _)| *r == role)
             .map(|(_, s)| s);
@@ -178,19 +190,31 @@ impl Login {
         self.secret.lock().expect("secret lock").clone()
     }
 
-    /// The boot token was refused: the replacement an earlier process left
-    /// in `<token file>.new`, if any, becomes the secret (true: try again).
-    /// It was the database's, so nothing is pending and the file is renamed.
-    pub fn take_fallback(&self) -> bool {
-        let Some(next) = self.fallback.lock().expect("fallback lock").take() else {
-            return false;
-        };
-        *self.secret.lock().expect("secret lock") = next;
-        *self.pending.lock().expect("pending lock") = false;
-        if let Some(file) = &self.file {
-            let _ = std::fs::rename(file.with_extension("new"), file);
+    /// The secret to try when the boot token is refused: a replacement the
+    /// database may have taken though its answer never came (left in
+    /// `<token file>.new` by this process or an earlier one). None once the
+    /// boot token is replaced.
+    pub fn fallback(&self) -> Option<String> {
+        if !*self.pending.lock().expect("pending lock") {
+            return None;
         }
-        true
+        self.fallback.lock().expect("fallback lock").clone()
+    }
+
+    /// `secret` (a [`Login::fallback`]) logged in: it is the live secret
+    /// now, kept in the token file.
+    pub fn adopt(&self, secret: String) {
+        let mut pending = self.pending.lock().expect("pending lock");
+        *self.secret.lock().expect("secret lock") = secret;
+        *pending = false;
+        *self.fallback.lock().expect("fallback lock") = None;
+        if let Some(file) = &self.file {
+            let _ = std::fs::rename(pending_path(file), file);
+        }
+        log::info!(
+            "login {}: logged in with the secret that replaced the boot token",
+            self.role
+        );
     }
 
     /// After a login with [`Login::secret`] on `client`: if that secret
@@ -230,15 +254,27 @@ impl Login {
         let verifier = crate::pool_machines::scram_verifier(&secret, salt.as_bytes(), 4096);
         // The new secret is on disk before the database takes it; it
         // replaces the file only once the database has it.
-        let tmp = file.with_extension("new");
+        let tmp = pending_path(file);
         write_private(&tmp, &format!("{}:{secret}", self.role))?;
-        client
-            .execute(crate::sql::LOGIN_ROTATE, &[&verifier])
-            .map_err(|e| crate::state::plain(&e))?;
+        if let Err(e) = client.execute(crate::sql::LOGIN_ROTATE, &[&verifier]) {
+            // It may have committed with its answer lost: the boot token
+            // may be refused from now on, and this secret taken instead.
+            *self.fallback.lock().expect("fallback lock") = Some(secret);
+            return Err(crate::state::plain(&e));
+        }
         std::fs::rename(&tmp, file).map_err(|e| format!("{}: {e}", file.display()))?;
         *self.secret.lock().expect("secret lock") = secret;
+        *self.fallback.lock().expect("fallback lock") = None;
         Ok(())
     }
+}
+
+/// Where a new secret waits until the database has it: `<token file>.new`
+/// (as the scripts name it).
+fn pending_path(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".new");
+    PathBuf::from(name)
 }
 
 /// Reads a token file of at most 4 KiB.

@@ -129,6 +129,9 @@ pub const LEAD_TRY: &str = include_str!("../sql/lead_try.sql");
 /// See `sql/lock_intruders_end.sql`.
 pub const LOCK_INTRUDERS_END: &str = include_str!("../sql/lock_intruders_end.sql");
 
+/// See `sql/lock_prepared_holds.sql`.
+pub const LOCK_PREPARED_HOLDS: &str = include_str!("../sql/lock_prepared_holds.sql");
+
 /// See `sql/login_rotate.sql`.
 pub const LOGIN_ROTATE: &str = include_str!("../sql/login_rotate.sql");
 

@@ -203,14 +203,16 @@ impl Target {
         config.password(login.secret());
         let mut client = match config.connect(self.tls.clone()) {
             Ok(c) => c,
-            // A boot token refused: a replacement left by a process that
-            // ended mid-rotation may be the one the database has.
-            Err(e)
-                if e.code() == Some(&postgres::error::SqlState::INVALID_PASSWORD)
-                    && login.take_fallback() =>
-            {
-                config.password(login.secret());
-                config.connect(self.tls.clone())?
+            // A boot token refused: a replacement whose rotation's answer
+            // was lost may be the one the database has.
+            Err(e) if e.code() == Some(&postgres::error::SqlState::INVALID_PASSWORD) => {
+                let Some(next) = login.fallback() else {
+                    return Err(e);
+                };
+                config.password(&next);
+                let c = config.connect(self.tls.clone())?;
+                login.adopt(next);
+                c
             }
             Err(e) => return Err(e),
         };
@@ -648,6 +650,8 @@ pub const MIGRATE_APP: &str = "orca migrate";
 /// so two at once are safe and a second run is a no-op.
 pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
     let mut intruders = Vec::new();
+    // A prepared transaction holding the lock has no session to end.
+    let prepared = crate::locks::free_from_prepared(client, MIGRATE_LOCK).map_err(|e| plain(&e))?;
     let mut tx = client.transaction().map_err(|e| plain(&e))?;
     // Another `orca migrate` (orca's role, `orca migrate` sessions) is
     // waited for; any other session holding the lock is ended.
@@ -699,16 +703,12 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
         Ok(w) => warnings.extend(w),
         Err(e) => warnings.push(format!("can't read the server's settings: {}", plain(&e))),
     }
-    for i in &intruders {
-        let _ = client.execute(
-            sql::EVENT_ADD,
-            &[
-                &None::<i64>,
-                &None::<String>,
-                &"intruder",
-                &i.describe("the migration lock"),
-            ],
-        );
+    let whys = intruders
+        .iter()
+        .map(|i| i.describe("the migration lock"))
+        .chain(prepared.iter().map(|p| format!("the migration lock: {p}")));
+    for why in whys {
+        let _ = crate::locks::record(client, &why);
     }
     Ok(Migrated {
         applied,

@@ -553,16 +553,35 @@ fn a_transaction_a_machine_login_prepared_is_rolled_back() {
     hand_made_machine(&db, "p", &role, "pw");
     let run = db.queue("job");
     let mut c = db.client_as(&role, "pw");
-    c.batch_execute("BEGIN; SELECT * FROM orca.worker_claim(1); PREPARE TRANSACTION 'evil'")
+    // Holding the migration lock, with no session to end.
+    c.batch_execute(
+        "BEGIN; SELECT pg_advisory_xact_lock(1869767524); PREPARE TRANSACTION 'migrate'",
+    )
+    .unwrap();
+    let mut m = Proc::spawn(db.orca(&["migrate"]), &dir.path("migrate.log"));
+    assert!(m.wait(30.0).success(), "{}", m.output());
+    // Prepared as its group role, so its owner is not the login: still
+    // not orca's. And one holding the lead lock.
+    c.batch_execute(
+        "SET ROLE orca_worker; BEGIN; SELECT * FROM orca.worker_claim(1); PREPARE TRANSACTION 'evil'",
+    )
+    .unwrap();
+    c.batch_execute("BEGIN; SELECT pg_advisory_xact_lock(1869767525); PREPARE TRANSACTION 'lead'")
         .unwrap();
-    assert_eq!(db.one::<i64>("SELECT count(*) FROM pg_prepared_xacts"), 1);
+    assert_eq!(db.one::<i64>("SELECT count(*) FROM pg_prepared_xacts"), 2);
+    // Overlap off: not refused as "another scheduler is running".
     let mut s = db.scheduler(&dir, &[("ORCA_LOGIN_XACT_SECONDS", "2")]);
     s.wait_for("the prepared transaction is rolled back", 20.0, || {
         db.one::<i64>("SELECT count(*) FROM pg_prepared_xacts") == 0
     });
     let why: String =
         db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'intruder'");
-    assert!(why.contains("rolled back"), "{why}");
+    for gid in ["evil", "migrate", "lead"] {
+        assert!(
+            why.contains(&format!("{gid:?} holding its locks: it was rolled back")),
+            "{why}"
+        );
+    }
     // Its claim went with it: another worker of the pool takes the run.
     let other = format!("orca_m_prep2_{}", std::process::id());
     hand_made_machine(&db, "p", &other, "pw");
