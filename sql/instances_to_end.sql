@@ -7,8 +7,8 @@
 -- instances in use, or used within the last $1 seconds; the longest idle go
 -- first), or whose warm time is over. Ended with why (rows a login holds
 -- locked are skipped this time); the
--- instances (name, provider, provider id, region, login) returned to be
--- deleted and their logins revoked.
+-- instances (name, provider, provider id, region, login, true) returned to
+-- be deleted and their logins revoked.
 WITH kinds AS (
     SELECT DISTINCT md5(coalesce(spec -> 'ec2', 'null'::jsonb)::text) AS kind
     FROM orca.pipelines WHERE placement = 'ec2' AND NOT retired
@@ -53,4 +53,10 @@ WITH kinds AS (
     INSERT INTO orca.events (run, kind, why)
     SELECT run, 'instance ended', format('%s: %s', instance, why) FROM ended
 )
-SELECT instance, provider, provider_id, region, login FROM ended
+SELECT instance, provider, provider_id, region, login, true AS ended FROM ended
+UNION ALL
+-- Doomed, but its login holds the row: that login is revoked (its sessions
+-- ended) so the row is free on a later pass, however the login cycles.
+SELECT i.instance, i.provider, i.provider_id, i.region, i.login, false
+FROM orca.instances i JOIN doomed d ON d.id = i.id
+WHERE d.why IS NOT NULL AND i.id NOT IN (SELECT id FROM free)

@@ -449,13 +449,22 @@ impl Ec2Runs {
                 self.delete(db, session, ended.iter().map(ended_of).collect())?;
             }
         }
-        let ended = db.run_fenced(session, |c| {
+        let rows = db.run_fenced(session, |c| {
             c.query(
                 sql::INSTANCES_TO_END,
                 &[&self.pool_seconds, &POLL_GONE, &self.timing.lost],
             )
         })?;
-        self.delete(db, session, ended.iter().map(ended_of).collect())?;
+        let (ended, held): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.get::<_, bool>(5));
+        for r in held {
+            let login: String = r.get(4);
+            log::warn!(
+                "instance {}: its login holds its row: revoking the login first",
+                r.get::<_, String>(0)
+            );
+            db.run_fenced(session, |c| pool_machines::revoke(c, &login))?;
+        }
+        self.delete(db, session, ended.into_iter().map(ended_of).collect())?;
         // Strays: instances with this stack's label that no live row holds
         // (made, but the row wasn't written), with the providers in use here.
         let due = self

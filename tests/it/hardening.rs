@@ -625,8 +625,20 @@ fn an_instance_login_holding_its_row_holds_up_no_other_instance_s_end() {
             &[&60.0f64, &30.0f64, &30.0f64],
         )
         .unwrap();
-    let names: Vec<String> = ended.iter().map(|r| r.get(0)).collect();
-    assert_eq!(names, vec!["inst-good".to_string()]);
+    let rows: Vec<(String, String, bool)> = ended
+        .iter()
+        .map(|r| (r.get(0), r.get(4), r.get(5)))
+        .collect();
+    assert!(
+        rows.contains(&("inst-good".into(), good.clone(), true)),
+        "{rows:?}"
+    );
+    // The held one comes back with its login, to be revoked first.
+    assert!(
+        rows.contains(&("inst-evil".into(), evil.clone(), false)),
+        "{rows:?}"
+    );
+    assert_eq!(rows.len(), 2, "{rows:?}");
     held.batch_execute("COMMIT").unwrap();
     let ended = c
         .query(
@@ -634,7 +646,8 @@ fn an_instance_login_holding_its_row_holds_up_no_other_instance_s_end() {
             &[&60.0f64, &30.0f64, &30.0f64],
         )
         .unwrap();
-    assert_eq!(ended.len(), 1, "the held one is ended on a later pass");
+    let ended: Vec<bool> = ended.iter().map(|r| r.get(5)).collect();
+    assert_eq!(ended, vec![true], "the held one is ended on a later pass");
 }
 
 #[test]
