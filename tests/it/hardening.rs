@@ -5,7 +5,7 @@
 //! `orca_instance` groups, made by hand where the test plays the machine.
 
 use crate::harness::*;
-use crate::pools::{hand_made_machine, hand_worker, pool_scheduler, with_pool};
+use crate::pools::{hand_made_machine, hand_worker, pool_scheduler, pool_test, with_pool};
 
 /// Pipelines whose output holds a NUL byte, invalid UTF-8, and a flood of
 /// random bytes (control characters, NULs), with an alert URL so a final
@@ -260,14 +260,8 @@ fn tick_max_ms(path: &std::path::Path) -> f64 {
 
 #[test]
 fn a_machine_holding_a_transaction_open_delays_no_tick_by_more_than_two_seconds() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &with_pool(
-            "p",
-            "idle_seconds = 1\n\n[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n\n[pipelines.here]\ncommand = \"echo here\"\n",
-        ),
+    let (db, dir) = pool_test(
+        "idle_seconds = 1\n\n[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n\n[pipelines.here]\ncommand = \"echo here\"\n",
     );
     let role = format!("orca_m_hold_{}", std::process::id());
     hand_made_machine(&db, "p", &role, "pw");
@@ -416,28 +410,15 @@ fn an_instance_login_holding_the_migration_lock_does_not_stop_migrate() {
 
 #[test]
 fn a_login_holding_the_old_claim_key_keeps_no_run_queued() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &with_pool(
-            "p",
-            "[pipelines.job]\ncommand = \"echo ran\"\nplacement = \"worker:p\"\n",
-        ),
-    );
+    let (db, dir) =
+        pool_test("[pipelines.job]\ncommand = \"echo ran\"\nplacement = \"worker:p\"\n");
     let name = format!("orca_m_claim_{}", std::process::id());
     let mut held = squatter(&db, &name, "orca_worker", 0, "x");
     // The key claims took (1869767526, hashtext(pipeline)) before.
     held.execute("SELECT pg_advisory_lock(1869767526, hashtext('job'))", &[])
         .unwrap();
     // And the lock claims take now is a row no login can reach.
-    let e = held
-        .batch_execute("SELECT * FROM orca.claim_locks FOR UPDATE")
-        .unwrap_err();
-    assert_eq!(
-        e.code(),
-        Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)
-    );
+    refused(&mut held, "SELECT * FROM orca.claim_locks FOR UPDATE");
     let role = format!("orca_m_claimer_{}", std::process::id());
     hand_made_machine(&db, "p", &role, "pw");
     let mut w = hand_worker(&db, &dir, "p", &role, "pw");
@@ -467,12 +448,7 @@ fn machine_and_instance_logins_can_make_no_temporary_objects() {
             "CREATE TABLE public.t (x int)",
             "CREATE TABLE orca.t (x int)",
         ] {
-            let e = c.batch_execute(sql).unwrap_err();
-            assert_eq!(
-                e.code(),
-                Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
-                "{name}: {sql}: {e}"
-            );
+            refused(&mut c, sql);
         }
     }
     // orca's own role keeps what it needs.

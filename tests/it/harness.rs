@@ -367,6 +367,16 @@ pub fn connect(url: &str) -> postgres::Client {
     }
 }
 
+/// Asserts that `sql`, run on `c`, is refused for want of privilege.
+pub fn refused(c: &mut postgres::Client, sql: &str) {
+    let e = c.batch_execute(sql).unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+        "{sql}: {e:?}"
+    );
+}
+
 /// Bytes as text, for messages.
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

@@ -6,7 +6,7 @@
 //! driver of an EC2 run (local provider).
 
 use crate::harness::*;
-use crate::pools::{pool_scheduler, with_pool};
+use crate::pools::{pool_scheduler, pool_test, with_pool};
 
 /// A shell script printing every credential-looking string its user can
 /// read in `/proc`, and the token files named there.
@@ -173,13 +173,8 @@ fn without_run_as_a_machine_s_boot_token_found_by_a_run_logs_nobody_in() {
 
 #[test]
 fn a_run_s_environment_holds_nothing_of_orca_s() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &with_pool(
-            "p",
-            r#"
+    let (db, dir) = pool_test(
+        r#"
 [pipelines.env_local]
 command = "env"
 env = { MINE = "kept" }
@@ -189,7 +184,6 @@ command = "env"
 placement = "worker:p"
 env = { MINE = "kept" }
 "#,
-        ),
     );
     let mut s = pool_scheduler(
         &db,
@@ -233,19 +227,13 @@ env = { MINE = "kept" }
 
 #[test]
 fn no_log_level_prints_a_secret() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &with_pool(
-            "p",
-            r#"
+    let (db, dir) = pool_test(
+        r#"
 [pipelines.job]
 command = "echo ran"
 placement = "worker:p"
 env = { API_KEY = "pipeline-env-secret-value" }
 "#,
-        ),
     );
     let mut s = pool_scheduler(&db, &dir, &[("RUST_LOG", "trace")]);
     let run = db.queue("job");
@@ -319,15 +307,8 @@ fn long_lived_processes_are_undumpable_and_their_environ_shows_no_secret() {
 #[test]
 fn a_boot_token_is_replaced_at_the_first_login_and_a_lost_rename_is_recovered() {
     use crate::pools::{hand_made_machine, hand_worker_with};
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &with_pool(
-            "p",
-            "[pipelines.job]\ncommand = \"echo ran\"\nplacement = \"worker:p\"\n",
-        ),
-    );
+    let (db, dir) =
+        pool_test("[pipelines.job]\ncommand = \"echo ran\"\nplacement = \"worker:p\"\n");
     let role = format!("orca_m_rot_{}", std::process::id());
     hand_made_machine(&db, "p", &role, "boot-secret");
     let file = dir.path("token");
