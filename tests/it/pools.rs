@@ -489,17 +489,13 @@ fn a_stray_with_this_stack_s_labels_is_deleted_and_another_stack_s_kept() {
 
 #[test]
 fn a_pool_removed_from_the_file_loses_its_idle_machines() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    let file = with_pool(
-        "p",
+    let (db, dir) = pool_test(
         r#"
 [pipelines.job]
 command = "true"
 placement = "worker:p"
 "#,
     );
-    db.register(&dir, &file);
     let run = db.queue("job");
     let mut s = pool_scheduler(&db, &dir, &[]);
     wait_until("the run succeeds", 40.0, || db.state(run) == "succeeded");
@@ -515,17 +511,8 @@ placement = "worker:p"
 
 #[test]
 fn a_pool_put_back_in_the_file_no_longer_says_retired() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    let file = with_pool(
-        "p",
-        r#"
-[pipelines.job]
-command = "true"
-placement = "worker:p"
-"#,
-    );
-    db.register(&dir, &file);
+    let jobs = "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n";
+    let (db, dir) = pool_test(jobs);
     let run = db.queue("job");
     let mut s = pool_scheduler(&db, &dir, &[]);
     wait_until("the run succeeds", 40.0, || db.state(run) == "succeeded");
@@ -536,13 +523,16 @@ placement = "worker:p"
     assert!(status(&db, "p").contains("retired"), "{}", status(&db, "p"));
     // Back in the file: its status is no longer the retired one, at once
     // and after the scaler's passes.
-    db.register(&dir, &file);
+    db.register(&dir, &with_pool("p", jobs));
     let shown = db.ok(&["pools"]);
     assert!(!shown.contains("retired"), "{shown}");
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    wait_until("a scaler pass says the pool's own status", 20.0, || {
+        let now = status(&db, "p");
+        assert!(!now.contains("retired"), "{now}");
+        now == "no demand"
+    });
     let shown = db.ok(&["pools"]);
     assert!(!shown.contains("retired"), "{shown}");
-    assert_eq!(status(&db, "p"), "no demand");
     s.stop();
 }
 

@@ -722,17 +722,28 @@ fn a_schedule_that_never_fires_costs_the_tick_nothing() {
             "[pipelines.p{n}]\ncommand = \"true\"\nschedule = \"0 0 28 2 *\"\n"
         ));
     }
+    file.push_str("[pipelines.probe]\ncommand = \"true\"\n");
     db.register(&dir, &file);
     // Stored by a binary that did not refuse it: the 31st of February.
     db.client()
         .batch_execute(
             "UPDATE orca.pipelines SET schedule = '0 0 31 2 *',
-                 spec = jsonb_set(spec, '{schedule}', '\"0 0 31 2 *\"'), next_fire = NULL",
+                 spec = jsonb_set(spec, '{schedule}', '\"0 0 31 2 *\"'), next_fire = NULL
+             WHERE name <> 'probe'",
         )
         .unwrap();
     let stats = dir.path("ticks");
     let mut s = db.scheduler(&dir, &[("ORCA_TICK_STATS", stats.to_str().unwrap())]);
-    std::thread::sleep(std::time::Duration::from_secs(4));
+    s.wait_for("the schedules are found never to fire", 20.0, || {
+        s.output().contains("never fires")
+    });
+    // Ticks after that one: a run queued now is started and ended by them.
+    for _ in 0..3 {
+        let run = db.queue("probe");
+        wait_until("a probe run succeeds", 20.0, || {
+            db.state(run) == "succeeded"
+        });
+    }
     s.stop();
     let line = std::fs::read_to_string(&stats).unwrap();
     let p50: f64 = line
