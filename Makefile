@@ -4,7 +4,14 @@ MUSL := x86_64-unknown-linux-musl
 STATIC := target/$(MUSL)/release/orca
 BUDGET := 4194304
 
-.PHONY: all build release test demo static bench lint fmt clean
+.PHONY: all build release test demo static install bench lint fmt clean deps-test deps-demo
+
+# `make install` puts the binary in $(DESTDIR)$(PREFIX)/bin and the scheduler's
+# systemd unit and user-data loop in $(DESTDIR)$(PREFIX)/share/orca; BIN is the
+# binary to install (by default the static one, built by `make static`).
+PREFIX ?= /usr/local
+DESTDIR ?=
+BIN ?= $(STATIC)
 
 all: build
 
@@ -17,13 +24,13 @@ release:
 # The whole suite against a real Postgres (scripts/test-db.sh finds or makes one).
 # Built once first, then run; the tests mostly wait on processes, so they run
 # more at once than there are cores.
-test:
+test: deps-test
 	cargo build --all-targets
 	scripts/test-db.sh cargo test -- --test-threads=6
 
 # A throwaway Postgres, migrate, register examples/orca.toml, the scheduler
 # for about a minute, then `orca runs`. Nothing is left running.
-demo: release
+demo: deps-demo release
 	scripts/test-db.sh scripts/demo.sh
 
 # The static musl binary: release, opt-level z, LTO, stripped; within budget.
@@ -35,6 +42,23 @@ static:
 	echo "$(STATIC): $$size bytes ($$(awk "BEGIN{printf \"%.2f\", $$size/1048576}") MiB; budget 4 MiB)"; \
 	ldd $(STATIC) 2>&1 | sed 's/^/ldd: /'; \
 	test $$size -le $(BUDGET) || { echo "over budget" >&2; exit 1; }
+
+install: $(if $(filter $(STATIC),$(BIN)),static)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/orca
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/orca
+	sed 's#/usr/local/bin/orca#$(PREFIX)/bin/orca#g' scripts/orca-scheduler.service \
+		>$(DESTDIR)$(PREFIX)/share/orca/orca-scheduler.service
+	sed 's#/usr/local/bin/orca#$(PREFIX)/bin/orca#g' scripts/user-data.sh \
+		>$(DESTDIR)$(PREFIX)/share/orca/user-data.sh
+	chmod 0644 $(DESTDIR)$(PREFIX)/share/orca/orca-scheduler.service
+	chmod 0755 $(DESTDIR)$(PREFIX)/share/orca/user-data.sh
+
+# What the tests and the demo need beyond Rust (Postgres, a registry, a
+# Python venv): installed as root with apt-get, or one command to run.
+deps-test:
+	@scripts/deps.sh test
+deps-demo:
+	@scripts/deps.sh demo
 
 # Figures, not pass/fail: tick cost, start rate, memory, binary size.
 bench: release

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs what `make test` and `make demo` need beyond Rust, on Debian:
+#
+#   scripts/deps.sh test|demo
+#
+#   test  Postgres (server and psql), openssl (TLS tests), docker-registry (a
+#         real OCI registry for the image tests), python3 with venv (the Dask
+#         engine test makes a virtualenv and installs from PyPI)
+#   demo  Postgres (server and psql)
+#
+# Nothing is installed when everything is there. As root with apt-get it
+# installs what is missing; otherwise, or with ORCA_NO_INSTALL=1, it prints the
+# one command to run and exits 2.
+set -euo pipefail
+
+what=${1:?usage: scripts/deps.sh test|demo}
+need=()
+have_initdb() {
+  [ -n "${ORCA_TEST_DATABASE_URL:-}" ] && return 0
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && return 0
+  [ -x "$(pg_config --bindir 2>/dev/null)/initdb" ]
+}
+command -v psql >/dev/null || need+=(postgresql-client)
+have_initdb || need+=(postgresql)
+if [ "$what" = test ]; then
+  command -v openssl >/dev/null || need+=(openssl)
+  [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
+  if ! command -v python3 >/dev/null; then
+    need+=(python3 python3-venv)
+  elif ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    need+=(python3-venv)
+  fi
+elif [ "$what" != demo ]; then
+  echo "deps.sh: unknown target '$what' (test or demo)" >&2
+  exit 2
+fi
+
+[ ${#need[@]} -eq 0 ] && exit 0
+cmd="apt-get install -y ${need[*]}"
+if [ -z "${ORCA_NO_INSTALL:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "deps.sh: installing ${need[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  exit 0
+fi
+[ "$(id -u)" = 0 ] || cmd="sudo $cmd"
+echo "deps.sh: make $what needs ${need[*]}: run \`$cmd\`" >&2
+exit 2
