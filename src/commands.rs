@@ -80,6 +80,10 @@ pub fn migrate(opts: &DbOpts) -> Outcome {
         state::migration_floor(),
         m.before,
     );
+    // The stack's id labels every machine and instance it makes (the
+    // `orca-stack` tag an IAM policy conditions on: docs/aws.md).
+    let stack = crate::stack_identity::stack_id(&mut client).map_err(no)?;
+    println!("stack {stack}");
     Ok(())
 }
 

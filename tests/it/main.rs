@@ -13,4 +13,5 @@ mod pools;
 mod registry;
 mod scheduler;
 mod secrets;
+mod setup;
 mod warm_pool;

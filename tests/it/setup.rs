@@ -1,0 +1,245 @@
+//! The set-up an operator follows (`docs/setup.md`, `docs/aws.md`, `make
+//! install`) does what the pages say: their SQL, `pg_hba.conf` lines and IAM
+//! policy are taken from the pages themselves, so the pages can't drift.
+
+use crate::harness::*;
+use std::process::Command;
+
+fn repo_file(path: &str) -> String {
+    let full = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
+}
+
+/// The fenced blocks of `lang` (`""`: none given) in a Markdown page.
+fn blocks(page: &str, lang: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in page.lines() {
+        let fence = line.trim_start().strip_prefix("```");
+        match (&mut current, fence) {
+            (None, Some(tag)) => current = Some((tag.trim().to_string(), String::new())),
+            (Some(_), Some(_)) => {
+                let (tag, body) = current.take().unwrap();
+                if tag == lang {
+                    out.push(body);
+                }
+            }
+            (Some((_, body)), None) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// The `pg_hba.conf` lines of docs/setup.md (the block whose lines start
+/// with `hostssl`), made to fit a cluster on 127.0.0.1 without TLS.
+fn hba_lines(page: &str) -> Vec<String> {
+    let block = blocks(page, "")
+        .into_iter()
+        .find(|b| b.contains("hostssl"))
+        .expect("docs/setup.md has a pg_hba.conf block");
+    block
+        .lines()
+        .filter(|l| l.starts_with("hostssl"))
+        .map(|l| {
+            let l = l.split('#').next().unwrap();
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 5, "a pg_hba.conf line of five fields: {l}");
+            format!("host {} {} 127.0.0.1/32 {}", f[1], f[2], f[4])
+        })
+        .collect()
+}
+
+fn can_log_in(url: &str) -> Result<(), String> {
+    postgres::Client::connect(url, postgres::NoTls)
+        .map(|_| ())
+        .map_err(|e| format!("{e}: {:?}", e.as_db_error().map(|d| d.code().code())))
+}
+
+/// docs/setup.md's SQL, run by a superuser on a fresh cluster with its
+/// `pg_hba.conf` lines, gives a role that can `orca migrate` and run orca,
+/// whose machine and instance logins get in, while a role that is neither is
+/// refused and orca's own role needs its password.
+#[test]
+fn the_setup_page_makes_a_database_orca_runs_on() {
+    let page = repo_file("docs/setup.md");
+    let cluster = Cluster::new("password_encryption = 'scram-sha-256'");
+    cluster.start();
+    let sql = blocks(&page, "sql");
+    assert_eq!(sql.len(), 1, "docs/setup.md has one SQL block");
+    // Run as an administrator would: psql, stopping at the first error.
+    let dir = TempDir::new();
+    let file = dir.write("setup.sql", &sql[0].replace("change-me", "orca-setup-pw"));
+    let out = Command::new("psql")
+        .args([
+            &cluster.url(),
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-f",
+            &file,
+        ])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "docs/setup.md's SQL runs as written: {}",
+        text(&out.stderr)
+    );
+    let mut admin = connect(&cluster.url());
+
+    let hba = format!(
+        "local all postgres trust\nhost all postgres 127.0.0.1/32 trust\n{}\n",
+        hba_lines(&page).join("\n")
+    );
+    let hba_path = cluster.dir.join("data/pg_hba.conf");
+    std::fs::write(&hba_path, hba).unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    // Reloading is asynchronous: wait for the new rules to refuse a stranger.
+    admin
+        .batch_execute("CREATE ROLE stranger LOGIN PASSWORD 'stranger-pw'")
+        .unwrap();
+    let port = cluster.port();
+    let url = |user: &str, pw: &str| format!("postgres://{user}:{pw}@127.0.0.1:{port}/orca");
+    wait_until("pg_hba.conf reloaded", 30.0, || {
+        can_log_in(&url("stranger", "stranger-pw")).is_err()
+    });
+
+    let orca = url("orca", "orca-setup-pw");
+    let out = Command::new(bin())
+        .arg("migrate")
+        .env("ORCA_DATABASE_URL", &orca)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "orca migrate: {}", text(&out.stderr));
+    // It names the stack, the `orca-stack` tag docs/aws.md's policy wants.
+    let stack: String = connect(&orca)
+        .query_one("SELECT id FROM orca.stack", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        text(&out.stdout)
+            .lines()
+            .any(|l| l == format!("stack {stack}")),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = Command::new(bin())
+        .args(["runs"])
+        .env("ORCA_DATABASE_URL", &orca)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "orca runs: {}", text(&out.stderr));
+    assert!(
+        can_log_in(&url("orca", "wrong")).is_err(),
+        "orca's role logs in with its password only"
+    );
+
+    // Logins as the scheduler makes them, in each group the page lets in.
+    let mut c = connect(&orca);
+    for (login, group) in [("m_setup", "orca_worker"), ("i_setup", "orca_instance")] {
+        c.execute(
+            "SELECT orca.login_role_make($1, $2, $3)",
+            &[&login, &"login-pw", &group],
+        )
+        .unwrap();
+        can_log_in(&url(login, "login-pw")).unwrap_or_else(|e| panic!("{login} ({group}): {e}"));
+    }
+    let refused = can_log_in(&url("stranger", "stranger-pw")).unwrap_err();
+    assert!(refused.contains("28000"), "no pg_hba.conf line: {refused}");
+}
+
+/// docs/aws.md's policy is valid JSON and allows every AWS action orca's
+/// code calls, and the table above it names them all.
+#[test]
+fn the_aws_page_policy_allows_every_call_orca_makes() {
+    let page = repo_file("docs/aws.md");
+    let json = blocks(&page, "json");
+    assert_eq!(json.len(), 1, "docs/aws.md has one policy");
+    let policy: serde_json::Value = serde_json::from_str(&json[0]).expect("the policy is JSON");
+    let mut allowed = Vec::new();
+    for s in policy["Statement"].as_array().expect("statements") {
+        assert_eq!(s["Effect"], "Allow");
+        match &s["Action"] {
+            serde_json::Value::String(a) => allowed.push(a.clone()),
+            serde_json::Value::Array(a) => {
+                allowed.extend(a.iter().map(|v| v.as_str().unwrap().to_string()))
+            }
+            other => panic!("an Action: {other}"),
+        }
+    }
+
+    let code = repo_file("src/ec2/mod.rs");
+    let mut called: Vec<String> = code
+        .match_indices("self.call(")
+        .filter_map(|(i, m)| {
+            let rest = code[i + m.len()..].trim_start().strip_prefix('"')?;
+            Some(format!("ec2:{}", &rest[..rest.find('"')?]))
+        })
+        .collect();
+    assert!(called.len() >= 4, "found orca's EC2 calls: {called:?}");
+    if code.contains("GetAuthorizationToken") {
+        called.push("ecr:GetAuthorizationToken".into());
+    }
+    if code.contains("TagSpecification") {
+        called.push("ec2:CreateTags".into());
+    }
+    if code.contains("IamInstanceProfile") {
+        called.push("iam:PassRole".into());
+    }
+    if repo_file("src/registry.rs").contains("/blobs/") {
+        called.extend([
+            "ecr:BatchGetImage".into(),
+            "ecr:GetDownloadUrlForLayer".into(),
+        ]);
+    }
+    for action in &called {
+        assert!(
+            allowed.contains(action),
+            "docs/aws.md's policy lacks {action}"
+        );
+        assert!(
+            page.contains(&format!("`{action}`")),
+            "docs/aws.md's table lacks {action}"
+        );
+    }
+}
+
+/// `make install` with DESTDIR and PREFIX puts the binary and the
+/// scheduler's launchers where the README says, pointing at that prefix.
+#[test]
+fn make_install_honours_destdir_and_prefix() {
+    let dir = TempDir::new();
+    let dest = dir.path("root");
+    let out = Command::new("make")
+        .args([
+            "-s",
+            "install",
+            &format!("BIN={}", bin()),
+            &format!("DESTDIR={}", dest.display()),
+            "PREFIX=/opt/orca",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("make");
+    assert!(out.status.success(), "make install: {}", text(&out.stderr));
+    let installed = dest.join("opt/orca/bin/orca");
+    let v = Command::new(&installed).arg("--version").output().unwrap();
+    assert!(text(&v.stdout).starts_with("orca "), "{}", text(&v.stdout));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&installed), 0o755);
+    let unit = dest.join("opt/orca/share/orca/orca-scheduler.service");
+    let loop_ = dest.join("opt/orca/share/orca/user-data.sh");
+    assert_eq!(mode(&unit), 0o644);
+    assert_eq!(mode(&loop_), 0o755);
+    for f in [&unit, &loop_] {
+        let t = std::fs::read_to_string(f).unwrap();
+        assert!(t.contains("/opt/orca/bin/orca"), "{}", f.display());
+        assert!(!t.contains("/usr/local/bin/orca"), "{}", f.display());
+    }
+}
