@@ -37,7 +37,7 @@ impl Registry {
         let bin = "/usr/bin/docker-registry";
         assert!(
             std::path::Path::new(bin).exists(),
-            "{bin} is missing: install Debian's docker-registry package (.ci/run does)"
+            "{bin} is missing: install Debian's docker-registry package (make test does: scripts/deps.sh)"
         );
         let dir = TempDir::new();
         let addr = format!("127.0.0.1:{}", free_port());
