@@ -330,7 +330,9 @@ impl Child {
 /// not Postgres's client settings (every `PG*`: `PGPASSWORD`, `PGPASSFILE`,
 /// `PGSSLKEY`, `PGSERVICEFILE`...), not AWS credentials (every `AWS_*` but
 /// the region). A pipeline that needs one sets it in its `env`; orca sets
-/// `ORCA_RUN_ID`, `ORCA_RUN_START` and `ORCA_PIPELINE` itself.
+/// `ORCA_RUN_ID`, `ORCA_RUN_START` and `ORCA_PIPELINE` itself, and on an
+/// EC2 run's instance `ORCA_INSTANCE`, `ORCA_HEAD_ADDRESS` and
+/// `ORCA_WORKER_ADDRESSES` (addresses, not secrets).
 pub fn passed_on(key: &std::ffi::OsStr) -> bool {
     let Some(key) = key.to_str() else {
         return false;

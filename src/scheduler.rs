@@ -1047,7 +1047,7 @@ impl Scheduler {
                     return Self::complain(e);
                 }
             } else {
-                self.sup.launch(id, start, p, &args);
+                self.sup.launch(id, start, p, &args, &[]);
             }
         }
     }

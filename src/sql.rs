@@ -51,6 +51,9 @@ pub const INSTANCE_ASK_DRAIN: &str = include_str!("../sql/instance_ask_drain.sql
 /// See `sql/instance_beat.sql`.
 pub const INSTANCE_BEAT: &str = include_str!("../sql/instance_beat.sql");
 
+/// See `sql/instance_cluster.sql`.
+pub const INSTANCE_CLUSTER: &str = include_str!("../sql/instance_cluster.sql");
+
 /// See `sql/instance_drain.sql`.
 pub const INSTANCE_DRAIN: &str = include_str!("../sql/instance_drain.sql");
 

@@ -77,6 +77,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "hardening",
         sql: include_str!("../sql/migrations/0005_hardening.sql"),
     },
+    Migration {
+        version: 6,
+        name: "cluster",
+        sql: include_str!("../sql/migrations/0006_cluster.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -200,13 +200,23 @@ impl Supervisor {
     }
 
     /// Starts attempt `(id, start)` of `p` with `args`; a process that can't
-    /// be started is a failed attempt.
-    pub fn launch(&mut self, id: i64, start: i32, p: &Arc<Pipeline>, args: &[String]) {
+    /// be started is a failed attempt. Its environment: the pipeline's
+    /// `env`, then `ORCA_RUN_ID`, `ORCA_RUN_START`, `ORCA_PIPELINE` and
+    /// `extra` (an EC2 run's driver: its cluster's addresses).
+    pub fn launch(
+        &mut self,
+        id: i64,
+        start: i32,
+        p: &Arc<Pipeline>,
+        args: &[String],
+        extra: &[(String, String)],
+    ) {
         let mut env: Vec<(String, String)> =
             p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         env.push(("ORCA_RUN_ID".into(), id.to_string()));
         env.push(("ORCA_RUN_START".into(), start.to_string()));
         env.push(("ORCA_PIPELINE".into(), p.name.clone()));
+        env.extend(extra.iter().cloned());
         match Child::spawn(&p.command.argv(args), &env) {
             Ok(child) => {
                 log::info!(

@@ -181,22 +181,89 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> i32 {
     }
 }
 
+/// What an EC2 run's instances know of their cluster: the head's own
+/// address, and its workers' in the order they were given to the run.
+#[derive(Debug, Clone, PartialEq)]
+struct Cluster {
+    head: String,
+    workers: Vec<String>,
+}
+
+impl Cluster {
+    /// The variables every command of an instance serving the run gets
+    /// (update, services and the driver alike), besides the run's own:
+    /// `ORCA_INSTANCE`, `ORCA_HEAD_ADDRESS`, `ORCA_WORKER_ADDRESSES`
+    /// (comma-separated; empty with no workers). Addresses, not secrets.
+    fn env(&self, instance: &str) -> Vec<(String, String)> {
+        vec![
+            ("ORCA_INSTANCE".into(), instance.to_string()),
+            ("ORCA_HEAD_ADDRESS".into(), self.head.clone()),
+            ("ORCA_WORKER_ADDRESSES".into(), self.workers.join(",")),
+        ]
+    }
+}
+
+/// Waits until run `(run, start)` has its `workers` workers (a tick makes
+/// only so many instances: the rest come on the next ticks; a head is
+/// always made first), or is over (what it has then: its services stop at
+/// once, as they would have), and returns their addresses. `None` once
+/// `instance` serves the run no longer (its row ended, its credentials
+/// revoked).
+fn cluster(
+    db: &mut Db,
+    said: &mut String,
+    instance: &str,
+    run: i64,
+    start: i32,
+    workers: i32,
+) -> Option<Cluster> {
+    let want = usize::try_from(workers).unwrap_or(0);
+    let mut told = false;
+    loop {
+        match db.run(|c| c.query_opt(sql::INSTANCE_CLUSTER, &[&instance, &run, &start])) {
+            Ok(None) => {
+                log::info!("instance {instance}: it serves run {run} at start {start} no longer");
+                return None;
+            }
+            Ok(Some(row)) => {
+                let given: Vec<String> = row.get(1);
+                if given.len() >= want || row.get::<_, bool>(2) {
+                    return Some(Cluster {
+                        head: row.get(0),
+                        workers: given,
+                    });
+                }
+                if !told {
+                    log::info!(
+                        "run {run}: waiting for its instances ({} of {want} workers so far)",
+                        given.len()
+                    );
+                    told = true;
+                }
+            }
+            Err(_) if revoked(db) => return None,
+            Err(e) => say(said, &e),
+        }
+        pause(None);
+    }
+}
+
 /// The environment an instance's services and update get: the pipeline's
-/// own, the run's, and the head's address.
+/// own, the run's, and its cluster's (see [`Cluster::env`]), as the
+/// driver gets them.
 fn service_env(
     p: &Pipeline,
     instance: &str,
     run: i64,
     start: i32,
-    address: &str,
+    cluster: &Cluster,
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> =
         p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     env.push(("ORCA_RUN_ID".into(), run.to_string()));
     env.push(("ORCA_RUN_START".into(), start.to_string()));
     env.push(("ORCA_PIPELINE".into(), p.name.clone()));
-    env.push(("ORCA_INSTANCE".into(), instance.to_string()));
-    env.push(("ORCA_HEAD_ADDRESS".into(), address.to_string()));
+    env.extend(cluster.env(instance));
     env
 }
 
@@ -220,8 +287,9 @@ fn run_to_end(cmd: &Command, env: &[(String, String)]) -> bool {
 }
 
 /// `orca ec2-serve <instance> <run> <start>`: what an EC2 run's instance
-/// does for the run. First, when the run may take new code, the pipeline's
-/// `update`. The head runs `head_service` beside the pipeline's command
+/// does for the run. First it waits until the run has all its instances
+/// (each command gets their addresses: [`Cluster::env`]); then, when the
+/// run may take new code, the pipeline's `update`. The head runs `head_service` beside the pipeline's command
 /// (the driver), which it supervises as the scheduler does (timeout, cancel,
 /// output, heartbeat, outcome), and stops the service when the driver has
 /// ended. A worker runs `worker_service` until the run is over (as
@@ -256,7 +324,6 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
         pause(None);
     };
     let role: String = row.get(0);
-    let address: String = row.get(1);
     let fresh: bool = row.get(2);
     let args: Vec<String> = row.get(4);
     let p: Pipeline = match serde_json::from_value(row.get(3)) {
@@ -273,7 +340,13 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
         eprintln!("orca: pipeline {} has no [ec2] table", p.name);
         return 1;
     };
-    let env = service_env(&p, instance, run, start, &address);
+    // Every command gets the whole cluster's addresses: wait until the run
+    // has all its instances (rows are written as they are made, before they
+    // boot: a tick or a few).
+    let Some(cluster) = cluster(&mut db, &mut said, instance, run, start, ec2.workers) else {
+        return 1;
+    };
+    let env = service_env(&p, instance, run, start, &cluster);
     if fresh && let Some(update) = &ec2.update {
         log::info!("run {run} may take new code: running the update");
         run_to_end(update, &env);
@@ -311,7 +384,7 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
         timing.kill_grace,
         &supervise::HEAD,
     );
-    sup.launch(run, start, &Arc::new(p), &args);
+    sup.launch(run, start, &Arc::new(p), &args, &cluster.env(instance));
     let tick = Duration::from_secs_f64(timing.tick);
     while !sup.idle() {
         sup.reap();
@@ -334,5 +407,29 @@ mod tests {
     fn the_next_line_says_whether_new_code_may_be_taken() {
         assert_eq!(next_line(42, 1, "10.0.0.5", true), "next 42 1 10.0.0.5 1");
         assert_eq!(next_line(42, 2, "-", false), "next 42 2 - 0");
+    }
+
+    #[test]
+    fn every_command_gets_the_cluster_s_addresses() {
+        let two = Cluster {
+            head: "10.0.0.5".into(),
+            workers: vec!["10.0.0.7".into(), "10.0.0.6".into()],
+        };
+        assert_eq!(
+            two.env("orca-i-3"),
+            [
+                ("ORCA_INSTANCE".to_string(), "orca-i-3".to_string()),
+                ("ORCA_HEAD_ADDRESS".to_string(), "10.0.0.5".to_string()),
+                (
+                    "ORCA_WORKER_ADDRESSES".to_string(),
+                    "10.0.0.7,10.0.0.6".to_string()
+                ),
+            ]
+        );
+        let none = Cluster {
+            head: "10.0.0.5".into(),
+            workers: Vec::new(),
+        };
+        assert_eq!(none.env("i")[2].1, "");
     }
 }

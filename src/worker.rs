@@ -221,7 +221,7 @@ pub fn main(pool: &str) -> i32 {
                         let args: Vec<String> = row.get(3);
                         let spec: serde_json::Value = row.get(4);
                         match serde_json::from_value::<Pipeline>(spec) {
-                            Ok(p) => sup.launch(id, start, &Arc::new(p), &args),
+                            Ok(p) => sup.launch(id, start, &Arc::new(p), &args, &[]),
                             Err(e) => {
                                 // Not one this binary can run: the attempt
                                 // fails, saying why (a retry may land on a

@@ -79,16 +79,17 @@ fn a_finished_run_s_instances_are_handed_to_the_next_run() {
          FROM orca.instances i JOIN orca.runs r ON r.id = i.run WHERE r.id = {next}"
     ));
     assert!(took <= 2.0, "hand-over took {took}s");
-    // A run's first start takes new code: each instance ran the update.
-    let updates = std::fs::read_to_string(dir.path("updates")).unwrap();
-    assert_eq!(
-        updates
+    // A run's first start takes new code: each instance ran the update (a
+    // worker's may come after the driver's end: it runs its own update).
+    let updated = || {
+        std::fs::read_to_string(dir.path("updates"))
+            .unwrap()
             .lines()
             .filter(|l| l.ends_with(&format!(" {next} 1")))
-            .count(),
-        3,
-        "{updates}"
-    );
+            .count()
+    };
+    s.wait_for("each instance ran the update", 30.0, || updated() >= 3);
+    assert_eq!(updated(), 3);
     s.stop();
 }
 
@@ -377,5 +378,91 @@ worker_service = "echo $ORCA_INSTANCE >> {joined}; exec sleep 300"
          FROM orca.instances WHERE run = {run}"
     ));
     assert!(spread >= 2.5, "made within {spread}s: not one a tick");
+    s.stop();
+}
+
+/// The `ORCA_*` variables a command wrote with `env | grep ^ORCA_ | sort`.
+fn orca_vars(path: &std::path::Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn the_driver_and_the_services_get_the_cluster_s_addresses() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let out = dir.path("env");
+    std::fs::create_dir(&out).unwrap();
+    // Each command writes its ORCA_* variables (a service's appear whole in
+    // `out`); the driver first waits for the services' (so they can't be
+    // stopped before they wrote them).
+    let file = format!(
+        r#"
+[pipelines.job]
+command = "for i in $(seq 600); do [ $(ls {out} | wc -l) -ge 3 ] && break; sleep 0.1; done; env | grep ^ORCA_ | sort > {out}/../driver"
+placement = "ec2"
+
+[pipelines.job.ec2]
+provider = "local"
+type = "small"
+locations = ["here"]
+workers = 2
+head_service = "env | grep ^ORCA_ | sort > {out}.head && mv {out}.head {out}/head; exec sleep 300"
+worker_service = "env | grep ^ORCA_ | sort > {out}.$ORCA_INSTANCE && mv {out}.$ORCA_INSTANCE {out}/$ORCA_INSTANCE; exec sleep 300"
+"#,
+        out = out.display()
+    );
+    db.register(&dir, &file);
+    let run = db.queue("job");
+    // One instance a tick: the head serves before its workers are all made,
+    // and its commands still get every worker's address.
+    let mut s = db.scheduler(
+        &dir,
+        &[
+            ("ORCA_TICK_SECONDS", "1"),
+            ("ORCA_EC2_MAKE_PER_TICK", "1"),
+            ("ORCA_EC2_POOL_SECONDS", "0"),
+        ],
+    );
+    s.wait_for("the run succeeds", 90.0, || db.state(run) == "succeeded");
+    let name = |role: &str| -> Vec<String> {
+        db.client()
+            .query(
+                "SELECT instance FROM orca.instances WHERE run = $1 AND role = $2 ORDER BY id",
+                &[&run, &role],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    let (head, workers) = (name("head"), name("worker"));
+    assert_eq!((head.len(), workers.len()), (1, 2));
+    let vars = |instance: &str| -> Vec<(String, String)> {
+        let mut v = vec![
+            ("ORCA_HEAD_ADDRESS", "127.0.0.1"),
+            ("ORCA_INSTANCE", instance),
+            ("ORCA_PIPELINE", "job"),
+            ("ORCA_RUN_ID", &run.to_string()),
+            ("ORCA_RUN_START", "1"),
+            ("ORCA_WORKER_ADDRESSES", "127.0.0.1,127.0.0.1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect::<Vec<_>>();
+        v.sort();
+        v
+    };
+    // The driver gets what the head's service gets: the cluster's
+    // addresses, its instance, the run; nothing else of orca's.
+    assert_eq!(orca_vars(&dir.path("driver")), vars(&head[0]));
+    assert_eq!(orca_vars(&out.join("head")), vars(&head[0]));
+    for w in &workers {
+        assert_eq!(orca_vars(&out.join(w)), vars(w), "worker {w}");
+    }
     s.stop();
 }

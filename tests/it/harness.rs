@@ -569,7 +569,9 @@ fn bindir() -> PathBuf {
         .expect("no PostgreSQL server binaries: install the postgresql package")
 }
 
-fn free_port() -> u16 {
+/// A TCP port on 127.0.0.1 free when asked (not reserved: a test that
+/// binds it later may, rarely, find it taken).
+pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
 }

@@ -4,6 +4,7 @@
 mod cli;
 mod ec2;
 mod ec2_runs;
+mod engine;
 mod fake_aws;
 mod hardening;
 mod harness;
