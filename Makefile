@@ -29,7 +29,8 @@ test: deps-test
 	scripts/test-db.sh cargo test -- --test-threads=6
 
 # A throwaway Postgres, migrate, register examples/orca.toml, the scheduler
-# for about a minute, then `orca runs`. Nothing is left running.
+# for about a minute (the pool grows and shrinks), the wind-down, then
+# `orca pools` and `orca runs`. Fails unless nothing is left running.
 demo: deps-demo release
 	scripts/test-db.sh scripts/demo.sh
 

@@ -29,7 +29,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::config::{Pool, Provider as Kind};
+use crate::config::{Pool, PoolType, Provider as Kind};
 use crate::pool_boot::{self, Boot};
 use crate::pool_machines::{self, Machine};
 use crate::providers::{Make, MakeError, Provider, ec2::Ec2, local::Local};
@@ -117,6 +117,78 @@ fn status_without_demand(last: &str) -> String {
     }
 }
 
+// The scaler's log lines about the walk, its machines made and removed:
+// what an operator reads in the scheduler's log. They name pools, types,
+// locations and machines, and say what a provider answered; never a token
+// (nothing here is given one).
+
+/// What the walk does after an attempt found no location with room for
+/// its type.
+#[derive(Debug)]
+enum Walk<'a> {
+    /// The last type: it is tried again for as long as there is demand.
+    Again,
+    /// Kept: its `wait` has not passed yet.
+    Keep,
+    /// Its `wait` has passed: on to this type.
+    Next(&'a str),
+}
+
+/// Seconds as a log line says them: whole (those begun are not counted,
+/// so 9.9 s waited is not said as a wait of 10 s done), with a unit.
+fn secs(s: f64) -> String {
+    format!("{:.0} s", s.max(0.0).floor())
+}
+
+/// The log line for location `location` without room for type `ty` (the
+/// provider said `why`); `next` is the location tried next, if any.
+fn say_no_room(pool: &str, ty: &str, location: &str, why: &str, next: Option<&str>) -> String {
+    let then = match next {
+        Some(n) => format!("trying {n}"),
+        None => "no location left".into(),
+    };
+    format!("pool {pool}: no room for {ty} in {location}: {why}; {then}")
+}
+
+/// The log line for an attempt that found type `ty` in no location, having
+/// tried it for `waited` seconds, and what the walk does next.
+fn say_unavailable(pool: &str, ty: &PoolType, waited: f64, walk: &Walk) -> String {
+    let name = &ty.name;
+    let head = format!("pool {pool}: {name} unavailable in every location");
+    match walk {
+        Walk::Again => format!("{head}; it is the last type: trying it again on the next attempt"),
+        Walk::Keep => format!(
+            "{head}; waited {} of its {} wait; trying it again",
+            secs(waited),
+            secs(ty.wait)
+        ),
+        Walk::Next(to) => format!(
+            "{head}; waited {} of its {} wait; moving to {to}",
+            secs(waited),
+            secs(ty.wait)
+        ),
+    }
+}
+
+/// The log line for machine `name` made as type `ty` in `location`.
+fn say_made(pool: &str, name: &str, ty: &str, location: &str) -> String {
+    format!("pool {pool}: made machine {name} ({ty} in {location})")
+}
+
+/// The log line for machine `name` whose removal begins, for `why`.
+fn say_removing(pool: &str, name: &str, why: &str) -> String {
+    format!("pool {pool}: removing machine {name}: {why}")
+}
+
+/// The log line for machine `name` removed, `requeued` of its runs queued
+/// again.
+fn say_removed(pool: &str, name: &str, requeued: usize) -> String {
+    match requeued {
+        0 => format!("pool {pool}: machine {name} removed"),
+        n => format!("pool {pool}: machine {name} removed; {n} of its runs queued again"),
+    }
+}
+
 impl PoolScaler {
     /// A scaler with `timing`; its first pass is due at once.
     pub fn new(timing: PoolTiming) -> PoolScaler {
@@ -181,7 +253,7 @@ impl PoolScaler {
                 pool_machines::drop_role(c, &role)
             });
             match dropped {
-                Ok(true) => log::info!("dropped role {role}: no live machine holds it"),
+                Ok(true) => log::debug!("dropped role {role}: no live machine holds it"),
                 Ok(false) => {
                     if self.undroppable.insert(role.clone()) {
                         log::warn!(
@@ -361,7 +433,10 @@ impl PoolScaler {
                 && m.running == 0
                 && m.idle >= p.idle_seconds
             {
-                Some(format!("idle for {:.0}s with no demand", m.idle))
+                Some(format!(
+                    "idle for {:.0} s with no demand (idle_seconds {})",
+                    m.idle, p.idle_seconds
+                ))
             } else {
                 None
             };
@@ -554,7 +629,8 @@ impl PoolScaler {
         let mut full = Vec::new();
         let mut made = None;
         let mut failed = None;
-        for location in &p.machines.locations {
+        let locations = &p.machines.locations;
+        for (n, location) in locations.iter().enumerate() {
             let provider = self.provider(p).map_err(Fault::Sql)?;
             let env = boot.env();
             let req = Make {
@@ -572,7 +648,11 @@ impl PoolScaler {
                     made = Some((location.clone(), m.id));
                     break;
                 }
-                Err(MakeError::NoCapacity(why)) => full.push(format!("{location}: {why}")),
+                Err(MakeError::NoCapacity(why)) => {
+                    let next = locations.get(n + 1).map(String::as_str);
+                    log::info!("{}", say_no_room(&p.name, &ty.name, location, &why, next));
+                    full.push(format!("{location}: {why}"));
+                }
                 Err(MakeError::Failed(why)) => {
                     failed = Some(why);
                     break;
@@ -583,6 +663,7 @@ impl PoolScaler {
         let Some((location, provider_id)) = made else {
             db.run_fenced(session, |c| pool_machines::revoke(c, &token.role))?;
             if let Some(why) = failed {
+                log::warn!("pool {}: machine {name} not made: {why}", p.name);
                 notes.push(format!("{name} not made: {why}"));
                 return Ok(notes.join("; "));
             }
@@ -593,27 +674,39 @@ impl PoolScaler {
                 ty.name,
                 full.join("; ")
             );
+            let (walk, next) = if last {
+                (
+                    Walk::Again,
+                    format!("{say}; it is the last type: trying it again"),
+                )
+            } else if waited >= ty.wait {
+                d.walk_type += 1;
+                d.walk_since = "now";
+                let to = &p.types[d.walk_type].name;
+                (
+                    Walk::Next(to),
+                    format!(
+                        "{say}; tried it for {waited:.0}s of its wait {}s: next, type {to}",
+                        ty.wait
+                    ),
+                )
+            } else {
+                (
+                    Walk::Keep,
+                    format!(
+                        "{say}; keeping it for {:.0}s more of its wait",
+                        (ty.wait - waited).ceil()
+                    ),
+                )
+            };
+            log::info!("{}", say_unavailable(&p.name, &ty, waited, &walk));
+            // The event says what the walk does next, as the status does.
             event(
                 db,
                 session,
                 "no capacity",
-                &format!("pool {}: {say}", p.name),
+                &format!("pool {}: {next}", p.name),
             )?;
-            let next = if last {
-                format!("{say}; it is the last type: trying it again")
-            } else if waited >= ty.wait {
-                d.walk_type += 1;
-                d.walk_since = "now";
-                format!(
-                    "{say}; tried it for {waited:.0}s of its wait {}s: next, type {}",
-                    ty.wait, p.types[d.walk_type].name
-                )
-            } else {
-                format!(
-                    "{say}; keeping it for {:.0}s more of its wait",
-                    ty.wait - waited
-                )
-            };
             notes.push(next);
             return Ok(notes.join("; "));
         };
@@ -640,11 +733,7 @@ impl PoolScaler {
             log::error!("machine {name} was made but its row was not written: {e}");
             return Err(e);
         }
-        log::info!(
-            "pool {}: made {name} (type {}, location {location})",
-            p.name,
-            ty.name
-        );
+        log::info!("{}", say_made(&p.name, &name, &ty.name, &location));
         d.walk_type = 0;
         d.walk_since = "clear";
         notes.push(format!(
@@ -669,9 +758,10 @@ impl PoolScaler {
     ) -> Result<bool, Fault> {
         let seen_busy = if_idle.then_some(m.busy_at);
         if !db.run_fenced(session, |c| pool_machines::mark_ending(c, m.id, seen_busy))? {
-            log::info!("pool {}: {} took a run: kept", p.name, m.name);
+            log::info!("pool {}: machine {} took a run: kept", p.name, m.name);
             return Ok(false);
         }
+        log::info!("{}", say_removing(&p.name, &m.name, why));
         db.run_fenced(session, |c| pool_machines::revoke(c, &m.role))?;
         if let Some(id) = &m.provider_id {
             // Where it was made: the pool's region may have changed since.
@@ -681,16 +771,7 @@ impl PoolScaler {
                 .map_err(|e| Fault::Sql(format!("{}: can't delete it: {e}", m.name)))?;
         }
         let requeued = db.run_fenced(session, |c| c.query(sql::MACHINE_END, &[&m.id, &why]))?;
-        log::info!(
-            "pool {}: removed {} ({why}){}",
-            p.name,
-            m.name,
-            if requeued.is_empty() {
-                String::new()
-            } else {
-                format!("; {} of its runs queued again", requeued.len())
-            }
-        );
+        log::info!("{}", say_removed(&p.name, &m.name, requeued.len()));
         // A role that can't be dropped now is an orphan: dropped on a later pass.
         let _ = db.run_fenced(session, |c| pool_machines::drop_role(c, &m.role));
         Ok(true)
@@ -710,5 +791,73 @@ mod tests {
             "no demand"
         );
         assert_eq!(status_without_demand("made orca-p-1"), "made orca-p-1");
+    }
+
+    fn ty(name: &str, wait: f64) -> PoolType {
+        PoolType {
+            name: name.into(),
+            wait,
+        }
+    }
+
+    #[test]
+    fn the_walk_is_said_as_an_operator_reads_it() {
+        assert_eq!(
+            say_no_room(
+                "builders",
+                "big",
+                "rack-a",
+                "rack-a is full (0 of 0)",
+                Some("rack-b")
+            ),
+            "pool builders: no room for big in rack-a: rack-a is full (0 of 0); trying rack-b"
+        );
+        assert_eq!(
+            say_no_room(
+                "builders",
+                "big",
+                "rack-b",
+                "big@rack-b is full (0 of 0)",
+                None
+            ),
+            "pool builders: no room for big in rack-b: big@rack-b is full (0 of 0); no location left"
+        );
+        let big = ty("big", 10.0);
+        assert_eq!(
+            say_unavailable("builders", &big, 9.97, &Walk::Keep),
+            "pool builders: big unavailable in every location; waited 9 s of its 10 s wait; trying it again"
+        );
+        assert_eq!(
+            say_unavailable("builders", &big, 12.0, &Walk::Next("small")),
+            "pool builders: big unavailable in every location; waited 12 s of its 10 s wait; moving to small"
+        );
+        assert_eq!(
+            say_unavailable("builders", &ty("small", 0.0), 0.0, &Walk::Again),
+            "pool builders: small unavailable in every location; it is the last type: trying it again on the next attempt"
+        );
+    }
+
+    #[test]
+    fn machines_made_and_removed_are_said_with_their_why() {
+        assert_eq!(
+            say_made("builders", "orca-builders-5", "small", "rack-b"),
+            "pool builders: made machine orca-builders-5 (small in rack-b)"
+        );
+        assert_eq!(
+            say_removing(
+                "builders",
+                "orca-builders-5",
+                "idle for 21 s with no demand (idle_seconds 20)"
+            ),
+            "pool builders: removing machine orca-builders-5: idle for 21 s with no demand (idle_seconds 20)"
+        );
+        assert_eq!(
+            say_removed("builders", "orca-builders-5", 0),
+            "pool builders: machine orca-builders-5 removed"
+        );
+        assert_eq!(
+            say_removed("builders", "orca-builders-5", 2),
+            "pool builders: machine orca-builders-5 removed; 2 of its runs queued again"
+        );
     }
 }
