@@ -101,11 +101,24 @@ fn a_retried_run_keeps_its_code_and_a_silent_instance_is_not_handed_out() {
         &dir,
         &ec2_pipeline(
             &dir,
-            "retries = 1\nretry_delay = 3\nenv = { FAIL_FIRST = \"1\" }",
+            "retries = 1\nretry_delay = 10\nenv = { FAIL_FIRST = \"1\" }",
         ),
     );
     let run = db.queue("job");
     let mut s = scheduler(&db, &dir);
+    // The retry starts only once the first start's instances are idle again
+    // (paused meanwhile): else, on a loaded machine, an instance still
+    // winding down is replaced by a new one, which is right but not this test.
+    wait_until("the first start has its instances", 60.0, || {
+        instances_of(&db, run, 1).len() == 3
+    });
+    db.ok(&["pause", "job"]);
+    wait_until(
+        "the first start failed and its instances are idle",
+        60.0,
+        || db.state(run) == "queued" && idle(&db) == 3,
+    );
+    db.ok(&["resume", "job"]);
     wait_until("the run succeeds on its retry", 90.0, || {
         db.state(run) == "succeeded"
     });
