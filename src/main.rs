@@ -6,6 +6,7 @@ mod child;
 mod cli;
 mod commands;
 mod config;
+mod cron;
 mod ec2;
 mod ec2_runs;
 mod locks;

@@ -54,7 +54,10 @@ fn check_reports_every_problem_with_its_line() {
     let want = [
         (3, "unknown key 'bogus'"),
         (5, "missing command"),
-        (6, "bad cron"),
+        (
+            6,
+            "schedule \"99 * * * *\": minute field: 99 is out of range 0-59",
+        ),
         (10, "negative"),
         (11, "bad placement"),
     ];
@@ -316,4 +319,35 @@ fn a_nul_is_refused_by_check_and_register_before_the_database_sees_it() {
         );
     }
     assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.pipelines"), 0);
+}
+
+#[test]
+fn a_bad_schedule_names_its_field_and_range() {
+    let dir = TempDir::new();
+    let path = dir.write(
+        "orca.toml",
+        "[pipelines.a]\ncommand = \"true\"\nschedule = \"0 0 * 13 *\"\n\n\
+         [pipelines.b]\ncommand = \"true\"\nschedule = \"61 * * * *\"\n\n\
+         [pipelines.c]\ncommand = \"true\"\nschedule = \"* * *\"\n\n\
+         [pipelines.d]\ncommand = \"true\"\nschedule = \"0 0 * * MON-FRI\"\n",
+    );
+    let out = std::process::Command::new(bin())
+        .args(["check", "-c", &path])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("{path}:3: schedule \"0 0 * 13 *\": month field: 13 is out of range 1-12"),
+            format!("{path}:7: schedule \"61 * * * *\": minute field: 61 is out of range 0-59"),
+            format!(
+                "{path}:11: schedule \"* * *\": 5 or 6 fields are accepted (minute hour \
+                 day-of-month month day-of-week, or second first and then those 5); it has 3"
+            ),
+        ],
+        "{err}"
+    );
 }
