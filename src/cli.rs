@@ -5,7 +5,9 @@ use clap::{Args, Parser, Subcommand};
 /// orca: a pipeline scheduler and EC2 fleet manager. Postgres is its only
 /// channel: set ORCA_DATABASE_URL.
 #[derive(Parser, Debug)]
-#[command(name = "orca", version, about, long_about = None)]
+/// `orca` alone prints this help on stderr and exits 2 (clap's
+/// `arg_required_else_help`).
+#[command(name = "orca", version, about, long_about = None, arg_required_else_help = true)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -50,6 +50,11 @@ fn main() {
                 let _ = e.print();
                 std::process::exit(0);
             }
+            // `orca` alone: the whole help (on stderr), exit 2.
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                std::process::exit(2);
+            }
             let text = e.to_string();
             let line = text.lines().next().unwrap_or("bad arguments");
             eprintln!("orca: {}", line.trim_start_matches("error: "));

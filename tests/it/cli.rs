@@ -322,6 +322,23 @@ fn a_nul_is_refused_by_check_and_register_before_the_database_sees_it() {
 }
 
 #[test]
+fn orca_alone_prints_the_whole_usage_and_exits_2() {
+    let out = std::process::Command::new(bin()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = text(&out.stderr);
+    assert!(err.contains("Usage: orca <COMMAND>"), "{err}");
+    assert!(err.contains("Commands:"), "{err}");
+    for command in ["migrate", "run", "runs", "logs", "pools", "deploy"] {
+        assert!(
+            err.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{command} "))),
+            "no {command} in:\n{err}"
+        );
+    }
+}
+
+#[test]
 fn a_bad_schedule_names_its_field_and_range() {
     let dir = TempDir::new();
     let path = dir.write(
