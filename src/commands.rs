@@ -51,7 +51,7 @@ fn connect_as(opts: &DbOpts, app: &str) -> Result<Client, Failure> {
         return Err(bad("--wait takes a number of seconds from 0 to 86400"));
     }
     let target = Target::from_env().map_err(bad)?.with_application_name(app);
-    state::connect_waiting(&target, opts.wait).map_err(no)
+    state::connect_waiting(&target, opts.wait).map_err(|e| no(e.to_string()))
 }
 
 /// `orca migrate`.

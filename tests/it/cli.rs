@@ -338,6 +338,65 @@ fn orca_alone_prints_the_whole_usage_and_exits_2() {
     }
 }
 
+/// `orca runs --wait 120` with `url`: its output, and how long it took.
+fn runs_with(url: &str) -> (std::process::Output, f64) {
+    let started = std::time::Instant::now();
+    let out = orca_with_url(&["runs", "--wait", "120"], url, 60.0);
+    (out, started.elapsed().as_secs_f64())
+}
+
+/// `orca ARGS` with `ORCA_DATABASE_URL=url`; killed and failed after `secs`.
+fn orca_with_url(args: &[&str], url: &str, secs: f64) -> std::process::Output {
+    let mut child = std::process::Command::new(bin())
+        .args(args)
+        .env("ORCA_DATABASE_URL", url)
+        .stdin(std::process::Stdio::null())
+        .output_handle();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("orca {args:?} did not finish within {secs}s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_refused_login_exits_at_once_naming_why_and_never_its_password() {
+    let db = TestDb::new();
+    let wrong_password = with_user(&db.url, OWNER, "wrong-pw-hunter2");
+    let no_such_role = with_user(&db.url, "orca_no_such_role", "role-pw-hunter3");
+    let no_such_db = with_db(&db.url, "orca_no_such_database");
+    for (url, secret, why) in [
+        (
+            &wrong_password,
+            "wrong-pw-hunter2",
+            "password authentication failed",
+        ),
+        // scram-sha-256 answers an unknown role as a wrong password.
+        (&no_such_role, "role-pw-hunter3", "orca_no_such_role"),
+        (&no_such_db, OWNER_PASSWORD, "does not exist"),
+    ] {
+        let (out, took) = runs_with(url);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            took < 30.0,
+            "gave up after {took:.1}s, not at once (--wait 120)"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("refused the login") && err.contains(why),
+            "{err}"
+        );
+        assert!(!err.contains("can't reach"), "{err}");
+        assert!(!err.contains(secret) && out.stdout.is_empty(), "{err}");
+    }
+}
+
 #[test]
 fn a_bad_schedule_names_its_field_and_range() {
     let dir = TempDir::new();
