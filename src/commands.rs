@@ -36,21 +36,46 @@ fn no(message: impl Into<String>) -> Failure {
     }
 }
 
+/// A statement that failed. One on a table or schema that isn't there
+/// (SQLSTATE 42P01, 3F000: [`connect`] found the schema, so it is older
+/// than this binary) says to migrate.
 fn pg(e: postgres::Error) -> Failure {
-    no(state::plain(&e))
+    use postgres::error::SqlState;
+    match e.code() {
+        Some(c) if *c == SqlState::UNDEFINED_TABLE || *c == SqlState::INVALID_SCHEMA_NAME => {
+            no(format!(
+                "{}: the database's orca schema is older than this binary: run `orca migrate`",
+                state::plain(&e)
+            ))
+        }
+        _ => no(state::plain(&e)),
+    }
 }
 
-/// Connects for a one-shot command, waiting up to `--wait` seconds.
-fn connect(opts: &DbOpts) -> Result<Client, Failure> {
-    connect_as(opts, "orca")
-}
-
-/// [`connect`], with `app` as the session's `application_name`.
-fn connect_as(opts: &DbOpts, app: &str) -> Result<Client, Failure> {
+/// Where the database is, for a one-shot command (`app`: its
+/// `application_name`).
+fn target(opts: &DbOpts, app: &str) -> Result<Target, Failure> {
     if !(opts.wait.is_finite() && (0.0..=86_400.0).contains(&opts.wait)) {
         return Err(bad("--wait takes a number of seconds from 0 to 86400"));
     }
-    let target = Target::from_env().map_err(bad)?.with_application_name(app);
+    Ok(Target::from_env().map_err(bad)?.with_application_name(app))
+}
+
+/// Connects for a one-shot command that needs orca's schema, waiting up to
+/// `--wait` seconds (a login refused for good is given up at once). Before
+/// the first `orca migrate` it fails with [`state::NO_SCHEMA`].
+fn connect(opts: &DbOpts) -> Result<Client, Failure> {
+    let mut client = connect_as(opts, "orca")?;
+    if !state::schema_present(&mut client).map_err(pg)? {
+        return Err(no(state::NO_SCHEMA));
+    }
+    Ok(client)
+}
+
+/// Connects, waiting up to `--wait` seconds, with `app` as the session's
+/// `application_name`; the schema may be missing.
+fn connect_as(opts: &DbOpts, app: &str) -> Result<Client, Failure> {
+    let target = target(opts, app)?;
     state::connect_waiting(&target, opts.wait).map_err(|e| no(e.to_string()))
 }
 

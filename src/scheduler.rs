@@ -366,6 +366,10 @@ pub fn main(config_path: Option<&str>) -> i32 {
     let known = state::migrations_known();
     match db.run(state::migrations_applied) {
         Ok(n) if n >= known => {}
+        Ok(0) => {
+            eprintln!("orca: {}", state::NO_SCHEMA);
+            return 1;
+        }
         Ok(n) => {
             eprintln!(
                 "orca: the database at {} has {n} of this binary's {known} migrations: run `orca migrate` first",

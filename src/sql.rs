@@ -243,6 +243,9 @@ pub const RUNS_LIST: &str = include_str!("../sql/runs_list.sql");
 /// See `sql/sensor_queue.sql`.
 pub const SENSOR_QUEUE: &str = include_str!("../sql/sensor_queue.sql");
 
+/// See `sql/schema_present.sql`.
+pub const SCHEMA_PRESENT: &str = include_str!("../sql/schema_present.sql");
+
 /// See `sql/stack_id.sql`.
 pub const STACK_ID: &str = include_str!("../sql/stack_id.sql");
 

@@ -487,6 +487,15 @@ pub fn connect_waiting(target: &Target, wait: f64) -> Result<Client, ConnectErro
     }
 }
 
+/// Whether the database has orca's schema: false before the first `orca
+/// migrate`. Needs no privilege on orca's tables (a machine's login may ask).
+pub fn schema_present(client: &mut Client) -> Result<bool, postgres::Error> {
+    client.query_one(sql::SCHEMA_PRESENT, &[]).map(|r| r.get(0))
+}
+
+/// What a command that needs orca's schema says before `orca migrate`.
+pub const NO_SCHEMA: &str = "the database has no orca schema yet: run `orca migrate`";
+
 /// Why a statement of a long-lived loop did not land.
 #[derive(Debug)]
 pub enum Fault {
@@ -764,6 +773,9 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
 
 /// How many migrations the database has had applied (0 before the first).
 pub fn migrations_applied(client: &mut Client) -> Result<i32, postgres::Error> {
+    if !schema_present(client)? {
+        return Ok(0);
+    }
     client
         .query_one(sql::MIGRATIONS_COUNT, &[])
         .map(|r| r.get(0))

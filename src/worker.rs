@@ -176,7 +176,13 @@ pub fn main(pool: &str) -> i32 {
                 }
                 Trouble::Away => std::thread::sleep(Duration::from_secs(1)),
                 Trouble::Failed(m) => {
-                    eprintln!("orca: {m}");
+                    // Before `orca migrate` there are no orca.worker_*
+                    // functions to call: say so rather than what failed.
+                    if matches!(db.run(crate::state::schema_present), Ok(false)) {
+                        eprintln!("orca: {}", crate::state::NO_SCHEMA);
+                    } else {
+                        eprintln!("orca: {m}");
+                    }
                     return 1;
                 }
             },

@@ -321,6 +321,9 @@ fn a_nul_is_refused_by_check_and_register_before_the_database_sees_it() {
     assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.pipelines"), 0);
 }
 
+/// The one line commands that need the schema print before `orca migrate`.
+const NO_SCHEMA: &str = "orca: the database has no orca schema yet: run `orca migrate`";
+
 #[test]
 fn orca_alone_prints_the_whole_usage_and_exits_2() {
     let out = std::process::Command::new(bin()).output().unwrap();
@@ -336,6 +339,55 @@ fn orca_alone_prints_the_whole_usage_and_exits_2() {
             "no {command} in:\n{err}"
         );
     }
+}
+
+#[test]
+fn before_migrate_every_command_says_to_migrate() {
+    let db = TestDb::empty_on(&admin_url());
+    let dir = TempDir::new();
+    let config = dir.write("orca.toml", "[pipelines.a]\ncommand = \"true\"\n");
+    for args in [
+        vec!["runs"],
+        vec!["runs", "--json"],
+        vec!["pools"],
+        vec!["events"],
+        vec!["instances"],
+        vec!["register", "-c", &config],
+        vec!["run", "a"],
+        vec!["run", "a", "--wait"],
+        vec!["logs", "1"],
+        vec!["logs", "-f", "1"],
+        vec!["cancel", "1"],
+        vec!["pause", "a"],
+        vec!["deploy", "check"],
+        vec!["deploy", "wait"],
+        vec!["scheduler", "drain"],
+    ] {
+        let out = db.run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "orca {args:?}: {err}");
+        assert_eq!(err.trim_end(), NO_SCHEMA, "orca {args:?}");
+    }
+    // The long-lived ones say so too, and exit.
+    let mut scheduler = db.scheduler(&dir, &[]);
+    assert_eq!(scheduler.wait(60.0).code(), Some(1));
+    assert!(
+        scheduler.output().lines().any(|l| l == NO_SCHEMA),
+        "{}",
+        scheduler.output()
+    );
+    let role = format!("orca_m_noschema_{}", std::process::id());
+    db.plain_login_role(&role, "pw-noschema");
+    let mut worker = crate::pools::hand_worker(&db, &dir, "p", &role, "pw-noschema");
+    assert_eq!(worker.wait(60.0).code(), Some(1));
+    assert!(
+        worker.output().lines().any(|l| l == NO_SCHEMA),
+        "{}",
+        worker.output()
+    );
+    // Migrated, the same commands work.
+    db.ok(&["migrate"]);
+    db.ok(&["runs"]);
 }
 
 /// `orca runs --wait 120` with `url`: its output, and how long it took.
