@@ -8,6 +8,7 @@ use postgres::Client;
 use crate::cli::{ConfigOpts, DbOpts};
 use crate::config::{self, Config};
 use crate::overlap;
+use crate::plural::count;
 use crate::runs::{self, Cancelled, STATES};
 use crate::sql;
 use crate::state::{self, Target};
@@ -95,13 +96,13 @@ pub fn migrate(opts: &DbOpts) -> Outcome {
         ""
     };
     println!(
-        "{}: this binary knows {} migrations (floor {}); the database had {}{newer}",
+        "{}: this binary knows {} (floor {}); the database had {}{newer}",
         if m.applied.is_empty() {
             "nothing to apply"
         } else {
             "done"
         },
-        state::migrations_known(),
+        count(state::migrations_known().into(), "migration"),
         state::migration_floor(),
         m.before,
     );
@@ -158,9 +159,9 @@ pub fn register(config: &ConfigOpts, opts: &DbOpts) -> Outcome {
     let mut client = connect(opts)?;
     let retired = register_config(&mut client, &config).map_err(pg)?;
     println!(
-        "registered {} pipelines and {} pools",
-        config.pipelines.len(),
-        config.pools.len()
+        "registered {} and {}",
+        count(config.pipelines.len() as i64, "pipeline"),
+        count(config.pools.len() as i64, "pool")
     );
     for name in retired {
         println!("retired {name} (no longer in the file)");

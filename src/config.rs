@@ -290,8 +290,8 @@ pub fn shown(path: &str, problems: &[Problem], max: usize) -> Vec<String> {
         .collect();
     if problems.len() > max {
         lines.push(format!(
-            "{path}: ... and {} more problems",
-            problems.len() - max
+            "{path}: ... and {}",
+            crate::plural::count((problems.len() - max) as i64, "more problem")
         ));
     }
     lines
@@ -343,7 +343,7 @@ pub fn valid_name(s: &str) -> bool {
 
 /// Parses a schedule: 5 cron fields (minute first), or 6 with seconds first.
 /// Each field is checked first ([`crate::cron::check`]), so a mistake is
-/// named by its field and range: `schedule "0 61 * * *": minute field: 61
+/// named by its field and range: `schedule "61 * * * *": minute field: 61
 /// is out of range 0-59`.
 pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
     let said = |e: crate::cron::CronError| format!("schedule \"{expr}\": {e}");
@@ -1266,6 +1266,8 @@ update = "git pull"
             ]
         );
         assert_eq!(shown("f.toml", &problems[..3], 3).len(), 3);
+        let one_more = shown("f.toml", &problems[..4], 3);
+        assert_eq!(one_more[3], "f.toml: ... and 1 more problem");
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod ec2_runs;
 mod locks;
 mod logging;
 mod overlap;
+mod plural;
 mod pool_boot;
 mod pool_config;
 mod pool_machines;

@@ -593,8 +593,8 @@ impl Scheduler {
                 .run_fenced(session, |c| crate::commands::register_config(c, &config))
             {
                 Ok(retired) => log::info!(
-                    "registered {} pipelines; retired {retired:?}",
-                    config.pipelines.len()
+                    "registered {}; retired {retired:?}",
+                    crate::plural::count(config.pipelines.len() as i64, "pipeline")
                 ),
                 Err(e) => {
                     log::error!("register: {e}");
@@ -729,8 +729,8 @@ impl Scheduler {
                 let who = who_leads(&mut self.db);
                 log::error!(
                     "the lead was taken by {who} while this scheduler was cut off; \
-                     starting nothing more, finishing the {} runs it supervises",
-                    self.sup.running()
+                     starting nothing more, finishing the {} it supervises",
+                    crate::plural::count(self.sup.running() as i64, "run")
                 );
                 self.lost_to = Some(who);
                 None
@@ -789,8 +789,8 @@ impl Scheduler {
             match self.db.run(|c| crate::overlap::step_down(c, id, &why)) {
                 Ok(()) => {
                     log::info!(
-                        "draining: {why}; supervising {} runs to their end",
-                        self.sup.running()
+                        "draining: {why}; supervising {} to their end",
+                        crate::plural::count(self.sup.running() as i64, "run")
                     );
                     inst.draining = true;
                     self.lead = None;
@@ -894,9 +894,9 @@ impl Scheduler {
                 )
             } else {
                 format!(
-                    "schedule '{expr}', slot {}: one catch-up run for {} slots missed",
+                    "schedule '{expr}', slot {}: one catch-up run for {} missed",
                     slot.format("%Y-%m-%dT%H:%M:%SZ"),
-                    missed + 1
+                    crate::plural::count(i64::from(missed) + 1, "slot")
                 )
             };
             match self.db.run_fenced(session, |c| {

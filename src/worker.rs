@@ -104,8 +104,8 @@ impl Refusals {
 /// The machine was removed: its runs are someone else's now.
 fn revoked(sup: &mut Supervisor, machine: &str) -> i32 {
     log::error!(
-        "this machine's credentials were revoked (machine {machine} removed): killing its {} runs and exiting",
-        sup.running()
+        "this machine's credentials were revoked (machine {machine} removed): killing its {} and exiting",
+        crate::plural::count(sup.running() as i64, "run")
     );
     sup.abandon();
     REVOKED
@@ -189,9 +189,9 @@ pub fn main(pool: &str) -> i32 {
         }
     };
     log::info!(
-        "worker of pool {pool} on machine {} ({} slots); database {}",
+        "worker of pool {pool} on machine {} ({}); database {}",
         machine.name,
-        machine.slots,
+        crate::plural::count(machine.slots.into(), "slot"),
         target.shown()
     );
     let mut sup = Supervisor::new(

@@ -479,3 +479,34 @@ fn a_bad_schedule_names_its_field_and_range() {
         "{err}"
     );
 }
+
+#[test]
+fn counts_are_singular_for_one() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let one = dir.write(
+        "one.toml",
+        &crate::pools::with_pool("p", "[pipelines.a]\ncommand = \"true\"\n"),
+    );
+    assert_eq!(
+        db.ok(&["register", "-c", &one]).trim(),
+        "registered 1 pipeline and 1 pool"
+    );
+    let two = dir.write(
+        "two.toml",
+        &format!(
+            "{}{}[pipelines.b]\ncommand = \"true\"\n",
+            crate::pools::with_pool("p", "[pipelines.a]\ncommand = \"true\"\n"),
+            crate::pools::with_pool("q", "")
+        ),
+    );
+    assert_eq!(
+        db.ok(&["register", "-c", &two]).lines().next(),
+        Some("registered 2 pipelines and 2 pools")
+    );
+    let none = dir.write("none.toml", "");
+    assert_eq!(
+        db.ok(&["register", "-c", &none]).lines().next(),
+        Some("registered 0 pipelines and 0 pools")
+    );
+}
