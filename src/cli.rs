@@ -71,7 +71,7 @@ pub enum Cmd {
         /// How many at most.
         #[arg(long, default_value_t = 20)]
         limit: i64,
-        /// One JSON document.
+        /// A JSON array of runs.
         #[arg(long)]
         json: bool,
         /// Database options.
@@ -94,7 +94,7 @@ pub enum Cmd {
         /// How many (the newest) at most.
         #[arg(long, default_value_t = 50)]
         limit: i64,
-        /// One JSON document.
+        /// A JSON array of events.
         #[arg(long)]
         json: bool,
         /// Database options.
@@ -144,7 +144,7 @@ pub enum Cmd {
     /// Each pool: its machines, its demand, and what the last attempt to make
     /// a machine came to.
     Pools {
-        /// One JSON document.
+        /// A JSON array of pools.
         #[arg(long)]
         json: bool,
         /// Database options.
@@ -188,7 +188,7 @@ pub enum Cmd {
     },
     /// Scheduler instances (ORCA_OVERLAP=on), oldest first.
     Instances {
-        /// One JSON document.
+        /// A JSON array of instances.
         #[arg(long)]
         json: bool,
         /// Database options.

@@ -224,8 +224,7 @@ pub fn list_runs(
     }
     let rows = runs::list(&mut client, pipeline, state, limit).map_err(pg)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
-        return Ok(());
+        return print_json(&rows);
     }
     println!(
         "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  WHY",
@@ -284,13 +283,16 @@ pub fn events(run: Option<i64>, limit: i64, json: bool, opts: &DbOpts) -> Outcom
     }
     let rows = runs::events(&mut client, run, limit).map_err(pg)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
-        return Ok(());
+        return print_json(&rows);
     }
+    println!(
+        "{:<24}  {:<10} {:<20} {:<14} WHY",
+        "AT", "RUN", "PIPELINE", "KIND"
+    );
     for e in rows {
         let run = e.run.map(|r| format!("run {r}")).unwrap_or_default();
         println!(
-            "{}  {:<10} {:<20} {:<14} {}",
+            "{:<24}  {:<10} {:<20} {:<14} {}",
             e.at,
             run,
             e.pipeline.unwrap_or_default(),
@@ -368,12 +370,24 @@ pub fn instances(json: bool, opts: &DbOpts) -> Outcome {
         crate::scheduler::lead_holder(&mut client)
     };
     if json {
-        let doc = serde_json::json!({
-            "instances": rows,
-            "lead_held_by_overlap_off_scheduler": unlisted_holder,
-        });
-        println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
-        return Ok(());
+        // One array: each instance, and a scheduler with ORCA_OVERLAP=off
+        // holding the lead as one more element with the same keys.
+        let mut doc: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(r).expect("json");
+                v["overlap"] = true.into();
+                v
+            })
+            .collect();
+        if let Some(holder) = &unlisted_holder {
+            doc.push(serde_json::json!({
+                "id": null, "host": holder, "pid": null, "role": "leader", "image": null,
+                "migrations": null, "runs": null, "seen_ago": null, "last_seen": null,
+                "overlap": false,
+            }));
+        }
+        return print_json(&doc);
     }
     println!(
         "{:>5}  {:<28} {:<9} {:<16} {:>10}  {:>4}  LAST SEEN",
@@ -429,6 +443,12 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
     let pools = client.query(sql::POOLS_LIST, &[]).map_err(pg)?;
     let machines = crate::pool_machines::live(&mut client).map_err(pg)?;
     let mut doc = Vec::new();
+    if !json {
+        println!(
+            "{:<24} {:>8}  {:>6}  LAST ATTEMPT",
+            "POOL", "MACHINES", "DEMAND"
+        );
+    }
     for p in &pools {
         let name: String = p.get(0);
         let retired: bool = p.get(1);
@@ -456,12 +476,14 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
             continue;
         }
         println!(
-            "pool {name}{}: {} machines, demand {demand}",
-            if retired { " (retired)" } else { "" },
-            mine.len()
-        );
-        println!(
-            "  last attempt: {}{}",
+            "{:<24} {:>8}  {:>6}  {}{}",
+            if retired {
+                format!("{name} (retired)")
+            } else {
+                name.clone()
+            },
+            mine.len(),
+            demand,
             if status.is_empty() {
                 "none yet"
             } else {
@@ -471,13 +493,13 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
         );
         if !mine.is_empty() {
             println!(
-                "  {:<24} {:<14} {:<14} {:<8} {:>4}  IDLE FOR",
+                "    {:<24} {:<14} {:<14} {:<8} {:>4}  IDLE FOR",
                 "MACHINE", "TYPE", "LOCATION", "STATE", "RUNS"
             );
         }
         for m in mine {
             println!(
-                "  {:<24} {:<14} {:<14} {:<8} {:>4}  {}",
+                "    {:<24} {:<14} {:<14} {:<8} {:>4}  {}",
                 m.name,
                 m.type_,
                 m.location,
@@ -492,10 +514,13 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
         }
     }
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "pools": doc })).expect("json")
-        );
+        return print_json(&doc);
     }
+    Ok(())
+}
+
+/// Prints a listing as `--json` has it: one top-level array of objects.
+fn print_json<T: serde::Serialize>(rows: &[T]) -> Outcome {
+    println!("{}", serde_json::to_string_pretty(rows).expect("json"));
     Ok(())
 }

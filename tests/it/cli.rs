@@ -481,6 +481,53 @@ fn a_bad_schedule_names_its_field_and_range() {
 }
 
 #[test]
+fn every_listing_has_a_header_when_empty_and_its_json_is_an_array() {
+    let db = TestDb::new();
+    for (listing, header) in [
+        ("runs", "ID"),
+        ("events", "AT"),
+        ("pools", "POOL"),
+        ("instances", "ID"),
+    ] {
+        let shown = db.ok(&[listing]);
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), 1, "orca {listing}:\n{shown}");
+        assert_eq!(
+            lines[0].split_whitespace().next(),
+            Some(header),
+            "orca {listing}:\n{shown}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&db.ok(&[listing, "--json"]))
+            .unwrap_or_else(|e| panic!("orca {listing} --json: {e}"));
+        assert_eq!(json, serde_json::json!([]), "orca {listing} --json");
+    }
+    // Not empty: still one array of objects each.
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &crate::pools::with_pool("p", "[pipelines.a]\ncommand = \"true\"\n"),
+    );
+    db.queue("a");
+    for listing in ["runs", "events", "pools"] {
+        let json: serde_json::Value = serde_json::from_str(&db.ok(&[listing, "--json"])).unwrap();
+        let items = json
+            .as_array()
+            .unwrap_or_else(|| panic!("{listing}: {json}"));
+        assert!(
+            !items.is_empty() && items.iter().all(|i| i.is_object()),
+            "{listing}: {json}"
+        );
+    }
+    let pools: serde_json::Value = serde_json::from_str(&db.ok(&["pools", "--json"])).unwrap();
+    assert_eq!(pools[0]["pool"], "p");
+    let shown = db.ok(&["pools"]);
+    assert!(
+        shown.lines().nth(1).unwrap().starts_with("p "),
+        "a row for pool p:\n{shown}"
+    );
+}
+
+#[test]
 fn counts_are_singular_for_one() {
     let db = TestDb::new();
     let dir = TempDir::new();
