@@ -220,7 +220,8 @@ pub enum SchedulerCmd {
 /// `orca deploy ...` actions.
 #[derive(Subcommand, Debug)]
 pub enum DeployCmd {
-    /// Why this binary can't start beside the scheduler going now (exit 1), or nothing (exit 0).
+    /// Why this binary can't start beside the scheduler going now (exit 1);
+    /// exit 0 when nothing blocks a start (saying so when no scheduler runs).
     Check {
         /// Database options.
         #[command(flatten)]

@@ -7,7 +7,7 @@ use postgres::Client;
 
 use crate::cli::{ConfigOpts, DbOpts};
 use crate::config::{self, Config};
-use crate::overlap;
+use crate::overlap::{self, DeployVerdict};
 use crate::plural::count;
 use crate::runs::{self, Cancelled, STATES};
 use crate::sql;
@@ -412,14 +412,19 @@ pub fn instances(json: bool, opts: &DbOpts) -> Outcome {
     Ok(())
 }
 
-/// `orca deploy check`: nothing printed and exit 0 when this binary can start
-/// beside the scheduler going now; else why, and exit 1.
+/// `orca deploy check`: exit 0 when this binary can start beside the
+/// scheduler going now (nothing printed) or no scheduler runs (said); else
+/// why, and exit 1.
 pub fn deploy_check(opts: &DbOpts) -> Outcome {
     let stale = stale()?;
     let mut client = connect(opts)?;
-    match overlap::overlap_refusal(&mut client, stale, state::migration_floor()).map_err(pg)? {
-        None => Ok(()),
-        Some(why) => Err(no(why)),
+    match overlap::deploy_check(&mut client, stale, state::migration_floor()).map_err(pg)? {
+        DeployVerdict::Clear => Ok(()),
+        DeployVerdict::NoneRunning => {
+            println!("no scheduler is running: nothing blocks a start");
+            Ok(())
+        }
+        DeployVerdict::Blocked(why) => Err(no(why)),
     }
 }
 

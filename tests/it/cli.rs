@@ -557,3 +557,15 @@ fn counts_are_singular_for_one() {
         Some("registered 0 pipelines and 0 pools")
     );
 }
+
+#[test]
+fn deploy_check_with_no_scheduler_running_exits_0_and_says_so() {
+    let db = TestDb::new();
+    let out = db.run(&["deploy", "check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim_end(),
+        "no scheduler is running: nothing blocks a start"
+    );
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+}

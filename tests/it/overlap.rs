@@ -307,11 +307,20 @@ fn instances_drain_and_deploy_commands() {
             .is_some_and(|h| h.contains(&format!("pid {}", off.pid()))),
         "{json}"
     );
-    off.stop();
-
+    // It can't hand over: a new binary can't start beside it.
     let check = db.run(&["deploy", "check"]);
     assert_eq!(check.status.code(), Some(1));
-    assert!(text(&check.stderr).contains("no live scheduler instance leads"));
+    assert!(
+        text(&check.stderr).contains("ORCA_OVERLAP=off"),
+        "{}",
+        text(&check.stderr)
+    );
+    off.stop();
+
+    // No scheduler at all: nothing blocks a start.
+    let check = db.run(&["deploy", "check"]);
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));
+    assert!(text(&check.stdout).contains("no scheduler is running"));
     let none = db.run(&["scheduler", "drain"]);
     assert_eq!(none.status.code(), Some(1), "no leader to drain");
     assert!(
