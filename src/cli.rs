@@ -17,8 +17,14 @@ pub struct Cli {
 /// Options every one-shot command that talks to the database takes.
 #[derive(Args, Debug, Clone)]
 pub struct DbOpts {
-    /// Seconds to wait for the database before giving up.
-    #[arg(long, default_value_t = 10.0, value_name = "S")]
+    /// Seconds to wait for the database before giving up (a login it
+    /// refuses is given up at once).
+    #[arg(
+        long,
+        visible_alias = "db-wait",
+        default_value_t = 10.0,
+        value_name = "S"
+    )]
     pub wait: f64,
 }
 
@@ -46,19 +52,27 @@ pub enum Cmd {
         #[command(flatten)]
         db: DbOpts,
     },
-    /// Queue a run of a pipeline; prints its id.
+    /// Queue a run of a pipeline; prints its id (--wait: and waits for its end).
+    ///
+    /// With --wait, it waits for the run's final outcome, after its retries:
+    /// exit 0 if it succeeded, 1 if it failed, timed out or was cancelled.
     Run {
         /// The pipeline.
         pipeline: String,
         /// A backfill run: not held to max_runs.
         #[arg(long)]
         fill: bool,
+        /// Wait for the run to end: exit 0 if it succeeded, 1 if it failed,
+        /// timed out or was cancelled.
+        #[arg(long)]
+        wait: bool,
+        /// Seconds to wait for the database before giving up (--wait S of
+        /// the other commands).
+        #[arg(long = "db-wait", default_value_t = 10.0, value_name = "S")]
+        db_wait: f64,
         /// Arguments for the run's command.
         #[arg(last = true)]
         args: Vec<String>,
-        /// Database options.
-        #[command(flatten)]
-        db: DbOpts,
     },
     /// List runs, newest first.
     Runs {
@@ -78,10 +92,15 @@ pub enum Cmd {
         #[command(flatten)]
         db: DbOpts,
     },
-    /// Print a run's output (its last 64 KiB).
+    /// Print a run's output (its last 64 KiB); with -f, follow it until the
+    /// run ends.
     Logs {
         /// The run's id.
         run: i64,
+        /// Keep printing the run's output as it arrives until the run has
+        /// ended (across its retries), then exit 0.
+        #[arg(short = 'f', long)]
+        follow: bool,
         /// Database options.
         #[command(flatten)]
         db: DbOpts,

@@ -3,6 +3,9 @@
 //! Each returns its exit code: 0 done, 1 it ran and the answer is no (or the
 //! database can't be reached), 2 bad input, with one line on stderr.
 
+use std::io::Write;
+use std::time::Duration;
+
 use postgres::Client;
 
 use crate::cli::{ConfigOpts, DbOpts};
@@ -11,7 +14,11 @@ use crate::overlap::{self, DeployVerdict};
 use crate::plural::count;
 use crate::runs::{self, Cancelled, STATES};
 use crate::sql;
-use crate::state::{self, Target};
+use crate::state::{self, Db, Fault, Target};
+
+/// How often `orca logs -f` and `orca run --wait` look at the run. Its
+/// output reaches the database about once a second while it runs.
+const POLL: Duration = Duration::from_millis(500);
 
 /// A failed command: its exit code and its one line.
 pub struct Failure {
@@ -169,19 +176,58 @@ pub fn register(config: &ConfigOpts, opts: &DbOpts) -> Outcome {
     Ok(())
 }
 
-/// `orca run`.
-pub fn run(pipeline: &str, fill: bool, args: &[String], opts: &DbOpts) -> Outcome {
+/// `orca run`; with `wait`, until the run's final outcome: exit 0 if it
+/// succeeded, 1 if not.
+pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpts) -> Outcome {
+    let target = target(opts, "orca")?;
     let mut client = connect(opts)?;
     let why = format!("orca run by {}", runs::whoami());
     let row = client
         .query_opt(sql::RUN_QUEUE, &[&pipeline, &fill, &args, &"manual", &why])
         .map_err(pg)?;
-    match row {
-        Some(r) => {
-            println!("{}", r.get::<_, i64>(0));
-            Ok(())
+    let Some(row) = row else {
+        return Err(unknown_pipeline(&mut client, pipeline));
+    };
+    let id: i64 = row.get(0);
+    println!("{id}");
+    let _ = std::io::stdout().flush();
+    if !wait {
+        return Ok(());
+    }
+    drop(client);
+    let mut db = Db::new(target, "orca run --wait");
+    loop {
+        let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&id])) {
+            Ok(Some(row)) => row,
+            Ok(None) => return Err(no(format!("run {id} is gone from the database"))),
+            Err(Fault::Down) => {
+                std::thread::sleep(POLL);
+                continue;
+            }
+            Err(e) => return Err(no(e.to_string())),
+        };
+        let state: String = row.get(0);
+        let why: Option<String> = row.get(3);
+        match ended(&state) {
+            None => std::thread::sleep(POLL),
+            Some(true) => return Ok(()),
+            Some(false) => {
+                return Err(no(format!(
+                    "run {id} {state}{}",
+                    why.map_or(String::new(), |w| format!(": {w}"))
+                )));
+            }
         }
-        None => Err(unknown_pipeline(&mut client, pipeline)),
+    }
+}
+
+/// Whether a run in `state` has ended, and if so whether it succeeded:
+/// `None` while it is queued (a retry among them) or running.
+pub fn ended(state: &str) -> Option<bool> {
+    match state {
+        "queued" | "running" => None,
+        "succeeded" => Some(true),
+        _ => Some(false),
     }
 }
 
@@ -252,19 +298,51 @@ pub fn list_runs(
     Ok(())
 }
 
-/// `orca logs`.
-pub fn logs(run: i64, opts: &DbOpts) -> Outcome {
-    use std::io::Write;
+/// `orca logs`; with `follow`, printing what arrives until the run has
+/// ended (after its retries), then exit 0.
+pub fn logs(run: i64, follow: bool, opts: &DbOpts) -> Outcome {
+    let target = target(opts, "orca")?;
     let mut client = connect(opts)?;
     let row = client.query_opt(sql::RUN_OUTPUT, &[&run]).map_err(pg)?;
     let Some(row) = row else {
         return Err(bad(format!("unknown run: {run}")));
     };
-    let out: Vec<u8> = row.get(0);
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(&out);
-    let _ = stdout.flush();
-    Ok(())
+    if !follow {
+        let out: Vec<u8> = row.get(0);
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(&out);
+        let _ = stdout.flush();
+        return Ok(());
+    }
+    drop(client);
+    let mut db = Db::new(target, "orca logs -f");
+    let mut shown = crate::follow::Follow::default();
+    loop {
+        let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&run])) {
+            Ok(Some(row)) => row,
+            Ok(None) => return Err(no(format!("run {run} is gone from the database"))),
+            Err(Fault::Down) => {
+                std::thread::sleep(POLL);
+                continue;
+            }
+            Err(e) => return Err(no(e.to_string())),
+        };
+        let state: String = row.get(0);
+        let start: i32 = row.get(1);
+        let output: Vec<u8> = row.get(2);
+        let new = shown.next(start, &output);
+        if !new.is_empty() {
+            let mut stdout = std::io::stdout().lock();
+            // A reader gone (`| head`): nothing more to do.
+            if stdout.write_all(new).and_then(|()| stdout.flush()).is_err() {
+                return Ok(());
+            }
+        }
+        if ended(&state).is_some() {
+            return Ok(());
+        }
+        std::thread::sleep(POLL);
+    }
 }
 
 /// `orca events`.
@@ -528,4 +606,26 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
 fn print_json<T: serde::Serialize>(rows: &[T]) -> Outcome {
     println!("{}", serde_json::to_string_pretty(rows).expect("json"));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_has_ended_once_it_is_neither_queued_nor_running() {
+        assert_eq!(ended("queued"), None);
+        assert_eq!(ended("running"), None);
+        assert_eq!(ended("succeeded"), Some(true));
+        for state in ["failed", "cancelled"] {
+            assert_eq!(ended(state), Some(false), "{state}");
+        }
+        for state in STATES {
+            assert_eq!(
+                ended(state).is_none(),
+                ["queued", "running"].contains(state),
+                "{state}"
+            );
+        }
+    }
 }

@@ -9,6 +9,7 @@ mod config;
 mod cron;
 mod ec2;
 mod ec2_runs;
+mod follow;
 mod locks;
 mod logging;
 mod overlap;
@@ -69,9 +70,16 @@ fn main() {
         Cmd::Run {
             pipeline,
             fill,
+            wait,
+            db_wait,
             args,
-            db,
-        } => commands::run(pipeline, *fill, args, db),
+        } => commands::run(
+            pipeline,
+            *fill,
+            args,
+            *wait,
+            &cli::DbOpts { wait: *db_wait },
+        ),
         Cmd::Runs {
             pipeline,
             state,
@@ -79,7 +87,7 @@ fn main() {
             json,
             db,
         } => commands::list_runs(pipeline.as_deref(), state.as_deref(), *limit, *json, db),
-        Cmd::Logs { run, db } => commands::logs(*run, db),
+        Cmd::Logs { run, follow, db } => commands::logs(*run, *follow, db),
         Cmd::Events {
             run,
             limit,

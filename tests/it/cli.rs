@@ -569,3 +569,181 @@ fn deploy_check_with_no_scheduler_running_exits_0_and_says_so() {
     );
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
 }
+
+/// `orca ARGS` running with its stdout and stderr in files of their own.
+struct Running {
+    child: std::process::Child,
+    out: std::path::PathBuf,
+    err: std::path::PathBuf,
+}
+
+impl Running {
+    fn start(db: &TestDb, dir: &TempDir, args: &[&str]) -> Running {
+        let name = args.join("_").replace(['/', ' '], "_");
+        let out = dir.path(&format!("{name}.out"));
+        let err = dir.path(&format!("{name}.err"));
+        let child = db
+            .orca(args)
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        Running { child, out, err }
+    }
+
+    fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Its exit status, within `secs`.
+    fn wait(&mut self, secs: f64) -> std::process::ExitStatus {
+        let mut status = None;
+        wait_until("the command exits", secs, || {
+            status = self.child.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A command that prints `line 1`, waits for file `go`, then prints lines
+/// 2 to 6 over a second or two and exits 0.
+fn chatty(go: &std::path::Path) -> String {
+    toml_str(&format!(
+        "echo line 1; while [ ! -e {go} ]; do sleep 0.1; done; \
+         for i in 2 3 4 5 6; do echo line $i; sleep 0.3; done",
+        go = go.display()
+    ))
+}
+
+/// The lines `chatty` prints.
+const CHATTY: &str = "line 1\nline 2\nline 3\nline 4\nline 5\nline 6\n";
+
+/// Run `run` of `chatty`: `orca logs -f` started while it runs follows it
+/// to its end, shows every line once, and exits 0 once the run has ended.
+fn follow_to_the_end(db: &TestDb, dir: &TempDir, run: i64, go: &std::path::Path) {
+    wait_until("the run has printed its first line", 120.0, || {
+        db.state(run) == "running" && text(&db.output(run)).contains("line 1")
+    });
+    let mut logs = Running::start(db, dir, &["logs", "-f", &run.to_string()]);
+    wait_until("logs -f shows the first line", 60.0, || {
+        logs.stdout() == "line 1\n"
+    });
+    assert!(logs.running(), "logs -f ended early: {}", logs.stderr());
+    assert_eq!(db.state(run), "running");
+    std::fs::write(go, "").unwrap();
+    let status = logs.wait(120.0);
+    assert!(status.success(), "{status:?}: {}", logs.stderr());
+    assert_eq!(
+        db.state(run),
+        "succeeded",
+        "logs -f exits when the run ends"
+    );
+    assert_eq!(logs.stdout(), CHATTY, "stderr: {}", logs.stderr());
+    assert_eq!(logs.stderr(), "");
+}
+
+#[test]
+fn logs_follow_a_local_run_to_its_end() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let go = dir.path("go");
+    db.register(
+        &dir,
+        &format!("[pipelines.chatty]\ncommand = {}\n", chatty(&go)),
+    );
+    let run = db.queue("chatty");
+    let mut s = db.scheduler(&dir, &[]);
+    follow_to_the_end(&db, &dir, run, &go);
+    // An ended run: its output, and exit 0 at once.
+    let again = Running::start(&db, &dir, &["logs", "--follow", &run.to_string()]).wait(30.0);
+    assert!(again.success());
+    // An unknown run: one line, exit 2.
+    let out = db.run(&["logs", "-f", "999999"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr).trim_end(), "orca: unknown run: 999999");
+    s.stop();
+}
+
+#[test]
+fn logs_follow_a_worker_run_to_its_end() {
+    let dir0 = TempDir::new();
+    let go = dir0.path("go");
+    let (db, dir) = crate::pools::pool_test(&format!(
+        "[pipelines.chatty]\ncommand = {}\nplacement = \"worker:p\"\n",
+        chatty(&go)
+    ));
+    let role = format!("orca_m_follow_{}", std::process::id());
+    crate::pools::hand_made_machine(&db, "p", &role, "pw-follow");
+    let run = db.queue("chatty");
+    let mut w = crate::pools::hand_worker(&db, &dir, "p", &role, "pw-follow");
+    follow_to_the_end(&db, &dir, run, &go);
+    w.stop();
+}
+
+#[test]
+fn logs_follow_an_ec2_run_to_its_end() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let go = dir.path("go");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.chatty]\ncommand = {}\nplacement = \"ec2\"\n\n\
+             [pipelines.chatty.ec2]\nprovider = \"local\"\ntype = \"small\"\nlocations = [\"here\"]\n",
+            chatty(&go)
+        ),
+    );
+    let run = db.queue("chatty");
+    let mut s = db.scheduler(&dir, &[]);
+    follow_to_the_end(&db, &dir, run, &go);
+    s.stop();
+}
+
+#[test]
+fn run_wait_exits_with_the_run_s_final_outcome() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let tries = dir.path("tries");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.good]\ncommand = \"echo fine\"\n\n\
+             [pipelines.bad]\ncommand = {}\nretries = 2\nretry_delay = 0\n",
+            toml_str(&format!("echo try >> {}; exit 3", tries.display()))
+        ),
+    );
+    let mut s = db.scheduler(&dir, &[]);
+    let mut good = Running::start(&db, &dir, &["run", "good", "--wait"]);
+    let status = good.wait(120.0);
+    assert!(status.success(), "{status:?}: {}", good.stderr());
+    let id: i64 = good.stdout().trim().parse().unwrap();
+    assert_eq!(db.state(id), "succeeded");
+
+    let mut bad = Running::start(&db, &dir, &["run", "bad", "--wait", "--db-wait", "5"]);
+    let status = bad.wait(120.0);
+    assert_eq!(status.code(), Some(1), "{}", bad.stderr());
+    let id: i64 = bad.stdout().trim().parse().unwrap();
+    assert_eq!(db.state(id), "failed");
+    // It waited through both retries: three attempts ran.
+    assert_eq!(std::fs::read_to_string(&tries).unwrap().lines().count(), 3);
+    let err = bad.stderr();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.starts_with(&format!("orca: run {id} failed")), "{err}");
+    s.stop();
+}
