@@ -5,7 +5,9 @@ use clap::{Args, Parser, Subcommand};
 /// orca: a pipeline scheduler and EC2 fleet manager. Postgres is its only
 /// channel: set ORCA_DATABASE_URL.
 #[derive(Parser, Debug)]
-#[command(name = "orca", version, about, long_about = None)]
+/// `orca` alone prints this help on stderr and exits 2 (clap's
+/// `arg_required_else_help`).
+#[command(name = "orca", version, about, long_about = None, arg_required_else_help = true)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -15,8 +17,14 @@ pub struct Cli {
 /// Options every one-shot command that talks to the database takes.
 #[derive(Args, Debug, Clone)]
 pub struct DbOpts {
-    /// Seconds to wait for the database before giving up.
-    #[arg(long, default_value_t = 10.0, value_name = "S")]
+    /// Seconds to wait for the database before giving up (a login it
+    /// refuses is given up at once).
+    #[arg(
+        long,
+        visible_alias = "db-wait",
+        default_value_t = 10.0,
+        value_name = "S"
+    )]
     pub wait: f64,
 }
 
@@ -44,19 +52,27 @@ pub enum Cmd {
         #[command(flatten)]
         db: DbOpts,
     },
-    /// Queue a run of a pipeline; prints its id.
+    /// Queue a run of a pipeline; prints its id (--wait: and waits for its end).
+    ///
+    /// With --wait, it waits for the run's final outcome, after its retries:
+    /// exit 0 if it succeeded, 1 if it failed, timed out or was cancelled.
     Run {
         /// The pipeline.
         pipeline: String,
         /// A backfill run: not held to max_runs.
         #[arg(long)]
         fill: bool,
+        /// Wait for the run to end: exit 0 if it succeeded, 1 if it failed,
+        /// timed out or was cancelled.
+        #[arg(long)]
+        wait: bool,
+        /// Seconds to wait for the database before giving up (--wait S of
+        /// the other commands).
+        #[arg(long = "db-wait", default_value_t = 10.0, value_name = "S")]
+        db_wait: f64,
         /// Arguments for the run's command.
         #[arg(last = true)]
         args: Vec<String>,
-        /// Database options.
-        #[command(flatten)]
-        db: DbOpts,
     },
     /// List runs, newest first.
     Runs {
@@ -69,17 +85,22 @@ pub enum Cmd {
         /// How many at most.
         #[arg(long, default_value_t = 20)]
         limit: i64,
-        /// One JSON document.
+        /// A JSON array of runs.
         #[arg(long)]
         json: bool,
         /// Database options.
         #[command(flatten)]
         db: DbOpts,
     },
-    /// Print a run's output (its last 64 KiB).
+    /// Print a run's output (its last 64 KiB); with -f, follow it until the
+    /// run ends.
     Logs {
         /// The run's id.
         run: i64,
+        /// Keep printing the run's output as it arrives until the run has
+        /// ended (across its retries), then exit 0.
+        #[arg(short = 'f', long)]
+        follow: bool,
         /// Database options.
         #[command(flatten)]
         db: DbOpts,
@@ -92,7 +113,7 @@ pub enum Cmd {
         /// How many (the newest) at most.
         #[arg(long, default_value_t = 50)]
         limit: i64,
-        /// One JSON document.
+        /// A JSON array of events.
         #[arg(long)]
         json: bool,
         /// Database options.
@@ -142,7 +163,7 @@ pub enum Cmd {
     /// Each pool: its machines, its demand, and what the last attempt to make
     /// a machine came to.
     Pools {
-        /// One JSON document.
+        /// A JSON array of pools.
         #[arg(long)]
         json: bool,
         /// Database options.
@@ -186,7 +207,7 @@ pub enum Cmd {
     },
     /// Scheduler instances (ORCA_OVERLAP=on), oldest first.
     Instances {
-        /// One JSON document.
+        /// A JSON array of instances.
         #[arg(long)]
         json: bool,
         /// Database options.
@@ -218,7 +239,8 @@ pub enum SchedulerCmd {
 /// `orca deploy ...` actions.
 #[derive(Subcommand, Debug)]
 pub enum DeployCmd {
-    /// Why this binary can't start beside the scheduler going now (exit 1), or nothing (exit 0).
+    /// Why this binary can't start beside the scheduler going now (exit 1);
+    /// exit 0 when nothing blocks a start (saying so when no scheduler runs).
     Check {
         /// Database options.
         #[command(flatten)]

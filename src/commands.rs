@@ -3,14 +3,22 @@
 //! Each returns its exit code: 0 done, 1 it ran and the answer is no (or the
 //! database can't be reached), 2 bad input, with one line on stderr.
 
+use std::io::Write;
+use std::time::Duration;
+
 use postgres::Client;
 
 use crate::cli::{ConfigOpts, DbOpts};
 use crate::config::{self, Config};
-use crate::overlap;
+use crate::overlap::{self, DeployVerdict};
+use crate::plural::count;
 use crate::runs::{self, Cancelled, STATES};
 use crate::sql;
-use crate::state::{self, Target};
+use crate::state::{self, Db, Fault, Target};
+
+/// How often `orca logs -f` and `orca run --wait` look at the run. Its
+/// output reaches the database about once a second while it runs.
+const POLL: Duration = Duration::from_millis(500);
 
 /// A failed command: its exit code and its one line.
 pub struct Failure {
@@ -36,22 +44,47 @@ fn no(message: impl Into<String>) -> Failure {
     }
 }
 
+/// A statement that failed. One on a table or schema that isn't there
+/// (SQLSTATE 42P01, 3F000: [`connect`] found the schema, so it is older
+/// than this binary) says to migrate.
 fn pg(e: postgres::Error) -> Failure {
-    no(state::plain(&e))
+    use postgres::error::SqlState;
+    match e.code() {
+        Some(c) if *c == SqlState::UNDEFINED_TABLE || *c == SqlState::INVALID_SCHEMA_NAME => {
+            no(format!(
+                "{}: the database's orca schema is older than this binary: run `orca migrate`",
+                state::plain(&e)
+            ))
+        }
+        _ => no(state::plain(&e)),
+    }
 }
 
-/// Connects for a one-shot command, waiting up to `--wait` seconds.
-fn connect(opts: &DbOpts) -> Result<Client, Failure> {
-    connect_as(opts, "orca")
-}
-
-/// [`connect`], with `app` as the session's `application_name`.
-fn connect_as(opts: &DbOpts, app: &str) -> Result<Client, Failure> {
+/// Where the database is, for a one-shot command (`app`: its
+/// `application_name`).
+fn target(opts: &DbOpts, app: &str) -> Result<Target, Failure> {
     if !(opts.wait.is_finite() && (0.0..=86_400.0).contains(&opts.wait)) {
         return Err(bad("--wait takes a number of seconds from 0 to 86400"));
     }
-    let target = Target::from_env().map_err(bad)?.with_application_name(app);
-    state::connect_waiting(&target, opts.wait).map_err(no)
+    Ok(Target::from_env().map_err(bad)?.with_application_name(app))
+}
+
+/// Connects for a one-shot command that needs orca's schema, waiting up to
+/// `--wait` seconds (a login refused for good is given up at once). Before
+/// the first `orca migrate` it fails with [`state::NO_SCHEMA`].
+fn connect(opts: &DbOpts) -> Result<Client, Failure> {
+    let mut client = connect_as(opts, "orca")?;
+    if !state::schema_present(&mut client).map_err(pg)? {
+        return Err(no(state::NO_SCHEMA));
+    }
+    Ok(client)
+}
+
+/// Connects, waiting up to `--wait` seconds, with `app` as the session's
+/// `application_name`; the schema may be missing.
+fn connect_as(opts: &DbOpts, app: &str) -> Result<Client, Failure> {
+    let target = target(opts, app)?;
+    state::connect_waiting(&target, opts.wait).map_err(|e| no(e.to_string()))
 }
 
 /// `orca migrate`.
@@ -70,13 +103,13 @@ pub fn migrate(opts: &DbOpts) -> Outcome {
         ""
     };
     println!(
-        "{}: this binary knows {} migrations (floor {}); the database had {}{newer}",
+        "{}: this binary knows {} (floor {}); the database had {}{newer}",
         if m.applied.is_empty() {
             "nothing to apply"
         } else {
             "done"
         },
-        state::migrations_known(),
+        count(state::migrations_known().into(), "migration"),
         state::migration_floor(),
         m.before,
     );
@@ -137,9 +170,9 @@ pub fn register(config: &ConfigOpts, opts: &DbOpts) -> Outcome {
     let mut client = connect(opts)?;
     let retired = register_config(&mut client, &config).map_err(pg)?;
     println!(
-        "registered {} pipelines and {} pools",
-        config.pipelines.len(),
-        config.pools.len()
+        "registered {} and {}",
+        count(config.pipelines.len() as i64, "pipeline"),
+        count(config.pools.len() as i64, "pool")
     );
     for name in retired {
         println!("retired {name} (no longer in the file)");
@@ -147,19 +180,58 @@ pub fn register(config: &ConfigOpts, opts: &DbOpts) -> Outcome {
     Ok(())
 }
 
-/// `orca run`.
-pub fn run(pipeline: &str, fill: bool, args: &[String], opts: &DbOpts) -> Outcome {
+/// `orca run`; with `wait`, until the run's final outcome: exit 0 if it
+/// succeeded, 1 if not.
+pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpts) -> Outcome {
+    let target = target(opts, "orca")?;
     let mut client = connect(opts)?;
     let why = format!("orca run by {}", runs::whoami());
     let row = client
         .query_opt(sql::RUN_QUEUE, &[&pipeline, &fill, &args, &"manual", &why])
         .map_err(pg)?;
-    match row {
-        Some(r) => {
-            println!("{}", r.get::<_, i64>(0));
-            Ok(())
+    let Some(row) = row else {
+        return Err(unknown_pipeline(&mut client, pipeline));
+    };
+    let id: i64 = row.get(0);
+    println!("{id}");
+    let _ = std::io::stdout().flush();
+    if !wait {
+        return Ok(());
+    }
+    drop(client);
+    let mut db = Db::new(target, "orca run --wait");
+    loop {
+        let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&id])) {
+            Ok(Some(row)) => row,
+            Ok(None) => return Err(no(format!("run {id} is gone from the database"))),
+            Err(Fault::Down) => {
+                std::thread::sleep(POLL);
+                continue;
+            }
+            Err(e) => return Err(no(e.to_string())),
+        };
+        let state: String = row.get(0);
+        let why: Option<String> = row.get(3);
+        match ended(&state) {
+            None => std::thread::sleep(POLL),
+            Some(true) => return Ok(()),
+            Some(false) => {
+                return Err(no(format!(
+                    "run {id} {state}{}",
+                    why.map_or(String::new(), |w| format!(": {w}"))
+                )));
+            }
         }
-        None => Err(unknown_pipeline(&mut client, pipeline)),
+    }
+}
+
+/// Whether a run in `state` has ended, and if so whether it succeeded:
+/// `None` while it is queued (a retry among them) or running.
+pub fn ended(state: &str) -> Option<bool> {
+    match state {
+        "queued" | "running" => None,
+        "succeeded" => Some(true),
+        _ => Some(false),
     }
 }
 
@@ -202,8 +274,7 @@ pub fn list_runs(
     }
     let rows = runs::list(&mut client, pipeline, state, limit).map_err(pg)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
-        return Ok(());
+        return print_json(&rows);
     }
     println!(
         "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  WHY",
@@ -231,19 +302,51 @@ pub fn list_runs(
     Ok(())
 }
 
-/// `orca logs`.
-pub fn logs(run: i64, opts: &DbOpts) -> Outcome {
-    use std::io::Write;
+/// `orca logs`; with `follow`, printing what arrives until the run has
+/// ended (after its retries), then exit 0.
+pub fn logs(run: i64, follow: bool, opts: &DbOpts) -> Outcome {
+    let target = target(opts, "orca")?;
     let mut client = connect(opts)?;
     let row = client.query_opt(sql::RUN_OUTPUT, &[&run]).map_err(pg)?;
     let Some(row) = row else {
         return Err(bad(format!("unknown run: {run}")));
     };
-    let out: Vec<u8> = row.get(0);
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(&out);
-    let _ = stdout.flush();
-    Ok(())
+    if !follow {
+        let out: Vec<u8> = row.get(0);
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(&out);
+        let _ = stdout.flush();
+        return Ok(());
+    }
+    drop(client);
+    let mut db = Db::new(target, "orca logs -f");
+    let mut shown = crate::follow::Follow::default();
+    loop {
+        let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&run])) {
+            Ok(Some(row)) => row,
+            Ok(None) => return Err(no(format!("run {run} is gone from the database"))),
+            Err(Fault::Down) => {
+                std::thread::sleep(POLL);
+                continue;
+            }
+            Err(e) => return Err(no(e.to_string())),
+        };
+        let state: String = row.get(0);
+        let start: i32 = row.get(1);
+        let output: Vec<u8> = row.get(2);
+        let new = shown.next(start, &output);
+        if !new.is_empty() {
+            let mut stdout = std::io::stdout().lock();
+            // A reader gone (`| head`): nothing more to do.
+            if stdout.write_all(new).and_then(|()| stdout.flush()).is_err() {
+                return Ok(());
+            }
+        }
+        if ended(&state).is_some() {
+            return Ok(());
+        }
+        std::thread::sleep(POLL);
+    }
 }
 
 /// `orca events`.
@@ -262,13 +365,16 @@ pub fn events(run: Option<i64>, limit: i64, json: bool, opts: &DbOpts) -> Outcom
     }
     let rows = runs::events(&mut client, run, limit).map_err(pg)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
-        return Ok(());
+        return print_json(&rows);
     }
+    println!(
+        "{:<24}  {:<10} {:<20} {:<14} WHY",
+        "AT", "RUN", "PIPELINE", "KIND"
+    );
     for e in rows {
         let run = e.run.map(|r| format!("run {r}")).unwrap_or_default();
         println!(
-            "{}  {:<10} {:<20} {:<14} {}",
+            "{:<24}  {:<10} {:<20} {:<14} {}",
             e.at,
             run,
             e.pipeline.unwrap_or_default(),
@@ -346,12 +452,24 @@ pub fn instances(json: bool, opts: &DbOpts) -> Outcome {
         crate::scheduler::lead_holder(&mut client)
     };
     if json {
-        let doc = serde_json::json!({
-            "instances": rows,
-            "lead_held_by_overlap_off_scheduler": unlisted_holder,
-        });
-        println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
-        return Ok(());
+        // One array: each instance, and a scheduler with ORCA_OVERLAP=off
+        // holding the lead as one more element with the same keys.
+        let mut doc: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(r).expect("json");
+                v["overlap"] = true.into();
+                v
+            })
+            .collect();
+        if let Some(holder) = &unlisted_holder {
+            doc.push(serde_json::json!({
+                "id": null, "host": holder, "pid": null, "role": "leader", "image": null,
+                "migrations": null, "runs": null, "seen_ago": null, "last_seen": null,
+                "overlap": false,
+            }));
+        }
+        return print_json(&doc);
     }
     println!(
         "{:>5}  {:<28} {:<9} {:<16} {:>10}  {:>4}  LAST SEEN",
@@ -376,14 +494,19 @@ pub fn instances(json: bool, opts: &DbOpts) -> Outcome {
     Ok(())
 }
 
-/// `orca deploy check`: nothing printed and exit 0 when this binary can start
-/// beside the scheduler going now; else why, and exit 1.
+/// `orca deploy check`: exit 0 when this binary can start beside the
+/// scheduler going now (nothing printed) or no scheduler runs (said); else
+/// why, and exit 1.
 pub fn deploy_check(opts: &DbOpts) -> Outcome {
     let stale = stale()?;
     let mut client = connect(opts)?;
-    match overlap::overlap_refusal(&mut client, stale, state::migration_floor()).map_err(pg)? {
-        None => Ok(()),
-        Some(why) => Err(no(why)),
+    match overlap::deploy_check(&mut client, stale, state::migration_floor()).map_err(pg)? {
+        DeployVerdict::Clear => Ok(()),
+        DeployVerdict::NoneRunning => {
+            println!("no scheduler is running: nothing blocks a start");
+            Ok(())
+        }
+        DeployVerdict::Blocked(why) => Err(no(why)),
     }
 }
 
@@ -407,6 +530,12 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
     let pools = client.query(sql::POOLS_LIST, &[]).map_err(pg)?;
     let machines = crate::pool_machines::live(&mut client).map_err(pg)?;
     let mut doc = Vec::new();
+    if !json {
+        println!(
+            "{:<24} {:>8}  {:>6}  LAST ATTEMPT",
+            "POOL", "MACHINES", "DEMAND"
+        );
+    }
     for p in &pools {
         let name: String = p.get(0);
         let retired: bool = p.get(1);
@@ -434,12 +563,14 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
             continue;
         }
         println!(
-            "pool {name}{}: {} machines, demand {demand}",
-            if retired { " (retired)" } else { "" },
-            mine.len()
-        );
-        println!(
-            "  last attempt: {}{}",
+            "{:<24} {:>8}  {:>6}  {}{}",
+            if retired {
+                format!("{name} (retired)")
+            } else {
+                name.clone()
+            },
+            mine.len(),
+            demand,
             if status.is_empty() {
                 "none yet"
             } else {
@@ -449,13 +580,13 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
         );
         if !mine.is_empty() {
             println!(
-                "  {:<24} {:<14} {:<14} {:<8} {:>4}  IDLE FOR",
+                "    {:<24} {:<14} {:<14} {:<8} {:>4}  IDLE FOR",
                 "MACHINE", "TYPE", "LOCATION", "STATE", "RUNS"
             );
         }
         for m in mine {
             println!(
-                "  {:<24} {:<14} {:<14} {:<8} {:>4}  {}",
+                "    {:<24} {:<14} {:<14} {:<8} {:>4}  {}",
                 m.name,
                 m.type_,
                 m.location,
@@ -470,10 +601,35 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
         }
     }
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "pools": doc })).expect("json")
-        );
+        return print_json(&doc);
     }
     Ok(())
+}
+
+/// Prints a listing as `--json` has it: one top-level array of objects.
+fn print_json<T: serde::Serialize>(rows: &[T]) -> Outcome {
+    println!("{}", serde_json::to_string_pretty(rows).expect("json"));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_has_ended_once_it_is_neither_queued_nor_running() {
+        assert_eq!(ended("queued"), None);
+        assert_eq!(ended("running"), None);
+        assert_eq!(ended("succeeded"), Some(true));
+        for state in ["failed", "cancelled"] {
+            assert_eq!(ended(state), Some(false), "{state}");
+        }
+        for state in STATES {
+            assert_eq!(
+                ended(state).is_none(),
+                ["queued", "running"].contains(state),
+                "{state}"
+            );
+        }
+    }
 }

@@ -290,8 +290,8 @@ pub fn shown(path: &str, problems: &[Problem], max: usize) -> Vec<String> {
         .collect();
     if problems.len() > max {
         lines.push(format!(
-            "{path}: ... and {} more problems",
-            problems.len() - max
+            "{path}: ... and {}",
+            crate::plural::count((problems.len() - max) as i64, "more problem")
         ));
     }
     lines
@@ -342,19 +342,18 @@ pub fn valid_name(s: &str) -> bool {
 }
 
 /// Parses a schedule: 5 cron fields (minute first), or 6 with seconds first.
+/// Each field is checked first ([`crate::cron::check`]), so a mistake is
+/// named by its field and range: `schedule "61 * * * *": minute field: 61
+/// is out of range 0-59`.
 pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
-    let fields = expr.split_whitespace().count();
-    if !(expr.trim_start().starts_with('@') || fields == 5 || fields == 6) {
-        return Err(format!(
-            "bad cron '{expr}': want 5 fields (minute hour day month weekday)"
-        ));
-    }
+    let said = |e: crate::cron::CronError| format!("schedule \"{expr}\": {e}");
+    crate::cron::check(expr).map_err(said)?;
     croner::parser::CronParser::builder()
         .seconds(croner::parser::Seconds::Optional)
         .year(croner::parser::Year::Disallowed)
         .build()
         .parse(expr)
-        .map_err(|e| format!("bad cron '{expr}': {e}"))
+        .map_err(|e| said(crate::cron::CronError::Croner(e.to_string())))
 }
 
 /// Whether `cron` fires at all. Every schedule has a second, minute and
@@ -663,7 +662,7 @@ impl Checker {
                             Ok(cron) if fires_ever(&cron) => p.schedule = Some(s),
                             Ok(_) => self.say(
                                 v,
-                                format!("schedule '{s}' never fires (no month has such a day)"),
+                                format!("schedule \"{s}\" never fires (no month has such a day)"),
                             ),
                             Err(e) => self.say(v, e),
                         }
@@ -1121,7 +1120,14 @@ locations = ["here"]
         let text = "[pipelines.a]\ncommand = \"x\"\nbogus = 1\n\n[pipelines.b]\nschedule = \"61 * * * *\"\n\n[pipelines.c]\ncommand = \"x\"\nmax_runs = -1\nplacement = \"mars\"\n";
         let problems = parse(text).unwrap_err();
         assert!(has(&problems, 3, "unknown key 'bogus'"), "{problems:?}");
-        assert!(has(&problems, 6, "bad cron"), "{problems:?}");
+        assert!(
+            has(
+                &problems,
+                6,
+                "schedule \"61 * * * *\": minute field: 61 is out of range 0-59"
+            ),
+            "{problems:?}"
+        );
         assert!(has(&problems, 5, "missing command"), "{problems:?}");
         assert!(has(&problems, 10, "negative"), "{problems:?}");
         assert!(has(&problems, 11, "bad placement"), "{problems:?}");
@@ -1131,7 +1137,11 @@ locations = ["here"]
     fn schedules_with_five_or_six_fields() {
         assert!(parse_schedule("0 3 * * 1-5").is_ok());
         assert!(parse_schedule("*/2 * * * * *").is_ok());
-        assert!(parse_schedule("* * *").is_err());
+        let three = parse_schedule("* * *").unwrap_err();
+        assert!(
+            three.starts_with("schedule \"* * *\": 5 or 6 fields are accepted"),
+            "{three}"
+        );
         assert!(parse_schedule("0 0 0 1 1 * 2030").is_err());
     }
 
@@ -1256,6 +1266,8 @@ update = "git pull"
             ]
         );
         assert_eq!(shown("f.toml", &problems[..3], 3).len(), 3);
+        let one_more = shown("f.toml", &problems[..4], 3);
+        assert_eq!(one_more[3], "f.toml: ... and 1 more problem");
     }
 
     #[test]

@@ -6,11 +6,14 @@ mod child;
 mod cli;
 mod commands;
 mod config;
+mod cron;
 mod ec2;
 mod ec2_runs;
+mod follow;
 mod locks;
 mod logging;
 mod overlap;
+mod plural;
 mod pool_boot;
 mod pool_config;
 mod pool_machines;
@@ -49,6 +52,11 @@ fn main() {
                 let _ = e.print();
                 std::process::exit(0);
             }
+            // `orca` alone: the whole help (on stderr), exit 2.
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                std::process::exit(2);
+            }
             let text = e.to_string();
             let line = text.lines().next().unwrap_or("bad arguments");
             eprintln!("orca: {}", line.trim_start_matches("error: "));
@@ -62,9 +70,16 @@ fn main() {
         Cmd::Run {
             pipeline,
             fill,
+            wait,
+            db_wait,
             args,
-            db,
-        } => commands::run(pipeline, *fill, args, db),
+        } => commands::run(
+            pipeline,
+            *fill,
+            args,
+            *wait,
+            &cli::DbOpts { wait: *db_wait },
+        ),
         Cmd::Runs {
             pipeline,
             state,
@@ -72,7 +87,7 @@ fn main() {
             json,
             db,
         } => commands::list_runs(pipeline.as_deref(), state.as_deref(), *limit, *json, db),
-        Cmd::Logs { run, db } => commands::logs(*run, db),
+        Cmd::Logs { run, follow, db } => commands::logs(*run, *follow, db),
         Cmd::Events {
             run,
             limit,

@@ -175,26 +175,70 @@ pub fn instances(client: &mut Client, stale: f64) -> Result<Vec<InstanceRow>, po
         .collect())
 }
 
-/// Why this binary can't start beside the scheduler going now, or `None` if
-/// it can: a live instance must lead, and none may know fewer migrations
-/// than this binary's floor. Doesn't migrate.
-pub fn overlap_refusal(
+/// What `orca deploy check` found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DeployVerdict {
+    /// No scheduler runs: nothing blocks a start (exit 0, said).
+    NoneRunning,
+    /// A live instance leads and every live one can run beside this
+    /// binary (exit 0, nothing said).
+    Clear,
+    /// This binary can't start beside the scheduler going now: why (exit 1).
+    Blocked(String),
+}
+
+/// The verdict from what the database says: `led` (a live instance leads),
+/// `any_live` (any instance is live), `overlap_off` (who holds the lead
+/// lock without an instance row: a scheduler with `ORCA_OVERLAP=off`), and
+/// `behind` (live instances that know fewer migrations than `floor`).
+pub fn deploy_verdict(
+    led: bool,
+    any_live: bool,
+    overlap_off: Option<String>,
+    behind: Option<String>,
+    floor: i32,
+) -> DeployVerdict {
+    if let Some(b) = behind {
+        return DeployVerdict::Blocked(format!(
+            "{b} migrations, fewer than this binary's floor of {floor}: it can't run beside this binary; stop it first"
+        ));
+    }
+    if led {
+        return DeployVerdict::Clear;
+    }
+    if any_live {
+        return DeployVerdict::Blocked(
+            "no live scheduler instance leads (a handover under way? try again in a few seconds)"
+                .to_string(),
+        );
+    }
+    match overlap_off {
+        Some(who) => DeployVerdict::Blocked(format!(
+            "no live scheduler instance leads: the running scheduler ({who}) has ORCA_OVERLAP=off and can't hand over; stop it, then start the new one"
+        )),
+        None => DeployVerdict::NoneRunning,
+    }
+}
+
+/// Whether this binary can start beside the scheduler going now (see
+/// [`deploy_verdict`]): a live instance must lead, and none may know fewer
+/// migrations than this binary's floor; with no scheduler at all, nothing
+/// blocks a start. Doesn't migrate.
+pub fn deploy_check(
     client: &mut Client,
     stale: f64,
     floor: i32,
-) -> Result<Option<String>, postgres::Error> {
+) -> Result<DeployVerdict, postgres::Error> {
     let row = client.query_one(sql::DEPLOY_CHECK, &[&stale, &floor])?;
     let led: bool = row.get(0);
     let behind: Option<String> = row.get(1);
-    Ok(if !led {
-        Some("no live scheduler instance leads (is one running with ORCA_OVERLAP=on?)".to_string())
+    let any_live: bool = row.get(2);
+    let overlap_off = if led || any_live {
+        None
     } else {
-        behind.map(|b| {
-            format!(
-                "{b} migrations, fewer than this binary's floor of {floor}: it can't run beside this binary; stop it first"
-            )
-        })
-    })
+        crate::scheduler::lead_holder(client)
+    };
+    Ok(deploy_verdict(led, any_live, overlap_off, behind, floor))
 }
 
 /// Waits up to `timeout` seconds for the newest live instance to lead (a
@@ -218,5 +262,45 @@ pub fn wait_for_lead(
             return Ok(false);
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deploy_verdicts() {
+        assert_eq!(
+            deploy_verdict(false, false, None, None, 5),
+            DeployVerdict::NoneRunning
+        );
+        assert_eq!(
+            deploy_verdict(true, true, None, None, 5),
+            DeployVerdict::Clear
+        );
+        let DeployVerdict::Blocked(why) = deploy_verdict(false, true, None, None, 5) else {
+            panic!("a live instance that doesn't lead blocks");
+        };
+        assert!(why.contains("no live scheduler instance leads"), "{why}");
+        let DeployVerdict::Blocked(why) =
+            deploy_verdict(false, false, Some("h pid 7".into()), None, 5)
+        else {
+            panic!("an overlap-off scheduler blocks");
+        };
+        assert!(
+            why.contains("h pid 7") && why.contains("ORCA_OVERLAP=off"),
+            "{why}"
+        );
+        let DeployVerdict::Blocked(why) = deploy_verdict(
+            true,
+            true,
+            None,
+            Some("scheduler 1 on h pid 7 knows 1".into()),
+            5,
+        ) else {
+            panic!("an instance behind the floor blocks");
+        };
+        assert!(why.contains("floor of 5"), "{why}");
     }
 }

@@ -272,9 +272,9 @@ impl PoolScaler {
             if n > 0 && began.elapsed() > PASS_BUDGET {
                 self.resume = (first + n) % count;
                 log::info!(
-                    "scaler pass over its {}s budget: {} pools left to the next pass",
+                    "scaler pass over its {}s budget: {} left to the next pass",
                     PASS_BUDGET.as_secs(),
-                    count - n
+                    crate::plural::count((count - n) as i64, "pool")
                 );
                 break;
             }

@@ -366,6 +366,10 @@ pub fn main(config_path: Option<&str>) -> i32 {
     let known = state::migrations_known();
     match db.run(state::migrations_applied) {
         Ok(n) if n >= known => {}
+        Ok(0) => {
+            eprintln!("orca: {}", state::NO_SCHEMA);
+            return 1;
+        }
         Ok(n) => {
             eprintln!(
                 "orca: the database at {} has {n} of this binary's {known} migrations: run `orca migrate` first",
@@ -589,8 +593,8 @@ impl Scheduler {
                 .run_fenced(session, |c| crate::commands::register_config(c, &config))
             {
                 Ok(retired) => log::info!(
-                    "registered {} pipelines; retired {retired:?}",
-                    config.pipelines.len()
+                    "registered {}; retired {retired:?}",
+                    crate::plural::count(config.pipelines.len() as i64, "pipeline")
                 ),
                 Err(e) => {
                     log::error!("register: {e}");
@@ -725,8 +729,8 @@ impl Scheduler {
                 let who = who_leads(&mut self.db);
                 log::error!(
                     "the lead was taken by {who} while this scheduler was cut off; \
-                     starting nothing more, finishing the {} runs it supervises",
-                    self.sup.running()
+                     starting nothing more, finishing the {} it supervises",
+                    crate::plural::count(self.sup.running() as i64, "run")
                 );
                 self.lost_to = Some(who);
                 None
@@ -785,8 +789,8 @@ impl Scheduler {
             match self.db.run(|c| crate::overlap::step_down(c, id, &why)) {
                 Ok(()) => {
                     log::info!(
-                        "draining: {why}; supervising {} runs to their end",
-                        self.sup.running()
+                        "draining: {why}; supervising {} to their end",
+                        crate::plural::count(self.sup.running() as i64, "run")
                     );
                     inst.draining = true;
                     self.lead = None;
@@ -890,9 +894,9 @@ impl Scheduler {
                 )
             } else {
                 format!(
-                    "schedule '{expr}', slot {}: one catch-up run for {} slots missed",
+                    "schedule '{expr}', slot {}: one catch-up run for {} missed",
                     slot.format("%Y-%m-%dT%H:%M:%SZ"),
-                    missed + 1
+                    crate::plural::count(i64::from(missed) + 1, "slot")
                 )
             };
             match self.db.run_fenced(session, |c| {

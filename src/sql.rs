@@ -225,6 +225,9 @@ pub const RUN_CANCEL: &str = include_str!("../sql/run_cancel.sql");
 /// See `sql/run_finish.sql`.
 pub const RUN_FINISH: &str = include_str!("../sql/run_finish.sql");
 
+/// See `sql/run_follow.sql`.
+pub const RUN_FOLLOW: &str = include_str!("../sql/run_follow.sql");
+
 /// See `sql/run_output.sql`.
 pub const RUN_OUTPUT: &str = include_str!("../sql/run_output.sql");
 
@@ -242,6 +245,9 @@ pub const RUN_STATE: &str = include_str!("../sql/run_state.sql");
 
 /// See `sql/runs_list.sql`.
 pub const RUNS_LIST: &str = include_str!("../sql/runs_list.sql");
+
+/// See `sql/schema_present.sql`.
+pub const SCHEMA_PRESENT: &str = include_str!("../sql/schema_present.sql");
 
 /// See `sql/sensor_queue.sql`.
 pub const SENSOR_QUEUE: &str = include_str!("../sql/sensor_queue.sql");

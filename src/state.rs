@@ -227,16 +227,57 @@ impl Target {
 
     /// One attempt to connect, giving up after `limit` if that is sooner
     /// than the connect timeout.
-    fn connect_within(&self, limit: Option<Duration>) -> Result<Client, String> {
+    fn connect_within(&self, limit: Option<Duration>) -> Result<Client, ConnectError> {
         let mut config = self.config.clone();
         if let Some(limit) = limit {
             let timeout = config.get_connect_timeout().copied().unwrap_or(limit);
             config.connect_timeout(timeout.min(limit).max(Duration::from_millis(100)));
         }
-        config
-            .connect(self.tls.clone())
-            .map_err(|e| format!("can't reach the database at {}: {}", self.shown, plain(&e)))
+        config.connect(self.tls.clone()).map_err(|e| {
+            if e.code().is_some_and(refuses_for_good) {
+                ConnectError::Refused(format!(
+                    "the database at {} refused the login: {}",
+                    self.shown,
+                    plain(&e)
+                ))
+            } else {
+                ConnectError::Unreachable(format!(
+                    "can't reach the database at {}: {}",
+                    self.shown,
+                    plain(&e)
+                ))
+            }
+        })
     }
+}
+
+/// Why a one-shot command got no session.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The server answered and refused the login for good (see
+    /// [`refuses_for_good`]): trying again can't help.
+    Refused(String),
+    /// Nothing usable answered (no server, a timeout, a server starting up
+    /// or out of connections): worth trying again within `--wait`.
+    Unreachable(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Refused(s) | ConnectError::Unreachable(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Whether a login refused with this SQLSTATE is refused for good, so that
+/// waiting for the database can't help: a wrong password (28P01), a role
+/// that doesn't exist or may not log in, or no `pg_hba.conf` entry (28000),
+/// no such database (3D000), no CONNECT privilege on it (42501). A server
+/// starting up or shutting down (57P03), out of connections (53300) and
+/// the like are worth waiting out.
+pub fn refuses_for_good(code: &postgres::error::SqlState) -> bool {
+    matches!(code.code(), "28P01" | "28000" | "3D000" | "42501")
 }
 
 /// Rewrites the parameters of a URL's query string (or a `key=value` string)
@@ -429,23 +470,36 @@ impl ServerCertVerifier for NoCertCheck {
 }
 
 /// Connects for a one-shot command: tries every second for up to `wait`
-/// seconds, then gives up with one line naming host and port.
+/// seconds, then gives up with one line naming host and port. A login the
+/// server refuses for good ([`refuses_for_good`]) is given up at once.
 /// `wait` must be a number of seconds from 0 to a day.
-pub fn connect_waiting(target: &Target, wait: f64) -> Result<Client, String> {
+pub fn connect_waiting(target: &Target, wait: f64) -> Result<Client, ConnectError> {
     let deadline = Instant::now() + Duration::from_secs_f64(wait.clamp(0.0, 86_400.0));
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match target.connect_within(Some(left)) {
             Ok(c) => return Ok(c),
-            Err(e) if Instant::now() >= deadline => {
-                return Err(format!("{e} (gave up after {wait}s)"));
+            Err(e @ ConnectError::Refused(_)) => return Err(e),
+            Err(ConnectError::Unreachable(e)) if Instant::now() >= deadline => {
+                return Err(ConnectError::Unreachable(format!(
+                    "{e} (gave up after {wait}s)"
+                )));
             }
-            Err(_) => std::thread::sleep(
+            Err(ConnectError::Unreachable(_)) => std::thread::sleep(
                 Duration::from_secs(1).min(deadline.saturating_duration_since(Instant::now())),
             ),
         }
     }
 }
+
+/// Whether the database has orca's schema: false before the first `orca
+/// migrate`. Needs no privilege on orca's tables (a machine's login may ask).
+pub fn schema_present(client: &mut Client) -> Result<bool, postgres::Error> {
+    client.query_one(sql::SCHEMA_PRESENT, &[]).map(|r| r.get(0))
+}
+
+/// What a command that needs orca's schema says before `orca migrate`.
+pub const NO_SCHEMA: &str = "the database has no orca schema yet: run `orca migrate`";
 
 /// Why a statement of a long-lived loop did not land.
 #[derive(Debug)]
@@ -724,6 +778,9 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
 
 /// How many migrations the database has had applied (0 before the first).
 pub fn migrations_applied(client: &mut Client) -> Result<i32, postgres::Error> {
+    if !schema_present(client)? {
+        return Ok(0);
+    }
     client
         .query_one(sql::MIGRATIONS_COUNT, &[])
         .map(|r| r.get(0))
@@ -764,6 +821,27 @@ mod tests {
     fn percent_round_trip() {
         assert_eq!(percent_decode("%2Ftmp%2Fx"), "/tmp/x");
         assert_eq!(percent_encode("/tmp/a b"), "/tmp/a%20b");
+    }
+
+    #[test]
+    fn only_definite_refusals_are_given_up_at_once() {
+        use postgres::error::SqlState;
+        for definite in [
+            SqlState::INVALID_PASSWORD,
+            SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+            SqlState::INVALID_CATALOG_NAME,
+            SqlState::INSUFFICIENT_PRIVILEGE,
+        ] {
+            assert!(refuses_for_good(&definite), "{definite:?}");
+        }
+        for passing in [
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::TOO_MANY_CONNECTIONS,
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CONNECTION_FAILURE,
+        ] {
+            assert!(!refuses_for_good(&passing), "{passing:?}");
+        }
     }
 
     #[test]

@@ -495,8 +495,8 @@ impl Supervisor {
         self.reap();
         self.flush(db);
         log::info!(
-            "stopping: SIGTERM to {} runs, waiting up to {grace}s",
-            self.running.len(),
+            "stopping: SIGTERM to {}, waiting up to {grace}s",
+            crate::plural::count(self.running.len() as i64, "run"),
         );
         for s in &mut self.running {
             s.child.signal(libc::SIGTERM);

@@ -104,8 +104,8 @@ impl Refusals {
 /// The machine was removed: its runs are someone else's now.
 fn revoked(sup: &mut Supervisor, machine: &str) -> i32 {
     log::error!(
-        "this machine's credentials were revoked (machine {machine} removed): killing its {} runs and exiting",
-        sup.running()
+        "this machine's credentials were revoked (machine {machine} removed): killing its {} and exiting",
+        crate::plural::count(sup.running() as i64, "run")
     );
     sup.abandon();
     REVOKED
@@ -176,16 +176,22 @@ pub fn main(pool: &str) -> i32 {
                 }
                 Trouble::Away => std::thread::sleep(Duration::from_secs(1)),
                 Trouble::Failed(m) => {
-                    eprintln!("orca: {m}");
+                    // Before `orca migrate` there are no orca.worker_*
+                    // functions to call: say so rather than what failed.
+                    if matches!(db.run(crate::state::schema_present), Ok(false)) {
+                        eprintln!("orca: {}", crate::state::NO_SCHEMA);
+                    } else {
+                        eprintln!("orca: {m}");
+                    }
                     return 1;
                 }
             },
         }
     };
     log::info!(
-        "worker of pool {pool} on machine {} ({} slots); database {}",
+        "worker of pool {pool} on machine {} ({}); database {}",
         machine.name,
-        machine.slots,
+        crate::plural::count(machine.slots.into(), "slot"),
         target.shown()
     );
     let mut sup = Supervisor::new(

@@ -54,7 +54,10 @@ fn check_reports_every_problem_with_its_line() {
     let want = [
         (3, "unknown key 'bogus'"),
         (5, "missing command"),
-        (6, "bad cron"),
+        (
+            6,
+            "schedule \"99 * * * *\": minute field: 99 is out of range 0-59",
+        ),
         (10, "negative"),
         (11, "bad placement"),
     ];
@@ -316,4 +319,431 @@ fn a_nul_is_refused_by_check_and_register_before_the_database_sees_it() {
         );
     }
     assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.pipelines"), 0);
+}
+
+/// The one line commands that need the schema print before `orca migrate`.
+const NO_SCHEMA: &str = "orca: the database has no orca schema yet: run `orca migrate`";
+
+#[test]
+fn orca_alone_prints_the_whole_usage_and_exits_2() {
+    let out = std::process::Command::new(bin()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = text(&out.stderr);
+    assert!(err.contains("Usage: orca <COMMAND>"), "{err}");
+    assert!(err.contains("Commands:"), "{err}");
+    for command in ["migrate", "run", "runs", "logs", "pools", "deploy"] {
+        assert!(
+            err.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{command} "))),
+            "no {command} in:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn before_migrate_every_command_says_to_migrate() {
+    let db = TestDb::empty_on(&admin_url());
+    let dir = TempDir::new();
+    let config = dir.write("orca.toml", "[pipelines.a]\ncommand = \"true\"\n");
+    for args in [
+        vec!["runs"],
+        vec!["runs", "--json"],
+        vec!["pools"],
+        vec!["events"],
+        vec!["instances"],
+        vec!["register", "-c", &config],
+        vec!["run", "a"],
+        vec!["run", "a", "--wait"],
+        vec!["logs", "1"],
+        vec!["logs", "-f", "1"],
+        vec!["cancel", "1"],
+        vec!["pause", "a"],
+        vec!["deploy", "check"],
+        vec!["deploy", "wait"],
+        vec!["scheduler", "drain"],
+    ] {
+        let out = db.run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "orca {args:?}: {err}");
+        assert_eq!(err.trim_end(), NO_SCHEMA, "orca {args:?}");
+    }
+    // The long-lived ones say so too, and exit.
+    let mut scheduler = db.scheduler(&dir, &[]);
+    assert_eq!(scheduler.wait(60.0).code(), Some(1));
+    assert!(
+        scheduler.output().lines().any(|l| l == NO_SCHEMA),
+        "{}",
+        scheduler.output()
+    );
+    let role = format!("orca_m_noschema_{}", std::process::id());
+    db.plain_login_role(&role, "pw-noschema");
+    let mut worker = crate::pools::hand_worker(&db, &dir, "p", &role, "pw-noschema");
+    assert_eq!(worker.wait(60.0).code(), Some(1));
+    assert!(
+        worker.output().lines().any(|l| l == NO_SCHEMA),
+        "{}",
+        worker.output()
+    );
+    // Migrated, the same commands work.
+    db.ok(&["migrate"]);
+    db.ok(&["runs"]);
+}
+
+/// `orca runs --wait 120` with `url`: its output, and how long it took.
+fn runs_with(url: &str) -> (std::process::Output, f64) {
+    let started = std::time::Instant::now();
+    let out = orca_with_url(&["runs", "--wait", "120"], url, 60.0);
+    (out, started.elapsed().as_secs_f64())
+}
+
+/// `orca ARGS` with `ORCA_DATABASE_URL=url`; killed and failed after `secs`.
+fn orca_with_url(args: &[&str], url: &str, secs: f64) -> std::process::Output {
+    let mut child = std::process::Command::new(bin())
+        .args(args)
+        .env("ORCA_DATABASE_URL", url)
+        .stdin(std::process::Stdio::null())
+        .output_handle();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("orca {args:?} did not finish within {secs}s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_refused_login_exits_at_once_naming_why_and_never_its_password() {
+    let db = TestDb::new();
+    let wrong_password = with_user(&db.url, OWNER, "wrong-pw-hunter2");
+    let no_such_role = with_user(&db.url, "orca_no_such_role", "role-pw-hunter3");
+    let no_such_db = with_db(&db.url, "orca_no_such_database");
+    for (url, secret, why) in [
+        (
+            &wrong_password,
+            "wrong-pw-hunter2",
+            "password authentication failed",
+        ),
+        // scram-sha-256 answers an unknown role as a wrong password.
+        (&no_such_role, "role-pw-hunter3", "orca_no_such_role"),
+        (&no_such_db, OWNER_PASSWORD, "does not exist"),
+    ] {
+        let (out, took) = runs_with(url);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            took < 30.0,
+            "gave up after {took:.1}s, not at once (--wait 120)"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("refused the login") && err.contains(why),
+            "{err}"
+        );
+        assert!(!err.contains("can't reach"), "{err}");
+        assert!(!err.contains(secret) && out.stdout.is_empty(), "{err}");
+    }
+}
+
+#[test]
+fn a_bad_schedule_names_its_field_and_range() {
+    let dir = TempDir::new();
+    let path = dir.write(
+        "orca.toml",
+        "[pipelines.a]\ncommand = \"true\"\nschedule = \"0 0 * 13 *\"\n\n\
+         [pipelines.b]\ncommand = \"true\"\nschedule = \"61 * * * *\"\n\n\
+         [pipelines.c]\ncommand = \"true\"\nschedule = \"* * *\"\n\n\
+         [pipelines.d]\ncommand = \"true\"\nschedule = \"0 0 * * MON-FRI\"\n",
+    );
+    let out = std::process::Command::new(bin())
+        .args(["check", "-c", &path])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("{path}:3: schedule \"0 0 * 13 *\": month field: 13 is out of range 1-12"),
+            format!("{path}:7: schedule \"61 * * * *\": minute field: 61 is out of range 0-59"),
+            format!(
+                "{path}:11: schedule \"* * *\": 5 or 6 fields are accepted (minute hour \
+                 day-of-month month day-of-week, or second first and then those 5); it has 3"
+            ),
+        ],
+        "{err}"
+    );
+}
+
+#[test]
+fn every_listing_has_a_header_when_empty_and_its_json_is_an_array() {
+    let db = TestDb::new();
+    for (listing, header) in [
+        ("runs", "ID"),
+        ("events", "AT"),
+        ("pools", "POOL"),
+        ("instances", "ID"),
+    ] {
+        let shown = db.ok(&[listing]);
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), 1, "orca {listing}:\n{shown}");
+        assert_eq!(
+            lines[0].split_whitespace().next(),
+            Some(header),
+            "orca {listing}:\n{shown}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&db.ok(&[listing, "--json"]))
+            .unwrap_or_else(|e| panic!("orca {listing} --json: {e}"));
+        assert_eq!(json, serde_json::json!([]), "orca {listing} --json");
+    }
+    // Not empty: still one array of objects each.
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &crate::pools::with_pool("p", "[pipelines.a]\ncommand = \"true\"\n"),
+    );
+    db.queue("a");
+    for listing in ["runs", "events", "pools"] {
+        let json: serde_json::Value = serde_json::from_str(&db.ok(&[listing, "--json"])).unwrap();
+        let items = json
+            .as_array()
+            .unwrap_or_else(|| panic!("{listing}: {json}"));
+        assert!(
+            !items.is_empty() && items.iter().all(|i| i.is_object()),
+            "{listing}: {json}"
+        );
+    }
+    let pools: serde_json::Value = serde_json::from_str(&db.ok(&["pools", "--json"])).unwrap();
+    assert_eq!(pools[0]["pool"], "p");
+    let shown = db.ok(&["pools"]);
+    assert!(
+        shown.lines().nth(1).unwrap().starts_with("p "),
+        "a row for pool p:\n{shown}"
+    );
+}
+
+#[test]
+fn counts_are_singular_for_one() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let one = dir.write(
+        "one.toml",
+        &crate::pools::with_pool("p", "[pipelines.a]\ncommand = \"true\"\n"),
+    );
+    assert_eq!(
+        db.ok(&["register", "-c", &one]).trim(),
+        "registered 1 pipeline and 1 pool"
+    );
+    let two = dir.write(
+        "two.toml",
+        &format!(
+            "{}{}[pipelines.b]\ncommand = \"true\"\n",
+            crate::pools::with_pool("p", "[pipelines.a]\ncommand = \"true\"\n"),
+            crate::pools::with_pool("q", "")
+        ),
+    );
+    assert_eq!(
+        db.ok(&["register", "-c", &two]).lines().next(),
+        Some("registered 2 pipelines and 2 pools")
+    );
+    let none = dir.write("none.toml", "");
+    assert_eq!(
+        db.ok(&["register", "-c", &none]).lines().next(),
+        Some("registered 0 pipelines and 0 pools")
+    );
+}
+
+#[test]
+fn deploy_check_with_no_scheduler_running_exits_0_and_says_so() {
+    let db = TestDb::new();
+    let out = db.run(&["deploy", "check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim_end(),
+        "no scheduler is running: nothing blocks a start"
+    );
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+}
+
+/// `orca ARGS` running with its stdout and stderr in files of their own.
+struct Running {
+    child: std::process::Child,
+    out: std::path::PathBuf,
+    err: std::path::PathBuf,
+}
+
+impl Running {
+    fn start(db: &TestDb, dir: &TempDir, args: &[&str]) -> Running {
+        let name = args.join("_").replace(['/', ' '], "_");
+        let out = dir.path(&format!("{name}.out"));
+        let err = dir.path(&format!("{name}.err"));
+        let child = db
+            .orca(args)
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        Running { child, out, err }
+    }
+
+    fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Its exit status, within `secs`.
+    fn wait(&mut self, secs: f64) -> std::process::ExitStatus {
+        let mut status = None;
+        wait_until("the command exits", secs, || {
+            status = self.child.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A command that prints `line 1`, waits for file `go`, then prints lines
+/// 2 to 6 over a second or two and exits 0.
+fn chatty(go: &std::path::Path) -> String {
+    toml_str(&format!(
+        "echo line 1; while [ ! -e {go} ]; do sleep 0.1; done; \
+         for i in 2 3 4 5 6; do echo line $i; sleep 0.3; done",
+        go = go.display()
+    ))
+}
+
+/// The lines `chatty` prints.
+const CHATTY: &str = "line 1\nline 2\nline 3\nline 4\nline 5\nline 6\n";
+
+/// Run `run` of `chatty`: `orca logs -f` started while it runs follows it
+/// to its end, shows every line once, and exits 0 once the run has ended.
+fn follow_to_the_end(db: &TestDb, dir: &TempDir, run: i64, go: &std::path::Path) {
+    wait_until("the run has printed its first line", 120.0, || {
+        db.state(run) == "running" && text(&db.output(run)).contains("line 1")
+    });
+    let mut logs = Running::start(db, dir, &["logs", "-f", &run.to_string()]);
+    wait_until("logs -f shows the first line", 60.0, || {
+        logs.stdout() == "line 1\n"
+    });
+    assert!(logs.running(), "logs -f ended early: {}", logs.stderr());
+    assert_eq!(db.state(run), "running");
+    std::fs::write(go, "").unwrap();
+    let status = logs.wait(120.0);
+    assert!(status.success(), "{status:?}: {}", logs.stderr());
+    assert_eq!(
+        db.state(run),
+        "succeeded",
+        "logs -f exits when the run ends"
+    );
+    assert_eq!(logs.stdout(), CHATTY, "stderr: {}", logs.stderr());
+    assert_eq!(logs.stderr(), "");
+}
+
+#[test]
+fn logs_follow_a_local_run_to_its_end() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let go = dir.path("go");
+    db.register(
+        &dir,
+        &format!("[pipelines.chatty]\ncommand = {}\n", chatty(&go)),
+    );
+    let run = db.queue("chatty");
+    let mut s = db.scheduler(&dir, &[]);
+    follow_to_the_end(&db, &dir, run, &go);
+    // An ended run: its output, and exit 0 at once.
+    let again = Running::start(&db, &dir, &["logs", "--follow", &run.to_string()]).wait(30.0);
+    assert!(again.success());
+    // An unknown run: one line, exit 2.
+    let out = db.run(&["logs", "-f", "999999"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr).trim_end(), "orca: unknown run: 999999");
+    s.stop();
+}
+
+#[test]
+fn logs_follow_a_worker_run_to_its_end() {
+    let dir0 = TempDir::new();
+    let go = dir0.path("go");
+    let (db, dir) = crate::pools::pool_test(&format!(
+        "[pipelines.chatty]\ncommand = {}\nplacement = \"worker:p\"\n",
+        chatty(&go)
+    ));
+    let role = format!("orca_m_follow_{}", std::process::id());
+    crate::pools::hand_made_machine(&db, "p", &role, "pw-follow");
+    let run = db.queue("chatty");
+    let mut w = crate::pools::hand_worker(&db, &dir, "p", &role, "pw-follow");
+    follow_to_the_end(&db, &dir, run, &go);
+    w.stop();
+}
+
+#[test]
+fn logs_follow_an_ec2_run_to_its_end() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let go = dir.path("go");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.chatty]\ncommand = {}\nplacement = \"ec2\"\n\n\
+             [pipelines.chatty.ec2]\nprovider = \"local\"\ntype = \"small\"\nlocations = [\"here\"]\n",
+            chatty(&go)
+        ),
+    );
+    let run = db.queue("chatty");
+    let mut s = db.scheduler(&dir, &[]);
+    follow_to_the_end(&db, &dir, run, &go);
+    s.stop();
+}
+
+#[test]
+fn run_wait_exits_with_the_run_s_final_outcome() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let tries = dir.path("tries");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.good]\ncommand = \"echo fine\"\n\n\
+             [pipelines.bad]\ncommand = {}\nretries = 2\nretry_delay = 0\n",
+            toml_str(&format!("echo try >> {}; exit 3", tries.display()))
+        ),
+    );
+    let mut s = db.scheduler(&dir, &[]);
+    let mut good = Running::start(&db, &dir, &["run", "good", "--wait"]);
+    let status = good.wait(120.0);
+    assert!(status.success(), "{status:?}: {}", good.stderr());
+    let id: i64 = good.stdout().trim().parse().unwrap();
+    assert_eq!(db.state(id), "succeeded");
+
+    let mut bad = Running::start(&db, &dir, &["run", "bad", "--wait", "--db-wait", "5"]);
+    let status = bad.wait(120.0);
+    assert_eq!(status.code(), Some(1), "{}", bad.stderr());
+    let id: i64 = bad.stdout().trim().parse().unwrap();
+    assert_eq!(db.state(id), "failed");
+    // It waited through both retries: three attempts ran.
+    assert_eq!(std::fs::read_to_string(&tries).unwrap().lines().count(), 3);
+    let err = bad.stderr();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.starts_with(&format!("orca: run {id} failed")), "{err}");
+    s.stop();
 }

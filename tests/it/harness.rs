@@ -285,6 +285,15 @@ impl TestDb {
         self.roles.borrow_mut().push(name.to_string());
     }
 
+    /// Makes plain login role `name` with password `pw` on the server (no
+    /// orca schema needed); dropped with this database.
+    pub fn plain_login_role(&self, name: &str, pw: &str) {
+        connect(&self.admin)
+            .batch_execute(&format!("CREATE ROLE \"{name}\" LOGIN PASSWORD '{pw}'"))
+            .unwrap();
+        self.roles.borrow_mut().push(name.to_string());
+    }
+
     /// How many events of `kind` there are, of any run or none.
     pub fn events_of_kind(&self, kind: &str) -> i64 {
         self.client()

@@ -100,7 +100,7 @@ fn a_deploy_hands_over_without_losing_or_doubling_a_run() {
     );
     let instances: serde_json::Value =
         serde_json::from_str(&db.ok(&["instances", "--json"])).unwrap();
-    let roles: Vec<(i64, String, String)> = instances["instances"]
+    let roles: Vec<(i64, String, String)> = instances
         .as_array()
         .unwrap()
         .iter()
@@ -295,11 +295,32 @@ fn instances_drain_and_deploy_commands() {
         text_out.contains(&format!("pid {}", off.pid())) && text_out.contains("ORCA_OVERLAP=off"),
         "{text_out}"
     );
-    off.stop();
-
+    // --json: the same scheduler, one more element of the one array.
+    let json: serde_json::Value = serde_json::from_str(&db.ok(&["instances", "--json"])).unwrap();
+    let all = json.as_array().unwrap();
+    assert_eq!(all.len(), 1, "{json}");
+    assert_eq!(all[0]["overlap"], false, "{json}");
+    assert_eq!(all[0]["role"], "leader", "{json}");
+    assert!(
+        all[0]["host"]
+            .as_str()
+            .is_some_and(|h| h.contains(&format!("pid {}", off.pid()))),
+        "{json}"
+    );
+    // It can't hand over: a new binary can't start beside it.
     let check = db.run(&["deploy", "check"]);
     assert_eq!(check.status.code(), Some(1));
-    assert!(text(&check.stderr).contains("no live scheduler instance leads"));
+    assert!(
+        text(&check.stderr).contains("ORCA_OVERLAP=off"),
+        "{}",
+        text(&check.stderr)
+    );
+    off.stop();
+
+    // No scheduler at all: nothing blocks a start.
+    let check = db.run(&["deploy", "check"]);
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));
+    assert!(text(&check.stdout).contains("no scheduler is running"));
     let none = db.run(&["scheduler", "drain"]);
     assert_eq!(none.status.code(), Some(1), "no leader to drain");
     assert!(

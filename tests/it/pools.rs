@@ -116,7 +116,8 @@ placement = "worker:p"
     });
     wait_until("orca pools shows it busy", 30.0, || {
         let shown = db.ok(&["pools"]);
-        shown.contains("pool p: 1 machines") && shown.contains("busy")
+        let row = shown.lines().find(|l| l.starts_with("p ")).unwrap_or("");
+        row.split_whitespace().nth(1) == Some("1") && shown.contains("busy")
     });
     let token = token.unwrap();
     let secret = token.split_once(':').unwrap().1.to_string();
