@@ -219,21 +219,7 @@ fn runs_logs_events_cancel_pause() {
 
 /// `orca ARGS` with no database, its output; killed and failed after `secs`.
 fn orca_within(args: &[&str], secs: f64) -> std::process::Output {
-    let mut child = std::process::Command::new(bin())
-        .args(args)
-        .env("ORCA_DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
-        .stdin(std::process::Stdio::null())
-        .output_handle();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("orca {args:?} did not finish within {secs}s");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    orca_with_url(args, "postgres://nobody@127.0.0.1:1/none", secs)
 }
 
 #[test]
