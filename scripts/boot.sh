@@ -9,6 +9,7 @@
 #   ORCA_BIN           the orca binary (default: orca on PATH)
 #   ORCA_SHUTDOWN      how to shut the machine down (default: shutdown -h now)
 #   ORCA_TOKEN_FILE    where the live secret is kept (default /run/orca/token)
+#   ORCA_BLOCK_METADATA set (by the EC2 provider): runs may not reach the metadata service
 #   ORCA_RUN_AS        the user runs execute as (default as root: orca-run)
 #
 # The worker is started again a second after it fails. Stopped (exit 0, after
@@ -33,6 +34,20 @@ if [ -z "${ORCA_RUN_AS+set}" ] && [ "$(id -u)" = 0 ]; then
   for deny in /etc/cron.deny /etc/at.deny; do
     grep -qx orca-run "$deny" 2>/dev/null || echo orca-run >>"$deny"
   done
+fi
+# On EC2 (its provider sets ORCA_BLOCK_METADATA=1) runs may not reach the
+# metadata service, which serves this instance's profile credentials to any
+# process: iptables rejects ORCA_RUN_AS's packets to it.
+if [ -n "${ORCA_BLOCK_METADATA:-}" ]; then
+  if [ -z "${ORCA_RUN_AS:-}" ]; then
+    echo "orca boot: runs execute as this script's user: they can reach the metadata service" >&2
+  elif ! command -v iptables >/dev/null 2>&1; then
+    echo "orca boot: no iptables: runs can reach the metadata service" >&2
+  else
+    iptables -C OUTPUT -m owner --uid-owner "$ORCA_RUN_AS" -d 169.254.169.254 -j REJECT 2>/dev/null ||
+      iptables -A OUTPUT -m owner --uid-owner "$ORCA_RUN_AS" -d 169.254.169.254 -j REJECT ||
+      echo "orca boot: iptables failed: runs can reach the metadata service" >&2
+  fi
 fi
 while :; do
   "$bin" worker --pool "$ORCA_POOL"

@@ -45,6 +45,9 @@ fn sh_quote(s: &str) -> String {
 /// script (the same as every provider's).
 pub fn user_data(env: &[(String, String)], script: &str) -> String {
     let mut out = String::from("#!/bin/sh\n# orca machine: its script with its settings.\n");
+    // Runs on an EC2 instance may not reach its metadata service (the
+    // scripts reject ORCA_RUN_AS's packets to it with iptables).
+    out.push_str("export ORCA_BLOCK_METADATA=1\n");
     for (k, v) in env {
         out.push_str(&format!("export {k}={}\n", sh_quote(v)));
     }
@@ -189,6 +192,7 @@ mod tests {
         assert!(ud.starts_with("#!/bin/sh\n"));
         assert!(ud.contains("export ORCA_POOL='p'\n"));
         assert!(ud.contains("export ORCA_TOKEN='r:it'\\''s'\n"));
+        assert!(ud.contains("export ORCA_BLOCK_METADATA=1\n"));
         assert!(ud.ends_with(BOOT_SCRIPT));
     }
 }

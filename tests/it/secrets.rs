@@ -346,3 +346,71 @@ fn a_boot_token_is_replaced_at_the_first_login_and_a_lost_rename_is_recovered() 
     w.signal(libc::SIGTERM);
     w.wait(30.0);
 }
+
+/// Runs `script` (a machine script of scripts/) as EC2 user-data would, with
+/// a stand-in `orca` that exits 0 at once and an `iptables` that records
+/// its arguments; what iptables was asked, and the script's stderr.
+fn machine_script_with_fake_iptables(script: &str, env: &[(&str, &str)]) -> (String, String) {
+    let dir = TempDir::new();
+    let log = dir.path("iptables.log");
+    let iptables = dir.write(
+        "iptables",
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> {}\n[ \"$1\" = -C ] && exit 1\nexit 0\n",
+            log.display()
+        ),
+    );
+    let orca = dir.write("orca", "#!/bin/sh\nexit 0\n");
+    for f in [&iptables, &orca] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", dir.0.display());
+    let out = std::process::Command::new("sh")
+        .arg(format!("{}/scripts/{script}", env!("CARGO_MANIFEST_DIR")))
+        .env_clear()
+        .env("PATH", path)
+        .env("ORCA_BIN", &orca)
+        .env("ORCA_TOKEN_FILE", dir.path("token/token"))
+        .env("ORCA_SHUTDOWN", "true")
+        .env("ORCA_INSTANCE", "i")
+        .env("ORCA_RUN", "1")
+        .env("ORCA_START", "1")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script}: {}", text(&out.stderr));
+    (
+        std::fs::read_to_string(&log).unwrap_or_default(),
+        text(&out.stderr),
+    )
+}
+
+/// On EC2 (the provider's user-data sets ORCA_BLOCK_METADATA) a pool
+/// machine's and a run instance's runs can't reach the metadata service,
+/// which serves the instance profile's credentials: both scripts reject
+/// ORCA_RUN_AS's packets to it. Elsewhere (the local provider) they leave
+/// the host's firewall alone; runs as the script's own user are said to
+/// reach it.
+#[test]
+fn ec2_machines_keep_their_runs_from_the_metadata_service() {
+    let rule = "-A OUTPUT -m owner --uid-owner nobody -d 169.254.169.254 -j REJECT";
+    for script in ["boot.sh", "instance.sh"] {
+        let (asked, _) = machine_script_with_fake_iptables(
+            script,
+            &[("ORCA_BLOCK_METADATA", "1"), ("ORCA_RUN_AS", "nobody")],
+        );
+        assert!(asked.lines().any(|l| l == rule), "{script}: {asked}");
+        let (asked, _) = machine_script_with_fake_iptables(script, &[("ORCA_RUN_AS", "nobody")]);
+        assert_eq!(asked, "", "{script} without ORCA_BLOCK_METADATA");
+        let (asked, said) = machine_script_with_fake_iptables(
+            script,
+            &[("ORCA_BLOCK_METADATA", "1"), ("ORCA_RUN_AS", "")],
+        );
+        assert_eq!(asked, "", "{script}");
+        assert!(
+            said.contains("can reach the metadata service"),
+            "{script}: {said}"
+        );
+    }
+}
