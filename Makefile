@@ -8,7 +8,8 @@ BUDGET := 4194304
 
 # `make install` puts the binary in $(DESTDIR)$(PREFIX)/bin and the scheduler's
 # systemd unit and user-data loop in $(DESTDIR)$(PREFIX)/share/orca; BIN is the
-# binary to install (by default the static one, built by `make static`).
+# binary to install (by default the static one: run `make static` first, as
+# yourself; `sudo make install` then builds nothing).
 PREFIX ?= /usr/local
 DESTDIR ?=
 BIN ?= $(STATIC)
@@ -44,15 +45,8 @@ static:
 	ldd $(STATIC) 2>&1 | sed 's/^/ldd: /'; \
 	test $$size -le $(BUDGET) || { echo "over budget" >&2; exit 1; }
 
-install: $(if $(filter $(STATIC),$(BIN)),static)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/orca
-	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/orca
-	sed 's#/usr/local/bin/orca#$(PREFIX)/bin/orca#g' scripts/orca-scheduler.service \
-		>$(DESTDIR)$(PREFIX)/share/orca/orca-scheduler.service
-	sed 's#/usr/local/bin/orca#$(PREFIX)/bin/orca#g' scripts/user-data.sh \
-		>$(DESTDIR)$(PREFIX)/share/orca/user-data.sh
-	chmod 0644 $(DESTDIR)$(PREFIX)/share/orca/orca-scheduler.service
-	chmod 0755 $(DESTDIR)$(PREFIX)/share/orca/user-data.sh
+install:
+	@scripts/install.sh "$(BIN)" "$(DESTDIR)" "$(PREFIX)"
 
 # What the tests and the demo need beyond Rust (Postgres, a registry, a
 # Python venv): installed as root with apt-get, or one command to run.

@@ -3,27 +3,34 @@
 #
 #   scripts/deps.sh test|demo
 #
-#   test  Postgres (server and psql), openssl (TLS tests), docker-registry (a
-#         real OCI registry for the image tests), python3 with venv (the Dask
-#         engine test makes a virtualenv and installs from PyPI)
+#   test  Postgres (server and psql), openssl (TLS tests), procps (pgrep),
+#         docker-registry (a real OCI registry for the image tests), python3
+#         with venv (the Dask engine test makes a virtualenv and installs from
+#         PyPI)
 #   demo  Postgres (server and psql)
 #
 # Nothing is installed when everything is there. As root with apt-get it
 # installs what is missing; otherwise, or with ORCA_NO_INSTALL=1, it prints the
-# one command to run and exits 2.
+# one command to run and exits 2. On a systemd host the Debian packages start
+# their own services (postgresql on :5432, docker-registry on :5000); the
+# tests use neither (they make clusters and registries of their own).
 set -euo pipefail
 
 what=${1:?usage: scripts/deps.sh test|demo}
 need=()
 have_initdb() {
-  [ -n "${ORCA_TEST_DATABASE_URL:-}" ] && return 0
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && return 0
   [ -x "$(pg_config --bindir 2>/dev/null)/initdb" ]
 }
 command -v psql >/dev/null || need+=(postgresql-client)
-have_initdb || need+=(postgresql)
+# The demo needs a server only when it makes its own; some tests always
+# make clusters of their own (restarts, TLS), whatever the database is.
+if [ "$what" = test ] || [ -z "${ORCA_TEST_DATABASE_URL:-}" ]; then
+  have_initdb || need+=(postgresql)
+fi
 if [ "$what" = test ]; then
   command -v openssl >/dev/null || need+=(openssl)
+  command -v pgrep >/dev/null || need+=(procps)
   [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
   if ! command -v python3 >/dev/null; then
     need+=(python3 python3-venv)
@@ -36,6 +43,10 @@ elif [ "$what" != demo ]; then
 fi
 
 [ ${#need[@]} -eq 0 ] && exit 0
+if ! command -v apt-get >/dev/null; then
+  echo "deps.sh: make $what needs these Debian packages (or your system's equivalents): ${need[*]}" >&2
+  exit 2
+fi
 cmd="apt-get install -y ${need[*]}"
 if [ -z "${ORCA_NO_INSTALL:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "deps.sh: installing ${need[*]}" >&2

@@ -242,4 +242,31 @@ fn make_install_honours_destdir_and_prefix() {
         assert!(t.contains("/opt/orca/bin/orca"), "{}", f.display());
         assert!(!t.contains("/usr/local/bin/orca"), "{}", f.display());
     }
+
+    // Bad input: one line, exit 2, nothing written.
+    let make = |args: &[&str]| {
+        Command::new("make")
+            .args(["-s", "install"])
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("make")
+    };
+    let bad_dest = dir.path("bad");
+    let dest_arg = format!("DESTDIR={}", bad_dest.display());
+    let bin_arg = format!("BIN={}", bin());
+    let out = make(&[&bin_arg, &dest_arg, "PREFIX=/opt/my orca"]);
+    assert!(!out.status.success(), "a PREFIX with a space");
+    assert!(
+        text(&out.stderr).contains("PREFIX must be"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = make(&["BIN=/nonexistent/orca", &dest_arg]);
+    assert!(
+        text(&out.stderr).contains("run `make static` first"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!bad_dest.exists(), "nothing installed from bad input");
 }
