@@ -25,8 +25,10 @@ admin=${ORCA_TEST_DATABASE_URL:?run through scripts/test-db.sh}
 psql "$admin" -qc "DROP DATABASE IF EXISTS $dbname WITH (FORCE)" -c "CREATE DATABASE $dbname" >/dev/null
 export ORCA_DATABASE_URL="${admin%/*}/$dbname"
 
-inbox=/tmp/orca-demo-inbox
-rm -rf "$inbox"; mkdir -p "$inbox"
+# The sensor's folder (examples/orca.toml reads DEMO_INBOX): one of this
+# demo's own, so two demos at once don't share it.
+inbox=$(mktemp -d "${TMPDIR:-/tmp}/orca-demo-inbox.XXXXXX")
+export DEMO_INBOX=$inbox
 sched=""
 tidy=""
 

@@ -139,6 +139,13 @@ fn the_demo_shows_the_pool_walk_grow_and_shrink_and_ends_clean() {
             assert!(!l.contains(state), "a live machine at the end: {l}\n{out}");
         }
     }
+    // The sensor saw the file the demo dropped in its own folder.
+    assert!(
+        lines[runs..]
+            .iter()
+            .any(|l| l.contains(" watcher ") && l.contains(" succeeded ")),
+        "no watcher run succeeded:\n{out}"
+    );
     for l in &lines[runs..] {
         assert!(
             !l.contains(" running "),
