@@ -256,3 +256,44 @@ pub enum DeployCmd {
         db: DbOpts,
     },
 }
+
+/// clap's error text as the one line orca prints: its first line, and the
+/// indented lines right under it that name what it is about (the missing
+/// `<PIPELINE>`), without clap's `error: ` and its usage.
+pub fn error_line(text: &str) -> String {
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("bad arguments");
+    let mut line = first.trim_start_matches("error: ").trim_end().to_string();
+    for more in lines {
+        if more.trim().is_empty() || !more.starts_with(char::is_whitespace) {
+            break;
+        }
+        line.push(' ');
+        line.push_str(more.trim());
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_argument_is_named_on_the_one_line() {
+        let e = Cli::try_parse_from(["orca", "run"]).unwrap_err();
+        assert_eq!(
+            error_line(&e.to_string()),
+            "the following required arguments were not provided: <PIPELINE>"
+        );
+        let e = Cli::try_parse_from(["orca", "logs"]).unwrap_err();
+        assert_eq!(
+            error_line(&e.to_string()),
+            "the following required arguments were not provided: <RUN>"
+        );
+        let e = Cli::try_parse_from(["orca", "frobnicate"]).unwrap_err();
+        assert_eq!(
+            error_line(&e.to_string()),
+            "unrecognized subcommand 'frobnicate'"
+        );
+    }
+}

@@ -57,9 +57,7 @@ fn main() {
                 let _ = e.print();
                 std::process::exit(2);
             }
-            let text = e.to_string();
-            let line = text.lines().next().unwrap_or("bad arguments");
-            eprintln!("orca: {}", line.trim_start_matches("error: "));
+            eprintln!("orca: {}", cli::error_line(&e.to_string()));
             std::process::exit(2);
         }
     };

@@ -733,3 +733,16 @@ fn run_wait_exits_with_the_run_s_final_outcome() {
     assert!(err.starts_with(&format!("orca: run {id} failed")), "{err}");
     s.stop();
 }
+#[test]
+fn a_missing_argument_is_named() {
+    for (args, missing) in [(vec!["run"], "<PIPELINE>"), (vec!["logs"], "<RUN>")] {
+        let out = orca_within(&args, 20.0);
+        assert_eq!(out.status.code(), Some(2));
+        let err = text(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "orca {args:?}: {err}");
+        assert!(
+            err.starts_with("orca: ") && err.contains(missing),
+            "orca {args:?}: {err}"
+        );
+    }
+}
