@@ -257,6 +257,22 @@ pub enum DeployCmd {
     },
 }
 
+impl Cmd {
+    /// Whether this is a long-lived process (the scheduler, a worker, an
+    /// instance's `ec2-serve`, `pool-wait`, `pool-next`) rather than a
+    /// one-shot command an operator runs.
+    pub fn is_long_lived(&self) -> bool {
+        matches!(
+            self,
+            Cmd::Scheduler { action: None, .. }
+                | Cmd::Worker { .. }
+                | Cmd::Ec2Serve { .. }
+                | Cmd::PoolWait { .. }
+                | Cmd::PoolNext { .. }
+        )
+    }
+}
+
 /// clap's error text as the one line orca prints: its first line, and the
 /// indented lines right under it that name what it is about (the missing
 /// `<PIPELINE>`), without clap's `error: ` and its usage.

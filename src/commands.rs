@@ -20,6 +20,17 @@ use crate::state::{self, Db, Fault, Target};
 /// output reaches the database about once a second while it runs.
 const POLL: Duration = Duration::from_millis(500);
 
+/// For a one-shot command: a reader of its output that went (`orca runs |
+/// head -1`) ends it as it ends any Unix tool, by SIGPIPE, silently, rather
+/// than with a panic on a failed print (Rust ignores SIGPIPE by default).
+/// Not for long-lived processes, nor the `__shim`, whose children would
+/// inherit it. Sockets are unaffected (Rust sends with `MSG_NOSIGNAL`).
+pub fn end_quietly_when_stdout_closes() {
+    // SAFETY: setting a signal's disposition to the default, before any
+    // thread is started.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 /// A failed command: its exit code and its one line.
 pub struct Failure {
     /// 1 or 2.

@@ -61,6 +61,9 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if !cli.command.is_long_lived() {
+        commands::end_quietly_when_stdout_closes();
+    }
     let result = match &cli.command {
         Cmd::Migrate(db) => commands::migrate(db),
         Cmd::Check(c) => commands::check(c),

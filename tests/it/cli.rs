@@ -733,6 +733,64 @@ fn run_wait_exits_with_the_run_s_final_outcome() {
     assert!(err.starts_with(&format!("orca: run {id} failed")), "{err}");
     s.stop();
 }
+/// Whether a one-shot command's stderr shows a panic (Rust's 101).
+fn panicked(out: &std::process::Output) -> bool {
+    let err = text(&out.stderr);
+    out.status.code() == Some(101) || err.contains("panicked") || err.contains("Broken pipe")
+}
+/// `orca ARGS` whose reader reads one line and goes (as `| head -1` does):
+/// its output and the line read.
+fn read_one_line_and_go(db: &TestDb, args: &[&str]) -> (std::process::Output, String) {
+    use std::io::BufRead;
+    let mut child = db.orca(args).output_handle();
+    let mut line = String::new();
+    {
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut line).unwrap();
+        // Dropped: the pipe's only reader is gone.
+    }
+    let mut status = None;
+    wait_until("the command exits", 60.0, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    (child.wait_with_output().unwrap(), line)
+}
+#[test]
+fn a_listing_whose_reader_goes_ends_quietly() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    // More than a pipe holds (64 KiB) and more than the reader buffers.
+    db.client()
+        .batch_execute(
+            "INSERT INTO orca.runs (pipeline, why)
+               SELECT 'a', repeat('x', 60) FROM generate_series(1, 3000);
+             INSERT INTO orca.events (kind, pipeline, why)
+               SELECT 'queued', 'a', repeat('y', 60) FROM generate_series(1, 3000);",
+        )
+        .unwrap();
+    for args in [
+        vec!["runs", "--limit", "3000"],
+        vec!["events", "--limit", "3000"],
+        vec!["runs", "--limit", "3000", "--json"],
+        vec!["events", "--limit", "3000", "--json"],
+    ] {
+        let (out, line) = read_one_line_and_go(&db, &args);
+        assert!(!line.is_empty(), "orca {args:?} printed nothing");
+        assert!(
+            !panicked(&out),
+            "orca {args:?}: {:?}: {}",
+            out.status,
+            text(&out.stderr)
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "orca {args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
 #[test]
 fn a_missing_argument_is_named() {
     for (args, missing) in [(vec!["run"], "<PIPELINE>"), (vec!["logs"], "<RUN>")] {
