@@ -12,6 +12,7 @@ use crate::cli::{ConfigOpts, DbOpts};
 use crate::config::{self, Config};
 use crate::overlap::{self, DeployVerdict};
 use crate::plural::count;
+use crate::printable;
 use crate::runs::{self, Cancelled, STATES};
 use crate::sql;
 use crate::state::{self, Db, Fault, Target};
@@ -229,7 +230,7 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpt
             Some(false) => {
                 return Err(no(format!(
                     "run {id} {state}{}",
-                    why.map_or(String::new(), |w| format!(": {w}"))
+                    why.map_or(String::new(), |w| format!(": {}", printable::line(&w)))
                 )));
             }
         }
@@ -307,7 +308,7 @@ pub fn list_runs(
             r.ended_at.as_deref().unwrap_or("-"),
             exit,
             if r.fill { "[fill] " } else { "" },
-            r.why.as_deref().unwrap_or(""),
+            printable::line(r.why.as_deref().unwrap_or("")),
         );
     }
     Ok(())
@@ -390,7 +391,7 @@ pub fn events(run: Option<i64>, limit: i64, json: bool, opts: &DbOpts) -> Outcom
             run,
             e.pipeline.unwrap_or_default(),
             e.kind,
-            e.why
+            printable::line(&e.why)
         );
     }
     Ok(())

@@ -19,6 +19,7 @@ mod pool_config;
 mod pool_machines;
 mod pool_runs;
 mod pool_scale;
+mod printable;
 mod providers;
 mod registry;
 mod runs;

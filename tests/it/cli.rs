@@ -804,3 +804,44 @@ fn a_missing_argument_is_named() {
         );
     }
 }
+#[test]
+fn hostile_text_in_listings_is_escaped() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let id = db.queue("a");
+    let hostile = "\u{1b}[31mred\nsecond line\u{7}";
+    let mut c = db.client();
+    c.execute(
+        "UPDATE orca.runs SET why = $2 WHERE id = $1",
+        &[&id, &hostile],
+    )
+    .unwrap();
+    c.execute(
+        "INSERT INTO orca.events (run, pipeline, kind, why) VALUES ($1, 'a', 'queued', $2)",
+        &[&id, &hostile],
+    )
+    .unwrap();
+    for listing in ["runs", "events"] {
+        let shown = db.ok(&[listing]);
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
+            "orca {listing}: {shown:?}"
+        );
+        assert!(
+            shown.contains("\\x1b[31mred\\nsecond line\\x07"),
+            "orca {listing}: {shown:?}"
+        );
+        assert!(!shown.contains("\nsecond line"), "orca {listing}: {shown:?}");
+        // --json keeps the text as it is (JSON escapes it).
+        let json: serde_json::Value =
+            serde_json::from_str(&db.ok(&[listing, "--json"])).unwrap();
+        assert!(
+            json.as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["why"] == hostile),
+            "orca {listing} --json: {json}"
+        );
+    }
+}
