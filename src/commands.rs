@@ -289,8 +289,8 @@ pub fn list_runs(
         return print_json(&rows);
     }
     println!(
-        "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  WHY",
-        "ID", "PIPELINE", "STATE", "START", "STARTED", "ENDED", "EXIT"
+        "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  {:<20}  WHY",
+        "ID", "PIPELINE", "STATE", "START", "STARTED", "ENDED", "EXIT", "HOST"
     );
     for r in rows {
         let exit = match (r.exit_code, r.exit_signal) {
@@ -299,7 +299,7 @@ pub fn list_runs(
             _ => "-".into(),
         };
         println!(
-            "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  {}{}",
+            "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  {:<20}  {}{}",
             r.id,
             r.pipeline,
             r.state,
@@ -307,6 +307,10 @@ pub fn list_runs(
             r.started_at.as_deref().unwrap_or("-"),
             r.ended_at.as_deref().unwrap_or("-"),
             exit,
+            match r.host.as_deref() {
+                None | Some("") => "-".into(),
+                Some(h) => printable::line(h),
+            },
             if r.fill { "[fill] " } else { "" },
             printable::line(r.why.as_deref().unwrap_or("")),
         );

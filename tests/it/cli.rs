@@ -845,3 +845,31 @@ fn hostile_text_in_listings_is_escaped() {
         );
     }
 }
+#[test]
+fn runs_shows_the_host_a_run_runs_on() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let queued = db.queue("a");
+    let running = db.queue("a");
+    db.client()
+        .execute(
+            "UPDATE orca.runs SET state = 'running', start = 1, host = 'box-7' WHERE id = $1",
+            &[&running],
+        )
+        .unwrap();
+    let shown = db.ok(&["runs"]);
+    let lines: Vec<&str> = shown.lines().collect();
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    let col = header.iter().position(|h| *h == "HOST").expect(&shown);
+    let row = |id: i64| -> Vec<&str> {
+        lines
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(&id.to_string()))
+            .unwrap_or_else(|| panic!("no run {id}:\n{shown}"))
+            .split_whitespace()
+            .collect()
+    };
+    assert_eq!(row(running)[col], "box-7", "{shown}");
+    assert_eq!(row(queued)[col], "-", "{shown}");
+}
