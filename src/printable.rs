@@ -56,7 +56,10 @@ mod tests {
     fn control_characters_are_escaped() {
         assert_eq!(line("\u{1b}[31mred\u{1b}[0m"), "\\x1b[31mred\\x1b[0m");
         assert_eq!(line("one\ntwo\r\tthree"), "one\\ntwo\\r\\tthree");
-        assert_eq!(line("bell\u{7} del\u{7f} nul\0"), "bell\\x07 del\\x7f nul\\x00");
+        assert_eq!(
+            line("bell\u{7} del\u{7f} nul\0"),
+            "bell\\x07 del\\x7f nul\\x00"
+        );
         // C1: the one-byte CSI.
         assert_eq!(line("\u{9b}31m"), "\\x9b31m");
         // Bidirectional overrides would reorder what follows.
