@@ -211,29 +211,64 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpt
         return Ok(());
     }
     drop(client);
-    let mut db = Db::new(target, "orca run --wait");
+    follow_run(target, "orca run --wait", id, |look| {
+        let done = ended(&look.state)?;
+        Some(if done {
+            Ok(())
+        } else {
+            Err(no(format!(
+                "run {id} {}{}",
+                look.state,
+                look.why
+                    .map_or(String::new(), |w| format!(": {}", printable::line(&w)))
+            )))
+        })
+    })
+}
+
+/// One look at a followed run.
+struct Look {
+    state: String,
+    start: i32,
+    output: Vec<u8>,
+    why: Option<String>,
+}
+
+/// Follows run `id` for `orca run --wait` and `orca logs -f` (`who`), every
+/// [`POLL`] on a session named `who` (its `application_name`), handing each
+/// look to `each` until it returns the outcome.
+/// Outages are waited through (the `Db` logs when one starts and ends); a
+/// login refused for good ends it at once with exit 1.
+fn follow_run(
+    target: Target,
+    who: &'static str,
+    id: i64,
+    mut each: impl FnMut(Look) -> Option<Outcome>,
+) -> Outcome {
+    let mut db = Db::new(target.with_application_name(who), who);
     loop {
         let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&id])) {
             Ok(Some(row)) => row,
             Ok(None) => return Err(no(format!("run {id} is gone from the database"))),
             Err(Fault::Down) => {
+                if let Some(why) = db.refused_for_good() {
+                    return Err(no(why));
+                }
                 std::thread::sleep(POLL);
                 continue;
             }
             Err(e) => return Err(no(e.to_string())),
         };
-        let state: String = row.get(0);
-        let why: Option<String> = row.get(3);
-        match ended(&state) {
-            None => std::thread::sleep(POLL),
-            Some(true) => return Ok(()),
-            Some(false) => {
-                return Err(no(format!(
-                    "run {id} {state}{}",
-                    why.map_or(String::new(), |w| format!(": {}", printable::line(&w)))
-                )));
-            }
+        let look = Look {
+            state: row.get(0),
+            start: row.get(1),
+            output: row.get(2),
+            why: row.get(3),
+        };
+        if let Some(outcome) = each(look) {
+            return outcome;
         }
+        std::thread::sleep(POLL);
     }
 }
 
@@ -335,34 +370,18 @@ pub fn logs(run: i64, follow: bool, opts: &DbOpts) -> Outcome {
         return Ok(());
     }
     drop(client);
-    let mut db = Db::new(target, "orca logs -f");
     let mut shown = crate::follow::Follow::default();
-    loop {
-        let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&run])) {
-            Ok(Some(row)) => row,
-            Ok(None) => return Err(no(format!("run {run} is gone from the database"))),
-            Err(Fault::Down) => {
-                std::thread::sleep(POLL);
-                continue;
-            }
-            Err(e) => return Err(no(e.to_string())),
-        };
-        let state: String = row.get(0);
-        let start: i32 = row.get(1);
-        let output: Vec<u8> = row.get(2);
-        let new = shown.next(start, &output);
+    follow_run(target, "orca logs -f", run, |look| {
+        let new = shown.next(look.start, &look.output);
         if !new.is_empty() {
             let mut stdout = std::io::stdout().lock();
             // A reader gone (`| head`): nothing more to do.
             if stdout.write_all(new).and_then(|()| stdout.flush()).is_err() {
-                return Ok(());
+                return Some(Ok(()));
             }
         }
-        if ended(&state).is_some() {
-            return Ok(());
-        }
-        std::thread::sleep(POLL);
-    }
+        ended(&look.state).map(|_| Ok(()))
+    })
 }
 
 /// `orca events`.

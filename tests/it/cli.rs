@@ -832,15 +832,14 @@ fn hostile_text_in_listings_is_escaped() {
             shown.contains("\\x1b[31mred\\nsecond line\\x07"),
             "orca {listing}: {shown:?}"
         );
-        assert!(!shown.contains("\nsecond line"), "orca {listing}: {shown:?}");
-        // --json keeps the text as it is (JSON escapes it).
-        let json: serde_json::Value =
-            serde_json::from_str(&db.ok(&[listing, "--json"])).unwrap();
         assert!(
-            json.as_array()
-                .unwrap()
-                .iter()
-                .any(|r| r["why"] == hostile),
+            !shown.contains("\nsecond line"),
+            "orca {listing}: {shown:?}"
+        );
+        // --json keeps the text as it is (JSON escapes it).
+        let json: serde_json::Value = serde_json::from_str(&db.ok(&[listing, "--json"])).unwrap();
+        assert!(
+            json.as_array().unwrap().iter().any(|r| r["why"] == hostile),
             "orca {listing} --json: {json}"
         );
     }
@@ -873,3 +872,74 @@ fn runs_shows_the_host_a_run_runs_on() {
     assert_eq!(row(running)[col], "box-7", "{shown}");
     assert_eq!(row(queued)[col], "-", "{shown}");
 }
+#[test]
+fn run_wait_and_logs_follow_exit_at_once_when_their_login_is_refused() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let role = format!("orca_op_{}", std::process::id());
+    let secret = "op-pw-hunter4";
+    db.owner_member_role(&role, secret);
+    let url = with_user(&db.url, &role, secret);
+    let start = |args: &[&str]| {
+        let name = args.join("_").replace(['/', ' '], "_");
+        let (out, err) = (
+            dir.path(&format!("{name}.out")),
+            dir.path(&format!("{name}.err")),
+        );
+        let child = db
+            .orca(args)
+            .env("ORCA_DATABASE_URL", &url)
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        Running { child, out, err }
+    };
+    // Queued, and no scheduler: both wait as long as the run does.
+    let mut wait = start(&["run", "a", "--wait"]);
+    wait_until("run --wait printed the run's id", 60.0, || {
+        wait.stdout().ends_with('\n')
+    });
+    let id = wait.stdout().trim().to_string();
+    let mut follow = start(&["logs", "-f", &id]);
+    wait_until("both follow the run on a session of their own", 60.0, || {
+        db.one::<i64>(&format!(
+            "SELECT count(DISTINCT application_name) FROM pg_stat_activity
+             WHERE usename = '{role}' AND application_name IN ('orca run --wait', 'orca logs -f')"
+        )) == 2
+    });
+    // The password changes; sessions the role has are ended, again each
+    // round (one that logged in just before the change may not show yet).
+    db.admin(&format!("ALTER ROLE \"{role}\" PASSWORD 'rotated'"));
+    let terminate = format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
+    );
+    for (who, r) in [("run --wait", &mut wait), ("logs -f", &mut follow)] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while r.running() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{who} still runs 30 s after its login was refused: {}",
+                r.stderr()
+            );
+            db.admin(&terminate);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let status = r.wait(1.0);
+        let err = r.stderr();
+        assert_eq!(status.code(), Some(1), "{who}: {err}");
+        let last = err.trim_end().lines().last().unwrap_or("");
+        assert!(
+            last.starts_with("orca: ")
+                && last.contains("refused the login")
+                && last.contains("password authentication failed"),
+            "{who}: {err}"
+        );
+        assert!(
+            !err.contains(secret) && !err.contains("rotated"),
+            "{who}: {err}"
+        );
+    }
+}
+
