@@ -238,14 +238,18 @@ struct Look {
 /// [`POLL`] on a session named `who` (its `application_name`), handing each
 /// look to `each` until it returns the outcome.
 /// Outages are waited through (the `Db` logs when one starts and ends); a
-/// login refused for good ends it at once with exit 1.
+/// login refused for good ends it at once with exit 1. While the run is
+/// queued it says on stderr why, when the database can tell, once each
+/// time the cause changes.
 fn follow_run(
     target: Target,
     who: &'static str,
     id: i64,
     mut each: impl FnMut(Look) -> Option<Outcome>,
 ) -> Outcome {
+    let stale = stale()?;
     let mut db = Db::new(target.with_application_name(who), who);
+    let mut said: Option<runs::Waiting> = None;
     loop {
         let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&id])) {
             Ok(Some(row)) => row,
@@ -265,8 +269,20 @@ fn follow_run(
             output: row.get(2),
             why: row.get(3),
         };
+        let queued = look.state == "queued";
         if let Some(outcome) = each(look) {
             return outcome;
+        }
+        if !queued {
+            said = None;
+        } else if let Ok(waiting) = db.run(|c| runs::waiting(c, id, stale)) {
+            // What couldn't be told (an outage) is told on a later look.
+            if waiting != said {
+                if let Some(w) = &waiting {
+                    eprintln!("orca: {}", w.said(id));
+                }
+                said = waiting;
+            }
         }
         std::thread::sleep(POLL);
     }

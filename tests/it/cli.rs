@@ -873,6 +873,45 @@ fn runs_shows_the_host_a_run_runs_on() {
     assert_eq!(row(queued)[col], "-", "{shown}");
 }
 #[test]
+fn run_wait_and_logs_follow_say_why_a_queued_run_waits() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.a]\ncommand = \"echo done\"\n");
+    db.ok(&["pause", "a"]);
+    let mut wait = Running::start(&db, &dir, &["run", "a", "--wait"]);
+    wait_until("run --wait printed the run's id", 60.0, || {
+        wait.stdout().ends_with('\n')
+    });
+    let id: i64 = wait.stdout().trim().parse().unwrap();
+    let mut follow = Running::start(&db, &dir, &["logs", "-f", &id.to_string()]);
+    let paused = format!("orca: pipeline a is paused: run {id} waits for `orca resume a`");
+    for (who, r) in [("run --wait", &wait), ("logs -f", &follow)] {
+        wait_until(&format!("{who} says the pipeline is paused"), 60.0, || {
+            r.stderr().lines().any(|l| l == paused)
+        });
+    }
+    db.ok(&["resume", "a"]);
+    let leaderless = format!("orca: no scheduler leads: run {id} waits for one");
+    for (who, r) in [("run --wait", &wait), ("logs -f", &follow)] {
+        wait_until(&format!("{who} says no scheduler leads"), 60.0, || {
+            r.stderr().lines().any(|l| l == leaderless)
+        });
+    }
+    assert!(wait.running() && follow.running());
+    let mut s = db.scheduler(&dir, &[]);
+    let status = wait.wait(120.0);
+    assert!(status.success(), "{status:?}: {}", wait.stderr());
+    assert!(follow.wait(60.0).success(), "{}", follow.stderr());
+    assert_eq!(follow.stdout(), "done\n");
+    // Each cause said once.
+    for r in [&wait, &follow] {
+        let err = r.stderr();
+        assert_eq!(err.lines().filter(|l| *l == paused).count(), 1, "{err}");
+        assert_eq!(err.lines().filter(|l| *l == leaderless).count(), 1, "{err}");
+    }
+    s.stop();
+}
+#[test]
 fn run_wait_and_logs_follow_exit_at_once_when_their_login_is_refused() {
     let db = TestDb::new();
     let dir = TempDir::new();
@@ -903,18 +942,21 @@ fn run_wait_and_logs_follow_exit_at_once_when_their_login_is_refused() {
     });
     let id = wait.stdout().trim().to_string();
     let mut follow = start(&["logs", "-f", &id]);
-    wait_until("both follow the run on a session of their own", 60.0, || {
-        db.one::<i64>(&format!(
-            "SELECT count(DISTINCT application_name) FROM pg_stat_activity
+    wait_until(
+        "both follow the run on a session of their own",
+        60.0,
+        || {
+            db.one::<i64>(&format!(
+                "SELECT count(DISTINCT application_name) FROM pg_stat_activity
              WHERE usename = '{role}' AND application_name IN ('orca run --wait', 'orca logs -f')"
-        )) == 2
-    });
+            )) == 2
+        },
+    );
     // The password changes; sessions the role has are ended, again each
     // round (one that logged in just before the change may not show yet).
     db.admin(&format!("ALTER ROLE \"{role}\" PASSWORD 'rotated'"));
-    let terminate = format!(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
-    );
+    let terminate =
+        format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'");
     for (who, r) in [("run --wait", &mut wait), ("logs -f", &mut follow)] {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while r.running() {
