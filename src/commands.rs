@@ -211,7 +211,7 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpt
         return Ok(());
     }
     drop(client);
-    follow_run(target, "orca run --wait", id, |look| {
+    follow_run(target, "orca run --wait", id, false, |look| {
         let done = ended(&look.state)?;
         Some(if done {
             Ok(())
@@ -240,17 +240,22 @@ struct Look {
 /// Outages are waited through (the `Db` logs when one starts and ends); a
 /// login refused for good ends it at once with exit 1. While the run is
 /// queued it says on stderr why, when the database can tell, once each
-/// time the cause changes.
+/// time the cause changes. With `until_reader_gone`, it ends (exit 0) once
+/// stdout is a pipe with no reader left.
 fn follow_run(
     target: Target,
     who: &'static str,
     id: i64,
+    until_reader_gone: bool,
     mut each: impl FnMut(Look) -> Option<Outcome>,
 ) -> Outcome {
     let stale = stale()?;
     let mut db = Db::new(target.with_application_name(who), who);
     let mut said: Option<runs::Waiting> = None;
     loop {
+        if until_reader_gone && stdout_reader_gone() {
+            return Ok(());
+        }
         let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&id])) {
             Ok(Some(row)) => row,
             Ok(None) => return Err(no(format!("run {id} is gone from the database"))),
@@ -285,6 +290,24 @@ fn follow_run(
             }
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// Whether stdout is a pipe whose reader has gone (`orca logs -f N | head
+/// -1` after its line): nothing more would be read.
+fn stdout_reader_gone() -> bool {
+    // SAFETY: fstat(2) and poll(2) on fd 1 with structs of this frame.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(1, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+            return false;
+        }
+        let mut p = libc::pollfd {
+            fd: 1,
+            events: 0,
+            revents: 0,
+        };
+        libc::poll(&mut p, 1, 0) == 1 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0
     }
 }
 
@@ -387,7 +410,7 @@ pub fn logs(run: i64, follow: bool, opts: &DbOpts) -> Outcome {
     }
     drop(client);
     let mut shown = crate::follow::Follow::default();
-    follow_run(target, "orca logs -f", run, |look| {
+    follow_run(target, "orca logs -f", run, true, |look| {
         let new = shown.next(look.start, &look.output);
         if !new.is_empty() {
             let mut stdout = std::io::stdout().lock();

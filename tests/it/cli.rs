@@ -872,6 +872,36 @@ fn runs_shows_the_host_a_run_runs_on() {
     assert_eq!(row(running)[col], "box-7", "{shown}");
     assert_eq!(row(queued)[col], "-", "{shown}");
 }
+/// A pipeline `a` whose command prints `line 1` and waits for file `go`.
+fn waiting_pipeline(go: &std::path::Path) -> String {
+    format!(
+        "[pipelines.a]\ncommand = {}\n",
+        toml_str(&format!(
+            "echo line 1; while [ ! -e {go} ]; do sleep 0.1; done",
+            go = go.display()
+        ))
+    )
+}
+#[test]
+fn logs_follow_ends_when_its_reader_goes() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let go = dir.path("go");
+    db.register(&dir, &waiting_pipeline(&go));
+    let run = db.queue("a");
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("the run has printed its first line", 120.0, || {
+        db.state(run) == "running" && text(&db.output(run)).contains("line 1")
+    });
+    let (out, line) = read_one_line_and_go(&db, &["logs", "-f", &run.to_string()]);
+    assert_eq!(line, "line 1\n");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    assert_eq!(db.state(run), "running", "it ended before the run did");
+    std::fs::write(&go, "").unwrap();
+    wait_until("the run ends", 60.0, || db.state(run) == "succeeded");
+    s.stop();
+}
 #[test]
 fn run_wait_and_logs_follow_say_why_a_queued_run_waits() {
     let db = TestDb::new();
