@@ -733,11 +733,13 @@ fn run_wait_exits_with_the_run_s_final_outcome() {
     assert!(err.starts_with(&format!("orca: run {id} failed")), "{err}");
     s.stop();
 }
+
 /// Whether a one-shot command's stderr shows a panic (Rust's 101).
 fn panicked(out: &std::process::Output) -> bool {
     let err = text(&out.stderr);
     out.status.code() == Some(101) || err.contains("panicked") || err.contains("Broken pipe")
 }
+
 /// `orca ARGS` whose reader reads one line and goes (as `| head -1` does):
 /// its output and the line read.
 fn read_one_line_and_go(db: &TestDb, args: &[&str]) -> (std::process::Output, String) {
@@ -756,6 +758,7 @@ fn read_one_line_and_go(db: &TestDb, args: &[&str]) -> (std::process::Output, St
     });
     (child.wait_with_output().unwrap(), line)
 }
+
 #[test]
 fn a_listing_whose_reader_goes_ends_quietly() {
     let db = TestDb::new();
@@ -791,6 +794,7 @@ fn a_listing_whose_reader_goes_ends_quietly() {
         );
     }
 }
+
 #[test]
 fn a_missing_argument_is_named() {
     for (args, missing) in [(vec!["run"], "<PIPELINE>"), (vec!["logs"], "<RUN>")] {
@@ -804,6 +808,7 @@ fn a_missing_argument_is_named() {
         );
     }
 }
+
 #[test]
 fn hostile_text_in_listings_is_escaped() {
     let db = TestDb::new();
@@ -844,6 +849,7 @@ fn hostile_text_in_listings_is_escaped() {
         );
     }
 }
+
 #[test]
 fn runs_shows_the_host_a_run_runs_on() {
     let db = TestDb::new();
@@ -872,6 +878,7 @@ fn runs_shows_the_host_a_run_runs_on() {
     assert_eq!(row(running)[col], "box-7", "{shown}");
     assert_eq!(row(queued)[col], "-", "{shown}");
 }
+
 /// A pipeline `a` whose command prints `line 1` and waits for file `go`.
 fn waiting_pipeline(go: &std::path::Path) -> String {
     format!(
@@ -882,6 +889,7 @@ fn waiting_pipeline(go: &std::path::Path) -> String {
         ))
     )
 }
+
 #[test]
 fn logs_follow_ends_when_its_reader_goes() {
     let db = TestDb::new();
@@ -902,6 +910,7 @@ fn logs_follow_ends_when_its_reader_goes() {
     wait_until("the run ends", 60.0, || db.state(run) == "succeeded");
     s.stop();
 }
+
 #[test]
 fn run_wait_and_logs_follow_say_why_a_queued_run_waits() {
     let db = TestDb::new();
@@ -941,6 +950,7 @@ fn run_wait_and_logs_follow_say_why_a_queued_run_waits() {
     }
     s.stop();
 }
+
 #[test]
 fn run_wait_and_logs_follow_exit_at_once_when_their_login_is_refused() {
     let db = TestDb::new();
@@ -1014,4 +1024,3 @@ fn run_wait_and_logs_follow_exit_at_once_when_their_login_is_refused() {
         );
     }
 }
-
