@@ -18,10 +18,10 @@ pub struct Cli {
 #[derive(Args, Debug, Clone)]
 pub struct DbOpts {
     /// Seconds to wait for the database before giving up (a login it
-    /// refuses is given up at once).
+    /// refuses is given up at once). `--wait` is its old name, still taken.
     #[arg(
-        long,
-        visible_alias = "db-wait",
+        long = "db-wait",
+        alias = "wait",
         default_value_t = 10.0,
         value_name = "S"
     )]
@@ -311,5 +311,28 @@ mod tests {
             error_line(&e.to_string()),
             "unrecognized subcommand 'frobnicate'"
         );
+    }
+
+    #[test]
+    fn the_database_wait_is_db_wait_and_still_takes_wait() {
+        for (flag, secs) in [("--db-wait", 3.0), ("--wait", 4.0)] {
+            let cli = Cli::try_parse_from(["orca", "runs", flag, &secs.to_string()]).unwrap();
+            let Cmd::Runs { db, .. } = cli.command else {
+                panic!("orca runs");
+            };
+            assert_eq!(db.wait, secs, "{flag}");
+        }
+        let help = Cli::try_parse_from(["orca", "runs", "--help"])
+            .unwrap_err()
+            .to_string();
+        assert!(help.contains("--db-wait <S>"), "{help}");
+        assert!(!help.contains("--wait <S>"), "{help}");
+        // On `orca run`, --wait is the run's.
+        let cli = Cli::try_parse_from(["orca", "run", "p", "--wait", "--db-wait", "5"]).unwrap();
+        let Cmd::Run { wait, db_wait, .. } = cli.command else {
+            panic!("orca run");
+        };
+        assert!(wait);
+        assert_eq!(db_wait, 5.0);
     }
 }

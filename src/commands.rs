@@ -76,13 +76,13 @@ fn pg(e: postgres::Error) -> Failure {
 /// `application_name`).
 fn target(opts: &DbOpts, app: &str) -> Result<Target, Failure> {
     if !(opts.wait.is_finite() && (0.0..=86_400.0).contains(&opts.wait)) {
-        return Err(bad("--wait takes a number of seconds from 0 to 86400"));
+        return Err(bad("--db-wait takes a number of seconds from 0 to 86400"));
     }
     Ok(Target::from_env().map_err(bad)?.with_application_name(app))
 }
 
 /// Connects for a one-shot command that needs orca's schema, waiting up to
-/// `--wait` seconds (a login refused for good is given up at once). Before
+/// `--db-wait` seconds (a login refused for good is given up at once). Before
 /// the first `orca migrate` it fails with [`state::NO_SCHEMA`].
 fn connect(opts: &DbOpts) -> Result<Client, Failure> {
     let mut client = connect_as(opts, "orca")?;
@@ -92,7 +92,7 @@ fn connect(opts: &DbOpts) -> Result<Client, Failure> {
     Ok(client)
 }
 
-/// Connects, waiting up to `--wait` seconds, with `app` as the session's
+/// Connects, waiting up to `--db-wait` seconds, with `app` as the session's
 /// `application_name`; the schema may be missing.
 fn connect_as(opts: &DbOpts, app: &str) -> Result<Client, Failure> {
     let target = target(opts, app)?;
