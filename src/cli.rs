@@ -18,10 +18,10 @@ pub struct Cli {
 #[derive(Args, Debug, Clone)]
 pub struct DbOpts {
     /// Seconds to wait for the database before giving up (a login it
-    /// refuses is given up at once).
+    /// refuses is given up at once). `--wait` is its old name, still taken.
     #[arg(
-        long,
-        visible_alias = "db-wait",
+        long = "db-wait",
+        alias = "wait",
         default_value_t = 10.0,
         value_name = "S"
     )]
@@ -255,4 +255,84 @@ pub enum DeployCmd {
         #[command(flatten)]
         db: DbOpts,
     },
+}
+
+impl Cmd {
+    /// Whether this is a long-lived process (the scheduler, a worker, an
+    /// instance's `ec2-serve`, `pool-wait`, `pool-next`) rather than a
+    /// one-shot command an operator runs.
+    pub fn is_long_lived(&self) -> bool {
+        matches!(
+            self,
+            Cmd::Scheduler { action: None, .. }
+                | Cmd::Worker { .. }
+                | Cmd::Ec2Serve { .. }
+                | Cmd::PoolWait { .. }
+                | Cmd::PoolNext { .. }
+        )
+    }
+}
+
+/// clap's error text as the one line orca prints: its first line, and the
+/// indented lines right under it that name what it is about (the missing
+/// `<PIPELINE>`), without clap's `error: ` and its usage.
+pub fn error_line(text: &str) -> String {
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("bad arguments");
+    let mut line = first.trim_start_matches("error: ").trim_end().to_string();
+    for more in lines {
+        if more.trim().is_empty() || !more.starts_with(char::is_whitespace) {
+            break;
+        }
+        line.push(' ');
+        line.push_str(more.trim());
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_argument_is_named_on_the_one_line() {
+        let e = Cli::try_parse_from(["orca", "run"]).unwrap_err();
+        assert_eq!(
+            error_line(&e.to_string()),
+            "the following required arguments were not provided: <PIPELINE>"
+        );
+        let e = Cli::try_parse_from(["orca", "logs"]).unwrap_err();
+        assert_eq!(
+            error_line(&e.to_string()),
+            "the following required arguments were not provided: <RUN>"
+        );
+        let e = Cli::try_parse_from(["orca", "frobnicate"]).unwrap_err();
+        assert_eq!(
+            error_line(&e.to_string()),
+            "unrecognized subcommand 'frobnicate'"
+        );
+    }
+
+    #[test]
+    fn the_database_wait_is_db_wait_and_still_takes_wait() {
+        for (flag, secs) in [("--db-wait", 3.0), ("--wait", 4.0)] {
+            let cli = Cli::try_parse_from(["orca", "runs", flag, &secs.to_string()]).unwrap();
+            let Cmd::Runs { db, .. } = cli.command else {
+                panic!("orca runs");
+            };
+            assert_eq!(db.wait, secs, "{flag}");
+        }
+        let help = Cli::try_parse_from(["orca", "runs", "--help"])
+            .unwrap_err()
+            .to_string();
+        assert!(help.contains("--db-wait <S>"), "{help}");
+        assert!(!help.contains("--wait <S>"), "{help}");
+        // On `orca run`, --wait is the run's.
+        let cli = Cli::try_parse_from(["orca", "run", "p", "--wait", "--db-wait", "5"]).unwrap();
+        let Cmd::Run { wait, db_wait, .. } = cli.command else {
+            panic!("orca run");
+        };
+        assert!(wait);
+        assert_eq!(db_wait, 5.0);
+    }
 }

@@ -12,6 +12,7 @@ use crate::cli::{ConfigOpts, DbOpts};
 use crate::config::{self, Config};
 use crate::overlap::{self, DeployVerdict};
 use crate::plural::count;
+use crate::printable;
 use crate::runs::{self, Cancelled, STATES};
 use crate::sql;
 use crate::state::{self, Db, Fault, Target};
@@ -19,6 +20,17 @@ use crate::state::{self, Db, Fault, Target};
 /// How often `orca logs -f` and `orca run --wait` look at the run. Its
 /// output reaches the database about once a second while it runs.
 const POLL: Duration = Duration::from_millis(500);
+
+/// For a one-shot command: a reader of its output that went (`orca runs |
+/// head -1`) ends it as it ends any Unix tool, by SIGPIPE, silently, rather
+/// than with a panic on a failed print (Rust ignores SIGPIPE by default).
+/// Not for long-lived processes, nor the `__shim`, whose children would
+/// inherit it. Sockets are unaffected (Rust sends with `MSG_NOSIGNAL`).
+pub fn end_quietly_when_stdout_closes() {
+    // SAFETY: setting a signal's disposition to the default, before any
+    // thread is started.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
 
 /// A failed command: its exit code and its one line.
 pub struct Failure {
@@ -64,13 +76,13 @@ fn pg(e: postgres::Error) -> Failure {
 /// `application_name`).
 fn target(opts: &DbOpts, app: &str) -> Result<Target, Failure> {
     if !(opts.wait.is_finite() && (0.0..=86_400.0).contains(&opts.wait)) {
-        return Err(bad("--wait takes a number of seconds from 0 to 86400"));
+        return Err(bad("--db-wait takes a number of seconds from 0 to 86400"));
     }
     Ok(Target::from_env().map_err(bad)?.with_application_name(app))
 }
 
 /// Connects for a one-shot command that needs orca's schema, waiting up to
-/// `--wait` seconds (a login refused for good is given up at once). Before
+/// `--db-wait` seconds (a login refused for good is given up at once). Before
 /// the first `orca migrate` it fails with [`state::NO_SCHEMA`].
 fn connect(opts: &DbOpts) -> Result<Client, Failure> {
     let mut client = connect_as(opts, "orca")?;
@@ -80,7 +92,7 @@ fn connect(opts: &DbOpts) -> Result<Client, Failure> {
     Ok(client)
 }
 
-/// Connects, waiting up to `--wait` seconds, with `app` as the session's
+/// Connects, waiting up to `--db-wait` seconds, with `app` as the session's
 /// `application_name`; the schema may be missing.
 fn connect_as(opts: &DbOpts, app: &str) -> Result<Client, Failure> {
     let target = target(opts, app)?;
@@ -199,29 +211,103 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpt
         return Ok(());
     }
     drop(client);
-    let mut db = Db::new(target, "orca run --wait");
+    follow_run(target, "orca run --wait", id, false, |look| {
+        let done = ended(&look.state)?;
+        Some(if done {
+            Ok(())
+        } else {
+            Err(no(format!(
+                "run {id} {}{}",
+                look.state,
+                look.why
+                    .map_or(String::new(), |w| format!(": {}", printable::line(&w)))
+            )))
+        })
+    })
+}
+
+/// One look at a followed run.
+struct Look {
+    state: String,
+    start: i32,
+    output: Vec<u8>,
+    why: Option<String>,
+}
+
+/// Follows run `id` for `orca run --wait` and `orca logs -f` (`who`), every
+/// [`POLL`] on a session named `who` (its `application_name`), handing each
+/// look to `each` until it returns the outcome.
+/// Outages are waited through (the `Db` logs when one starts and ends); a
+/// login refused for good ends it at once with exit 1. While the run is
+/// queued it says on stderr why, when the database can tell, once each
+/// time the cause changes. With `until_reader_gone`, it ends (exit 0) once
+/// stdout is a pipe with no reader left.
+fn follow_run(
+    target: Target,
+    who: &'static str,
+    id: i64,
+    until_reader_gone: bool,
+    mut each: impl FnMut(Look) -> Option<Outcome>,
+) -> Outcome {
+    let stale = stale()?;
+    let mut db = Db::new(target.with_application_name(who), who);
+    let mut said: Option<runs::Waiting> = None;
     loop {
+        if until_reader_gone && stdout_reader_gone() {
+            return Ok(());
+        }
         let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&id])) {
             Ok(Some(row)) => row,
             Ok(None) => return Err(no(format!("run {id} is gone from the database"))),
             Err(Fault::Down) => {
+                if let Some(why) = db.refused_for_good() {
+                    return Err(no(why));
+                }
                 std::thread::sleep(POLL);
                 continue;
             }
             Err(e) => return Err(no(e.to_string())),
         };
-        let state: String = row.get(0);
-        let why: Option<String> = row.get(3);
-        match ended(&state) {
-            None => std::thread::sleep(POLL),
-            Some(true) => return Ok(()),
-            Some(false) => {
-                return Err(no(format!(
-                    "run {id} {state}{}",
-                    why.map_or(String::new(), |w| format!(": {w}"))
-                )));
+        let look = Look {
+            state: row.get(0),
+            start: row.get(1),
+            output: row.get(2),
+            why: row.get(3),
+        };
+        let queued = look.state == "queued";
+        if let Some(outcome) = each(look) {
+            return outcome;
+        }
+        if !queued {
+            said = None;
+        } else if let Ok(waiting) = db.run(|c| runs::waiting(c, id, stale)) {
+            // What couldn't be told (an outage) is told on a later look.
+            if waiting != said {
+                if let Some(w) = &waiting {
+                    eprintln!("orca: {}", w.said(id));
+                }
+                said = waiting;
             }
         }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Whether stdout is a pipe whose reader has gone (`orca logs -f N | head
+/// -1` after its line): nothing more would be read.
+fn stdout_reader_gone() -> bool {
+    // SAFETY: fstat(2) and poll(2) on fd 1 with structs of this frame.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(1, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+            return false;
+        }
+        let mut p = libc::pollfd {
+            fd: 1,
+            events: 0,
+            revents: 0,
+        };
+        libc::poll(&mut p, 1, 0) == 1 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0
     }
 }
 
@@ -277,8 +363,8 @@ pub fn list_runs(
         return print_json(&rows);
     }
     println!(
-        "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  WHY",
-        "ID", "PIPELINE", "STATE", "START", "STARTED", "ENDED", "EXIT"
+        "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  {:<20}  WHY",
+        "ID", "PIPELINE", "STATE", "START", "STARTED", "ENDED", "EXIT", "HOST"
     );
     for r in rows {
         let exit = match (r.exit_code, r.exit_signal) {
@@ -287,7 +373,7 @@ pub fn list_runs(
             _ => "-".into(),
         };
         println!(
-            "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  {}{}",
+            "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  {:<20}  {}{}",
             r.id,
             r.pipeline,
             r.state,
@@ -295,8 +381,12 @@ pub fn list_runs(
             r.started_at.as_deref().unwrap_or("-"),
             r.ended_at.as_deref().unwrap_or("-"),
             exit,
+            match r.host.as_deref() {
+                None | Some("") => "-".into(),
+                Some(h) => printable::line(h),
+            },
             if r.fill { "[fill] " } else { "" },
-            r.why.as_deref().unwrap_or(""),
+            printable::line(r.why.as_deref().unwrap_or("")),
         );
     }
     Ok(())
@@ -319,34 +409,18 @@ pub fn logs(run: i64, follow: bool, opts: &DbOpts) -> Outcome {
         return Ok(());
     }
     drop(client);
-    let mut db = Db::new(target, "orca logs -f");
     let mut shown = crate::follow::Follow::default();
-    loop {
-        let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&run])) {
-            Ok(Some(row)) => row,
-            Ok(None) => return Err(no(format!("run {run} is gone from the database"))),
-            Err(Fault::Down) => {
-                std::thread::sleep(POLL);
-                continue;
-            }
-            Err(e) => return Err(no(e.to_string())),
-        };
-        let state: String = row.get(0);
-        let start: i32 = row.get(1);
-        let output: Vec<u8> = row.get(2);
-        let new = shown.next(start, &output);
+    follow_run(target, "orca logs -f", run, true, |look| {
+        let new = shown.next(look.start, &look.output);
         if !new.is_empty() {
             let mut stdout = std::io::stdout().lock();
             // A reader gone (`| head`): nothing more to do.
             if stdout.write_all(new).and_then(|()| stdout.flush()).is_err() {
-                return Ok(());
+                return Some(Ok(()));
             }
         }
-        if ended(&state).is_some() {
-            return Ok(());
-        }
-        std::thread::sleep(POLL);
-    }
+        ended(&look.state).map(|_| Ok(()))
+    })
 }
 
 /// `orca events`.
@@ -379,7 +453,7 @@ pub fn events(run: Option<i64>, limit: i64, json: bool, opts: &DbOpts) -> Outcom
             run,
             e.pipeline.unwrap_or_default(),
             e.kind,
-            e.why
+            printable::line(&e.why)
         );
     }
     Ok(())

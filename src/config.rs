@@ -348,6 +348,15 @@ pub fn valid_name(s: &str) -> bool {
 pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
     let said = |e: crate::cron::CronError| format!("schedule \"{expr}\": {e}");
     crate::cron::check(expr).map_err(said)?;
+    parse_stored_schedule(expr)
+}
+
+/// Parses a schedule already in the database, with croner alone: what an
+/// older binary registered keeps firing even where the field check of
+/// [`parse_schedule`] (for `orca check` and `register`) is stricter than
+/// croner (`1,,2 * * * *`).
+pub fn parse_stored_schedule(expr: &str) -> Result<croner::Cron, String> {
+    let said = |e: crate::cron::CronError| format!("schedule \"{expr}\": {e}");
     croner::parser::CronParser::builder()
         .seconds(croner::parser::Seconds::Optional)
         .year(croner::parser::Year::Disallowed)

@@ -80,14 +80,16 @@ impl Field {
 /// What is wrong with one field.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Problem {
-    /// A number outside the field's range.
-    OutOfRange(u64),
+    /// A number outside the field's range, as typed.
+    OutOfRange(String),
     /// Neither a number nor a name this field takes.
     NotANumber(String),
     /// A range whose start is after its end.
     Backwards(u32, u32),
-    /// A step that is not a whole number of at least 1.
+    /// A step that is not a whole number.
     BadStep(String),
+    /// A step outside 1 to [`MAX_STEP`], as typed.
+    StepOutOfRange(String),
     /// `a/n`: a step needs `*` or a range.
     StepWithoutRange(String),
     /// `#k` with `k` not from 1 to 5.
@@ -110,6 +112,9 @@ pub enum CronError {
     /// Croner refused what this module let through.
     Croner(String),
 }
+
+/// The largest step croner takes (`*/65535`).
+pub const MAX_STEP: u16 = u16::MAX;
 
 /// The nicknames croner takes.
 pub const NICKNAMES: &[&str] = &[
@@ -151,6 +156,9 @@ impl std::fmt::Display for CronError {
                     }
                     Problem::BadStep(s) => {
                         write!(f, "step '{s}' is not a whole number of at least 1")
+                    }
+                    Problem::StepOutOfRange(s) => {
+                        write!(f, "step {s} is out of range 1-{MAX_STEP}")
                     }
                     Problem::StepWithoutRange(s) => {
                         let (start, step) = s.split_once('/').unwrap_or((s, ""));
@@ -229,9 +237,12 @@ fn check_item(field: Field, item: &str) -> Result<(), Problem> {
         return Ok(());
     }
     if let Some((base, step)) = item.split_once('/') {
+        if !digits(step) {
+            return Err(Problem::BadStep(step.to_string()));
+        }
         match step.parse::<u16>() {
             Ok(n) if n >= 1 => {}
-            _ => return Err(Problem::BadStep(step.to_string())),
+            _ => return Err(Problem::StepOutOfRange(step.to_string())),
         }
         return match base {
             "*" => Ok(()),
@@ -279,15 +290,18 @@ fn range(field: Field, text: &str) -> Result<(), Problem> {
     Ok(())
 }
 
+/// Whether `text` is one or more ASCII digits.
+fn digits(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
 fn value(field: Field, text: &str, end: bool) -> Result<u32, Problem> {
     let (lo, hi) = field.range();
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        // Digits beyond what u64 holds are out of range all the same.
-        let n = text.parse::<u64>().unwrap_or(u64::MAX);
-        return if (u64::from(lo)..=u64::from(hi)).contains(&n) {
-            Ok(n as u32)
-        } else {
-            Err(Problem::OutOfRange(n))
+    if digits(text) {
+        // Digits beyond what u32 holds are out of range all the same.
+        return match text.parse::<u32>() {
+            Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+            _ => Err(Problem::OutOfRange(text.to_string())),
         };
     }
     field
@@ -322,9 +336,10 @@ mod tests {
         assert_eq!(err("0 0 * 0 *"), "month field: 0 is out of range 1-12");
         assert_eq!(err("0 0 * 13 *"), "month field: 13 is out of range 1-12");
         assert_eq!(err("0 0 * * 8"), "day-of-week field: 8 is out of range 0-7");
+        // The digits typed, however many.
         assert_eq!(
             err("0 0 * * 99999999999999999999999"),
-            format!("day-of-week field: {} is out of range 0-7", u64::MAX)
+            "day-of-week field: 99999999999999999999999 is out of range 0-7"
         );
     }
 
@@ -359,7 +374,15 @@ mod tests {
         assert_eq!(err("5-60 * * * *"), "minute field: 60 is out of range 0-59");
         assert_eq!(
             err("*/0 * * * *"),
-            "minute field: step '0' is not a whole number of at least 1"
+            "minute field: step 0 is out of range 1-65535"
+        );
+        assert_eq!(
+            err("*/99999 * * * *"),
+            "minute field: step 99999 is out of range 1-65535"
+        );
+        assert_eq!(
+            err("0-10/123456789012345678901234567890 * * * *"),
+            "minute field: step 123456789012345678901234567890 is out of range 1-65535"
         );
         assert_eq!(
             err("*/x * * * *"),
@@ -383,6 +406,7 @@ mod tests {
             "0-30/5 * * * *",
             "1,2,3 0-6/2 * * *",
             "*/100 * * * *",
+            "*/65535 * * * *",
         ] {
             assert_eq!(check(ok), Ok(()), "{ok}");
         }

@@ -67,7 +67,7 @@ pub fn end_intruders(
         .collect();
     for i in &found {
         let why = i.describe(what);
-        log::warn!("{why}");
+        log::warn!("{}", log_line(&why));
         if event {
             client.execute(
                 sql::EVENT_ADD,
@@ -117,9 +117,15 @@ pub fn free_from_prepared(client: &mut Client, key: i64) -> Result<Vec<String>, 
     }
 }
 
+/// The log line of an `intruder` event whose reason is `why`: it starts
+/// with the event's kind, so an operator can grep for it.
+pub fn log_line(why: &str) -> String {
+    format!("intruder: {why}")
+}
+
 /// Logs `why` and records it as an `intruder` event.
 pub fn record(client: &mut Client, why: &str) -> Result<(), postgres::Error> {
-    log::warn!("{why}");
+    log::warn!("{}", log_line(why));
     client
         .execute(
             sql::EVENT_ADD,

@@ -19,6 +19,7 @@ mod pool_config;
 mod pool_machines;
 mod pool_runs;
 mod pool_scale;
+mod printable;
 mod providers;
 mod registry;
 mod runs;
@@ -57,12 +58,13 @@ fn main() {
                 let _ = e.print();
                 std::process::exit(2);
             }
-            let text = e.to_string();
-            let line = text.lines().next().unwrap_or("bad arguments");
-            eprintln!("orca: {}", line.trim_start_matches("error: "));
+            eprintln!("orca: {}", cli::error_line(&e.to_string()));
             std::process::exit(2);
         }
     };
+    if !cli.command.is_long_lived() {
+        commands::end_quietly_when_stdout_closes();
+    }
     let result = match &cli.command {
         Cmd::Migrate(db) => commands::migrate(db),
         Cmd::Check(c) => commands::check(c),

@@ -17,6 +17,7 @@
 use postgres::Client;
 use serde::Serialize;
 
+use crate::plural::count;
 use crate::scheduler::LEAD_LOCK;
 use crate::sql;
 
@@ -190,17 +191,28 @@ pub enum DeployVerdict {
 /// The verdict from what the database says: `led` (a live instance leads),
 /// `any_live` (any instance is live), `overlap_off` (who holds the lead
 /// lock without an instance row: a scheduler with `ORCA_OVERLAP=off`), and
-/// `behind` (live instances that know fewer migrations than `floor`).
+/// `behind` (live instances that know fewer migrations than `floor`: each
+/// named, with how many it knows).
 pub fn deploy_verdict(
     led: bool,
     any_live: bool,
     overlap_off: Option<String>,
-    behind: Option<String>,
+    behind: &[(String, i32)],
     floor: i32,
 ) -> DeployVerdict {
-    if let Some(b) = behind {
+    if !behind.is_empty() {
+        let each: Vec<String> = behind
+            .iter()
+            .map(|(who, n)| format!("{who} knows {}", count((*n).into(), "migration")))
+            .collect();
+        let (it, them) = if behind.len() == 1 {
+            ("it", "it")
+        } else {
+            ("they", "them")
+        };
         return DeployVerdict::Blocked(format!(
-            "{b} migrations, fewer than this binary's floor of {floor}: it can't run beside this binary; stop it first"
+            "{}, fewer than this binary's floor of {floor}: {it} can't run beside this binary; stop {them} first",
+            each.join("; ")
         ));
     }
     if led {
@@ -231,14 +243,16 @@ pub fn deploy_check(
 ) -> Result<DeployVerdict, postgres::Error> {
     let row = client.query_one(sql::DEPLOY_CHECK, &[&stale, &floor])?;
     let led: bool = row.get(0);
-    let behind: Option<String> = row.get(1);
-    let any_live: bool = row.get(2);
+    let names: Vec<String> = row.get(1);
+    let known: Vec<i32> = row.get(2);
+    let behind: Vec<(String, i32)> = names.into_iter().zip(known).collect();
+    let any_live: bool = row.get(3);
     let overlap_off = if led || any_live {
         None
     } else {
         crate::scheduler::lead_holder(client)
     };
-    Ok(deploy_verdict(led, any_live, overlap_off, behind, floor))
+    Ok(deploy_verdict(led, any_live, overlap_off, &behind, floor))
 }
 
 /// Waits up to `timeout` seconds for the newest live instance to lead (a
@@ -272,19 +286,19 @@ mod tests {
     #[test]
     fn deploy_verdicts() {
         assert_eq!(
-            deploy_verdict(false, false, None, None, 5),
+            deploy_verdict(false, false, None, &[], 5),
             DeployVerdict::NoneRunning
         );
         assert_eq!(
-            deploy_verdict(true, true, None, None, 5),
+            deploy_verdict(true, true, None, &[], 5),
             DeployVerdict::Clear
         );
-        let DeployVerdict::Blocked(why) = deploy_verdict(false, true, None, None, 5) else {
+        let DeployVerdict::Blocked(why) = deploy_verdict(false, true, None, &[], 5) else {
             panic!("a live instance that doesn't lead blocks");
         };
         assert!(why.contains("no live scheduler instance leads"), "{why}");
         let DeployVerdict::Blocked(why) =
-            deploy_verdict(false, false, Some("h pid 7".into()), None, 5)
+            deploy_verdict(false, false, Some("h pid 7".into()), &[], 5)
         else {
             panic!("an overlap-off scheduler blocks");
         };
@@ -292,15 +306,33 @@ mod tests {
             why.contains("h pid 7") && why.contains("ORCA_OVERLAP=off"),
             "{why}"
         );
+        let DeployVerdict::Blocked(why) =
+            deploy_verdict(true, true, None, &[("scheduler 1 on h pid 7".into(), 1)], 5)
+        else {
+            panic!("an instance behind the floor blocks");
+        };
+        assert_eq!(
+            why,
+            "scheduler 1 on h pid 7 knows 1 migration, fewer than this binary's floor of 5: \
+             it can't run beside this binary; stop it first"
+        );
         let DeployVerdict::Blocked(why) = deploy_verdict(
             true,
             true,
             None,
-            Some("scheduler 1 on h pid 7 knows 1".into()),
+            &[
+                ("scheduler 1 on h pid 7".into(), 3),
+                ("scheduler 2 on g pid 8".into(), 4),
+            ],
             5,
         ) else {
-            panic!("an instance behind the floor blocks");
+            panic!("instances behind the floor block");
         };
-        assert!(why.contains("floor of 5"), "{why}");
+        assert_eq!(
+            why,
+            "scheduler 1 on h pid 7 knows 3 migrations; scheduler 2 on g pid 8 knows 4 \
+             migrations, fewer than this binary's floor of 5: they can't run beside this \
+             binary; stop them first"
+        );
     }
 }

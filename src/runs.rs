@@ -264,6 +264,50 @@ pub fn cancel(client: &mut Client, id: i64) -> Result<Cancelled, postgres::Error
     }
 }
 
+/// Why a queued run waits, when the database can tell (`orca run --wait`
+/// and `orca logs -f` say it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waiting {
+    /// Its pipeline (named) is paused: nothing of it starts.
+    Paused(String),
+    /// No live scheduler leads: nothing starts any run.
+    NoLeader,
+}
+
+impl Waiting {
+    /// The line that says it, for run `run`.
+    pub fn said(&self, run: i64) -> String {
+        match self {
+            Waiting::Paused(p) => {
+                format!("pipeline {p} is paused: run {run} waits for `orca resume {p}`")
+            }
+            Waiting::NoLeader => format!("no scheduler leads: run {run} waits for one"),
+        }
+    }
+}
+
+/// Why queued run `run` waits, if the database can tell: its pipeline
+/// paused, or no live scheduler leading (by the database's clock, `stale`
+/// seconds the limit). `None` when it can't tell, or the run is gone.
+pub fn waiting(
+    client: &mut Client,
+    run: i64,
+    stale: f64,
+) -> Result<Option<Waiting>, postgres::Error> {
+    let lock = crate::scheduler::LEAD_LOCK;
+    let Some(row) = client.query_opt(sql::RUN_WAITS, &[&run, &lock, &stale])? else {
+        return Ok(None);
+    };
+    let pipeline: String = row.get(0);
+    Ok(if row.get::<_, bool>(1) {
+        Some(Waiting::Paused(pipeline))
+    } else if !row.get::<_, bool>(2) {
+        Some(Waiting::NoLeader)
+    } else {
+        None
+    })
+}
+
 /// Who is at the keyboard, for events: `user@host`.
 pub fn whoami() -> String {
     let user = std::env::var("USER")
@@ -289,6 +333,18 @@ pub fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn why_a_run_waits_names_what_ends_the_wait() {
+        assert_eq!(
+            Waiting::Paused("etl".into()).said(7),
+            "pipeline etl is paused: run 7 waits for `orca resume etl`"
+        );
+        assert_eq!(
+            Waiting::NoLeader.said(7),
+            "no scheduler leads: run 7 waits for one"
+        );
+    }
 
     fn outcome(why: &str, output: &[u8]) -> Outcome {
         Outcome {

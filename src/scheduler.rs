@@ -104,7 +104,7 @@ impl Schedules {
     /// (pipeline `name`'s; said once per expression).
     fn next_after(&mut self, name: &str, expr: &str, t: &DateTime<Utc>) -> Option<DateTime<Utc>> {
         let entry = self.crons.entry(expr.to_string()).or_insert_with(|| {
-            match config::parse_schedule(expr) {
+            match config::parse_stored_schedule(expr) {
                 Ok(c) if config::fires_ever(&c) => Some(c),
                 Ok(_) => {
                     log::error!(
@@ -1177,5 +1177,22 @@ mod tests {
             Some(at("2028-02-29T00:00:00Z"))
         );
         assert_eq!(s.searches, 1);
+    }
+
+    #[test]
+    fn a_stored_schedule_croner_takes_keeps_firing() {
+        // Registered before `orca check` checked each field: croner takes
+        // these, so they fire on (the field check is for `check` and
+        // `register` only). (`0 0 * * +`, which croner also takes, has no
+        // day and never fired.)
+        let mut s = Schedules::default();
+        let now = at("2026-03-01T12:00:00Z");
+        for (expr, next) in [
+            ("1,,2 * * * *", "2026-03-01T12:01:00Z"),
+            ("0 0 1, * *", "2026-04-01T00:00:00Z"),
+        ] {
+            assert!(config::parse_schedule(expr).is_err(), "{expr}");
+            assert_eq!(s.next_after("p", expr, &now), Some(at(next)), "{expr}");
+        }
     }
 }

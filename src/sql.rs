@@ -243,6 +243,9 @@ pub const RUN_START: &str = include_str!("../sql/run_start.sql");
 /// See `sql/run_state.sql`.
 pub const RUN_STATE: &str = include_str!("../sql/run_state.sql");
 
+/// See `sql/run_waits.sql`.
+pub const RUN_WAITS: &str = include_str!("../sql/run_waits.sql");
+
 /// See `sql/runs_list.sql`.
 pub const RUNS_LIST: &str = include_str!("../sql/runs_list.sql");
 

@@ -570,6 +570,9 @@ pub struct Db {
     /// (SQLSTATE class 28: no such role, may not log in, bad password, no
     /// `pg_hba.conf` entry), with Postgres's message.
     pub refused: Option<String>,
+    /// The last attempt to connect was refused for good
+    /// ([`refuses_for_good`]), said as a one-shot command says it.
+    refused_for_good: Option<String>,
 }
 
 impl Db {
@@ -584,6 +587,7 @@ impl Db {
             calls: 0,
             last_try: None,
             refused: None,
+            refused_for_good: None,
         }
     }
 
@@ -626,6 +630,7 @@ impl Db {
             match self.target.open() {
                 Ok(mut c) => {
                     self.refused = None;
+                    self.refused_for_good = None;
                     if let Err(e) = c.batch_execute(SESSION_SETTINGS) {
                         log::debug!("session settings not all set: {}", plain(&e));
                     }
@@ -646,6 +651,13 @@ impl Db {
                         .code()
                         .is_some_and(|c| c.code().starts_with("28"))
                         .then(|| plain(&e));
+                    self.refused_for_good = e.code().is_some_and(refuses_for_good).then(|| {
+                        format!(
+                            "the database at {} refused the login: {}",
+                            self.target.shown,
+                            plain(&e)
+                        )
+                    });
                     self.last_try = Some(Instant::now());
                     self.went_down(&plain(&e));
                     return false;
@@ -653,6 +665,13 @@ impl Db {
             }
         }
         true
+    }
+
+    /// Why the last attempt to connect was refused for good (a wrong
+    /// password, no such role or database, no `pg_hba.conf` entry: the
+    /// refusals a one-shot command doesn't wait on), if it was.
+    pub fn refused_for_good(&self) -> Option<&str> {
+        self.refused_for_good.as_deref()
     }
 
     fn exec<T>(

@@ -126,6 +126,12 @@ enum Pending {
 }
 
 impl Pending {
+    /// The attempt, for a log line: `run 5 attempt 1`.
+    fn named(&self) -> String {
+        let (id, start) = self.key();
+        format!("run {id} attempt {start}")
+    }
+
     fn key(&self) -> (i64, i32) {
         match self {
             Pending::Finish(o) => (o.id, o.start),
@@ -434,7 +440,7 @@ impl Supervisor {
                     down = true;
                 }
                 Err(Fault::Sql(e)) => {
-                    log::error!("run {:?}: can't record its end: {e}", p.key());
+                    log::error!("{}: can't record its end: {e}", p.named());
                     left.push(p);
                 }
                 Err(Fault::Data(e)) => {
@@ -442,8 +448,8 @@ impl Supervisor {
                     // recorded without it, or the run would stay running
                     // (and beaten) for ever.
                     log::error!(
-                        "run {:?}: its end can't be stored as it is ({e}): recording it without its output",
-                        p.key()
+                        "{}: its end can't be stored as it is ({e}): recording it without its output",
+                        p.named()
                     );
                     left.push(p.stripped(&e));
                 }
@@ -615,5 +621,21 @@ fn heartbeat_loop(mut db: Db, shared: Arc<Mutex<Shared>>, rec: &'static Recorder
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_is_named_in_words_in_log_lines() {
+        let p = Pending::Requeue {
+            id: 5,
+            start: 1,
+            why: String::new(),
+            output: Vec::new(),
+        };
+        assert_eq!(p.named(), "run 5 attempt 1");
     }
 }

@@ -733,3 +733,294 @@ fn run_wait_exits_with_the_run_s_final_outcome() {
     assert!(err.starts_with(&format!("orca: run {id} failed")), "{err}");
     s.stop();
 }
+
+/// Whether a one-shot command's stderr shows a panic (Rust's 101).
+fn panicked(out: &std::process::Output) -> bool {
+    let err = text(&out.stderr);
+    out.status.code() == Some(101) || err.contains("panicked") || err.contains("Broken pipe")
+}
+
+/// `orca ARGS` whose reader reads one line and goes (as `| head -1` does):
+/// its output and the line read.
+fn read_one_line_and_go(db: &TestDb, args: &[&str]) -> (std::process::Output, String) {
+    use std::io::BufRead;
+    let mut child = db.orca(args).output_handle();
+    let mut line = String::new();
+    {
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut line).unwrap();
+        // Dropped: the pipe's only reader is gone.
+    }
+    let mut status = None;
+    wait_until("the command exits", 60.0, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    (child.wait_with_output().unwrap(), line)
+}
+
+#[test]
+fn a_listing_whose_reader_goes_ends_quietly() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    // More than a pipe holds (64 KiB) and more than the reader buffers.
+    db.client()
+        .batch_execute(
+            "INSERT INTO orca.runs (pipeline, why)
+               SELECT 'a', repeat('x', 60) FROM generate_series(1, 3000);
+             INSERT INTO orca.events (kind, pipeline, why)
+               SELECT 'queued', 'a', repeat('y', 60) FROM generate_series(1, 3000);",
+        )
+        .unwrap();
+    for args in [
+        vec!["runs", "--limit", "3000"],
+        vec!["events", "--limit", "3000"],
+        vec!["runs", "--limit", "3000", "--json"],
+        vec!["events", "--limit", "3000", "--json"],
+    ] {
+        let (out, line) = read_one_line_and_go(&db, &args);
+        assert!(!line.is_empty(), "orca {args:?} printed nothing");
+        assert!(
+            !panicked(&out),
+            "orca {args:?}: {:?}: {}",
+            out.status,
+            text(&out.stderr)
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "orca {args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_missing_argument_is_named() {
+    for (args, missing) in [(vec!["run"], "<PIPELINE>"), (vec!["logs"], "<RUN>")] {
+        let out = orca_within(&args, 20.0);
+        assert_eq!(out.status.code(), Some(2));
+        let err = text(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "orca {args:?}: {err}");
+        assert!(
+            err.starts_with("orca: ") && err.contains(missing),
+            "orca {args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn hostile_text_in_listings_is_escaped() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let id = db.queue("a");
+    let hostile = "\u{1b}[31mred\nsecond line\u{7}";
+    let mut c = db.client();
+    c.execute(
+        "UPDATE orca.runs SET why = $2 WHERE id = $1",
+        &[&id, &hostile],
+    )
+    .unwrap();
+    c.execute(
+        "INSERT INTO orca.events (run, pipeline, kind, why) VALUES ($1, 'a', 'queued', $2)",
+        &[&id, &hostile],
+    )
+    .unwrap();
+    for listing in ["runs", "events"] {
+        let shown = db.ok(&[listing]);
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
+            "orca {listing}: {shown:?}"
+        );
+        assert!(
+            shown.contains("\\x1b[31mred\\nsecond line\\x07"),
+            "orca {listing}: {shown:?}"
+        );
+        assert!(
+            !shown.contains("\nsecond line"),
+            "orca {listing}: {shown:?}"
+        );
+        // --json keeps the text as it is (JSON escapes it).
+        let json: serde_json::Value = serde_json::from_str(&db.ok(&[listing, "--json"])).unwrap();
+        assert!(
+            json.as_array().unwrap().iter().any(|r| r["why"] == hostile),
+            "orca {listing} --json: {json}"
+        );
+    }
+}
+
+#[test]
+fn runs_shows_the_host_a_run_runs_on() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let queued = db.queue("a");
+    let running = db.queue("a");
+    db.client()
+        .execute(
+            "UPDATE orca.runs SET state = 'running', start = 1, host = 'box-7' WHERE id = $1",
+            &[&running],
+        )
+        .unwrap();
+    let shown = db.ok(&["runs"]);
+    let lines: Vec<&str> = shown.lines().collect();
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    let col = header.iter().position(|h| *h == "HOST").expect(&shown);
+    let row = |id: i64| -> Vec<&str> {
+        lines
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(&id.to_string()))
+            .unwrap_or_else(|| panic!("no run {id}:\n{shown}"))
+            .split_whitespace()
+            .collect()
+    };
+    assert_eq!(row(running)[col], "box-7", "{shown}");
+    assert_eq!(row(queued)[col], "-", "{shown}");
+}
+
+/// A pipeline `a` whose command prints `line 1` and waits for file `go`.
+fn waiting_pipeline(go: &std::path::Path) -> String {
+    format!(
+        "[pipelines.a]\ncommand = {}\n",
+        toml_str(&format!(
+            "echo line 1; while [ ! -e {go} ]; do sleep 0.1; done",
+            go = go.display()
+        ))
+    )
+}
+
+#[test]
+fn logs_follow_ends_when_its_reader_goes() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let go = dir.path("go");
+    db.register(&dir, &waiting_pipeline(&go));
+    let run = db.queue("a");
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("the run has printed its first line", 120.0, || {
+        db.state(run) == "running" && text(&db.output(run)).contains("line 1")
+    });
+    let (out, line) = read_one_line_and_go(&db, &["logs", "-f", &run.to_string()]);
+    assert_eq!(line, "line 1\n");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    assert_eq!(db.state(run), "running", "it ended before the run did");
+    std::fs::write(&go, "").unwrap();
+    wait_until("the run ends", 60.0, || db.state(run) == "succeeded");
+    s.stop();
+}
+
+#[test]
+fn run_wait_and_logs_follow_say_why_a_queued_run_waits() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.a]\ncommand = \"echo done\"\n");
+    db.ok(&["pause", "a"]);
+    let mut wait = Running::start(&db, &dir, &["run", "a", "--wait"]);
+    wait_until("run --wait printed the run's id", 60.0, || {
+        wait.stdout().ends_with('\n')
+    });
+    let id: i64 = wait.stdout().trim().parse().unwrap();
+    let mut follow = Running::start(&db, &dir, &["logs", "-f", &id.to_string()]);
+    let paused = format!("orca: pipeline a is paused: run {id} waits for `orca resume a`");
+    for (who, r) in [("run --wait", &wait), ("logs -f", &follow)] {
+        wait_until(&format!("{who} says the pipeline is paused"), 60.0, || {
+            r.stderr().lines().any(|l| l == paused)
+        });
+    }
+    db.ok(&["resume", "a"]);
+    let leaderless = format!("orca: no scheduler leads: run {id} waits for one");
+    for (who, r) in [("run --wait", &wait), ("logs -f", &follow)] {
+        wait_until(&format!("{who} says no scheduler leads"), 60.0, || {
+            r.stderr().lines().any(|l| l == leaderless)
+        });
+    }
+    assert!(wait.running() && follow.running());
+    let mut s = db.scheduler(&dir, &[]);
+    let status = wait.wait(120.0);
+    assert!(status.success(), "{status:?}: {}", wait.stderr());
+    assert!(follow.wait(60.0).success(), "{}", follow.stderr());
+    assert_eq!(follow.stdout(), "done\n");
+    // Each cause said once.
+    for r in [&wait, &follow] {
+        let err = r.stderr();
+        assert_eq!(err.lines().filter(|l| *l == paused).count(), 1, "{err}");
+        assert_eq!(err.lines().filter(|l| *l == leaderless).count(), 1, "{err}");
+    }
+    s.stop();
+}
+
+#[test]
+fn run_wait_and_logs_follow_exit_at_once_when_their_login_is_refused() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let role = format!("orca_op_{}", std::process::id());
+    let secret = "op-pw-hunter4";
+    db.owner_member_role(&role, secret);
+    let url = with_user(&db.url, &role, secret);
+    let start = |args: &[&str]| {
+        let name = args.join("_").replace(['/', ' '], "_");
+        let (out, err) = (
+            dir.path(&format!("{name}.out")),
+            dir.path(&format!("{name}.err")),
+        );
+        let child = db
+            .orca(args)
+            .env("ORCA_DATABASE_URL", &url)
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        Running { child, out, err }
+    };
+    // Queued, and no scheduler: both wait as long as the run does.
+    let mut wait = start(&["run", "a", "--wait"]);
+    wait_until("run --wait printed the run's id", 60.0, || {
+        wait.stdout().ends_with('\n')
+    });
+    let id = wait.stdout().trim().to_string();
+    let mut follow = start(&["logs", "-f", &id]);
+    wait_until(
+        "both follow the run on a session of their own",
+        60.0,
+        || {
+            db.one::<i64>(&format!(
+                "SELECT count(DISTINCT application_name) FROM pg_stat_activity
+             WHERE usename = '{role}' AND application_name IN ('orca run --wait', 'orca logs -f')"
+            )) == 2
+        },
+    );
+    // The password changes; sessions the role has are ended, again each
+    // round (one that logged in just before the change may not show yet).
+    db.admin(&format!("ALTER ROLE \"{role}\" PASSWORD 'rotated'"));
+    let terminate =
+        format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'");
+    for (who, r) in [("run --wait", &mut wait), ("logs -f", &mut follow)] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while r.running() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{who} still runs 30 s after its login was refused: {}",
+                r.stderr()
+            );
+            db.admin(&terminate);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let status = r.wait(1.0);
+        let err = r.stderr();
+        assert_eq!(status.code(), Some(1), "{who}: {err}");
+        let last = err.trim_end().lines().last().unwrap_or("");
+        assert!(
+            last.starts_with("orca: ")
+                && last.contains("refused the login")
+                && last.contains("password authentication failed"),
+            "{who}: {err}"
+        );
+        assert!(
+            !err.contains(secret) && !err.contains("rotated"),
+            "{who}: {err}"
+        );
+    }
+}

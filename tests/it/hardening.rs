@@ -371,6 +371,13 @@ fn a_machine_login_holding_the_lead_lock_is_ended_and_the_scheduler_leads() {
     let why: String =
         db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'intruder'");
     assert!(why.contains(&name) && why.contains("lead lock"), "{why}");
+    // The log line starts with the event's kind, for grep.
+    assert!(
+        s.output()
+            .contains(&format!("intruder: the lead lock was held by role {name}")),
+        "{}",
+        s.output()
+    );
     s.stop();
     // Overlap on: the instance doesn't wait for ever.
     let mut held = db.client_as(&name, "pw");
@@ -503,6 +510,12 @@ fn a_machine_login_holding_any_advisory_lock_is_ended() {
     let why: String =
         db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'intruder'");
     assert!(why.contains(&name) && why.contains("advisory"), "{why}");
+    assert!(
+        s.output()
+            .contains(&format!("intruder: login {name} (backend pid")),
+        "{}",
+        s.output()
+    );
     s.stop();
 }
 

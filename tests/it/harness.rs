@@ -294,6 +294,23 @@ impl TestDb {
         self.roles.borrow_mut().push(name.to_string());
     }
 
+    /// Makes login role `name` with password `pw` on the server, a member
+    /// of [`OWNER`] (so it has orca's rights: an operator of its own);
+    /// dropped with this database.
+    pub fn owner_member_role(&self, name: &str, pw: &str) {
+        connect(&self.admin)
+            .batch_execute(&format!(
+                "CREATE ROLE \"{name}\" LOGIN PASSWORD '{pw}' IN ROLE {OWNER}"
+            ))
+            .unwrap();
+        self.roles.borrow_mut().push(name.to_string());
+    }
+
+    /// Runs `sql` as the server's administrator (not on this database).
+    pub fn admin(&self, sql: &str) {
+        connect(&self.admin).batch_execute(sql).unwrap();
+    }
+
     /// How many events of `kind` there are, of any run or none.
     pub fn events_of_kind(&self, kind: &str) -> i64 {
         self.client()

@@ -365,7 +365,10 @@ fn instances_drain_and_deploy_commands() {
     let check = db.run(&["deploy", "check"]);
     assert_eq!(check.status.code(), Some(1));
     let why = text(&check.stderr);
-    assert!(why.contains("old-host") && why.contains("floor"), "{why}");
+    assert!(
+        why.contains("old-host pid 4242 knows 1 migration, fewer than") && why.contains("floor"),
+        "{why}"
+    );
     let listing = db.ok(&["instances"]);
     let lines: Vec<&str> = listing.lines().collect();
     assert!(
