@@ -1,0 +1,342 @@
+//! A database of each test's own, as orca's non-superuser role, and the
+//! URLs and connections tests use to look at it.
+
+use super::proc::{Proc, bin, local_machines};
+use super::util::{TempDir, text, unique};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The server the tests run against (`scripts/test-db.sh` sets it).
+pub fn admin_url() -> String {
+    std::env::var("ORCA_TEST_DATABASE_URL")
+        .expect("ORCA_TEST_DATABASE_URL is not set: run the tests with `make test`")
+}
+
+/// The role orca runs as in every test, made as the README tells operators
+/// to: LOGIN, CREATEROLE, a member of `pg_signal_backend`, the owner of its
+/// database, not a superuser.
+pub const OWNER: &str = "orca_owner";
+
+/// [`OWNER`]'s password (the tests' clusters check passwords over TCP).
+pub const OWNER_PASSWORD: &str = "orca-owner-pw";
+
+/// Makes [`OWNER`] on the server `admin` is on, unless it is there.
+fn ensure_owner(admin: &mut postgres::Client) {
+    let made = admin.batch_execute(&format!(
+        "DO $$ BEGIN
+           CREATE ROLE {OWNER} LOGIN CREATEROLE NOSUPERUSER PASSWORD '{OWNER_PASSWORD}' IN ROLE pg_signal_backend;
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+         END $$"
+    ));
+    // Two tests making it at once: the loser's error is the winner's role.
+    if let Err(e) = made {
+        let there: bool = admin
+            .query_one(
+                "SELECT count(*) > 0 FROM pg_roles WHERE rolname = $1",
+                &[&OWNER],
+            )
+            .map(|r| r.get(0))
+            .unwrap_or(false);
+        assert!(there, "making {OWNER}: {e}");
+    }
+}
+
+/// `url` with its user and password replaced.
+pub fn with_user(url: &str, user: &str, password: &str) -> String {
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[scheme_end..];
+    let host_start = match rest.find('@') {
+        Some(at) if rest[..at].find('/').is_none() => at + 1,
+        _ => 0,
+    };
+    format!(
+        "{}{user}:{password}@{}",
+        &url[..scheme_end],
+        &rest[host_start..]
+    )
+}
+
+/// `url` with its database name replaced by `db`.
+pub fn with_db(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let root = match base[scheme_end..].find('/') {
+        Some(i) => &base[..scheme_end + i],
+        None => base,
+    };
+    format!("{root}/{db}{query}")
+}
+
+/// A database of this test's own on a server, dropped at the end.
+pub struct TestDb {
+    /// Its URL.
+    pub url: String,
+    admin: String,
+    name: String,
+    /// Login roles made for it (roles are the server's): dropped with it.
+    roles: std::cell::RefCell<Vec<String>>,
+}
+
+impl TestDb {
+    /// A fresh, migrated database on the shared test server.
+    pub fn new() -> TestDb {
+        TestDb::on(&admin_url())
+    }
+
+    /// A fresh, migrated database on the server `admin` reaches.
+    pub fn on(admin: &str) -> TestDb {
+        let db = TestDb::empty_on(admin);
+        let out = db.orca(&["migrate"]).output().unwrap();
+        assert!(out.status.success(), "migrate: {}", text(&out.stderr));
+        db
+    }
+
+    /// A fresh database with nothing in it, owned by [`OWNER`]: its URL
+    /// logs in as that role, as the README tells operators to set up.
+    pub fn empty_on(admin: &str) -> TestDb {
+        let name = unique("orca_t");
+        let mut c = connect(admin);
+        ensure_owner(&mut c);
+        c.batch_execute(&format!("CREATE DATABASE {name} OWNER {OWNER}"))
+            .unwrap();
+        TestDb {
+            url: with_user(&with_db(admin, &name), OWNER, OWNER_PASSWORD),
+            roles: Default::default(),
+            admin: admin.to_string(),
+            name,
+        }
+    }
+
+    /// A client on it, as orca's role ([`OWNER`]).
+    pub fn client(&self) -> postgres::Client {
+        connect(&self.url)
+    }
+
+    /// Its URL, logging in as `user` with `password` (a machine's login).
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        with_user(&self.url, user, password)
+    }
+
+    /// Its URL with no user or password (what machines are given).
+    pub fn url_without_user(&self) -> String {
+        let scheme_end = self.url.find("://").map_or(0, |i| i + 3);
+        let rest = &self.url[scheme_end..];
+        match rest.find('@') {
+            Some(at) => format!("{}{}", &self.url[..scheme_end], &rest[at + 1..]),
+            None => self.url.clone(),
+        }
+    }
+
+    /// A client logged in as `user` with `password`.
+    pub fn client_as(&self, user: &str, password: &str) -> postgres::Client {
+        postgres::Client::connect(&self.url_as(user, password), postgres::NoTls)
+            .unwrap_or_else(|e| panic!("log in as {user}: {e}"))
+    }
+
+    /// The single value of a query with no parameters.
+    pub fn one<T: for<'a> postgres::types::FromSql<'a>>(&self, sql: &str) -> T {
+        self.client().query_one(sql, &[]).unwrap().get(0)
+    }
+
+    /// `orca ARGS` against this database.
+    pub fn orca(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(args)
+            .env("ORCA_DATABASE_URL", &self.url)
+            .env("RUST_LOG", "info")
+            .env_remove("ORCA_CONFIG")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// `orca ARGS`, waited for.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.orca(args).output().unwrap()
+    }
+
+    /// `orca ARGS` that must succeed; its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "orca {args:?} failed ({:?}): {}",
+            out.status,
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    /// Registers a config given as text.
+    pub fn register(&self, dir: &TempDir, toml: &str) {
+        let path = dir.write("orca.toml", toml);
+        self.ok(&["register", "-c", &path]);
+    }
+
+    /// Queues a run of `pipeline`; its id.
+    pub fn queue(&self, pipeline: &str) -> i64 {
+        self.ok(&["run", pipeline]).trim().parse().unwrap()
+    }
+
+    /// A scheduler with quick time constants (overridable with `env`).
+    pub fn scheduler(&self, dir: &TempDir, env: &[(&str, &str)]) -> Proc {
+        let mut c = self.orca(&["scheduler"]);
+        c.env("ORCA_TICK_SECONDS", "0.2")
+            .env("ORCA_STALE_SECONDS", "3")
+            .env("ORCA_KILL_GRACE_SECONDS", "2")
+            .env("ORCA_STOP_GRACE_SECONDS", "5");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Proc::spawn(c, &dir.path(&unique("scheduler.log")))
+    }
+
+    /// A run's output as stored (its last 64 KiB).
+    pub fn output(&self, run: i64) -> Vec<u8> {
+        self.client()
+            .query_one("SELECT output FROM orca.runs WHERE id = $1", &[&run])
+            .unwrap()
+            .get(0)
+    }
+
+    /// A run's state.
+    pub fn state(&self, run: i64) -> String {
+        self.client()
+            .query_one("SELECT state FROM orca.runs WHERE id = $1", &[&run])
+            .unwrap()
+            .get(0)
+    }
+
+    /// Makes login role `name` with password `pw`, a member of `group`;
+    /// dropped with this database.
+    /// Made as orca makes machine and instance logins
+    /// (`orca.login_role_make`), with a plain password.
+    pub fn login_role(&self, name: &str, pw: &str, group: &str) {
+        self.client()
+            .execute(
+                "SELECT orca.login_role_make($1, $2, $3)",
+                &[&name, &pw, &group],
+            )
+            .unwrap();
+        self.roles.borrow_mut().push(name.to_string());
+    }
+
+    /// Makes plain login role `name` with password `pw` on the server (no
+    /// orca schema needed); dropped with this database.
+    pub fn plain_login_role(&self, name: &str, pw: &str) {
+        connect(&self.admin)
+            .batch_execute(&format!("CREATE ROLE \"{name}\" LOGIN PASSWORD '{pw}'"))
+            .unwrap();
+        self.roles.borrow_mut().push(name.to_string());
+    }
+
+    /// Makes login role `name` with password `pw` on the server, a member
+    /// of [`OWNER`] (so it has orca's rights: an operator of its own);
+    /// dropped with this database.
+    pub fn owner_member_role(&self, name: &str, pw: &str) {
+        connect(&self.admin)
+            .batch_execute(&format!(
+                "CREATE ROLE \"{name}\" LOGIN PASSWORD '{pw}' IN ROLE {OWNER}"
+            ))
+            .unwrap();
+        self.roles.borrow_mut().push(name.to_string());
+    }
+
+    /// Runs `sql` as the server's administrator (not on this database).
+    pub fn admin(&self, sql: &str) {
+        connect(&self.admin).batch_execute(sql).unwrap();
+    }
+
+    /// How many events of `kind` there are, of any run or none.
+    pub fn events_of_kind(&self, kind: &str) -> i64 {
+        self.client()
+            .query_one("SELECT count(*) FROM orca.events WHERE kind = $1", &[&kind])
+            .unwrap()
+            .get(0)
+    }
+
+    /// How many events of `kind` run `run` has.
+    pub fn events(&self, run: i64, kind: &str) -> i64 {
+        self.client()
+            .query_one(
+                "SELECT count(*) FROM orca.events WHERE run = $1 AND kind = $2",
+                &[&run, &kind],
+            )
+            .unwrap()
+            .get(0)
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        // Local pool machines of this database's stack, and their roles.
+        let stack: Option<String> = postgres::Client::connect(&self.url, postgres::NoTls)
+            .ok()
+            .and_then(|mut c| c.query_opt("SELECT id FROM orca.stack", &[]).ok().flatten())
+            .map(|r| r.get(0));
+        if let Some(stack) = &stack {
+            for pid in local_machines(stack) {
+                // SAFETY: kill(2) on a process group this test's scheduler made.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
+            // Their token directories (see the local provider).
+            let prefix = format!("orca-{stack}-");
+            for e in std::fs::read_dir(std::env::temp_dir())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            // The database first: a role that still owns something in it
+            // can't be dropped before.
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+            for role in self.roles.borrow().iter() {
+                let _ = c.batch_execute(&format!("DROP ROLE IF EXISTS \"{role}\""));
+            }
+            if let Some(stack) = &stack {
+                let roles = c
+                    .query(
+                        "SELECT rolname FROM pg_roles WHERE starts_with(rolname, $1)",
+                        &[&format!("orca_m_{stack}_")],
+                    )
+                    .unwrap_or_default();
+                for r in roles {
+                    let role: String = r.get(0);
+                    let _ = c.batch_execute(&format!("DROP ROLE IF EXISTS \"{role}\""));
+                }
+            }
+        }
+    }
+}
+
+/// A plain connection (tests connect without TLS unless they test it).
+pub fn connect(url: &str) -> postgres::Client {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match postgres::Client::connect(url, postgres::NoTls) {
+            Ok(c) => return c,
+            Err(e) if Instant::now() >= deadline => panic!("connect {url}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// Asserts that `sql`, run on `c`, is refused for want of privilege.
+pub fn refused(c: &mut postgres::Client, sql: &str) {
+    let e = c.batch_execute(sql).unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+        "{sql}: {e:?}"
+    );
+}

@@ -1,0 +1,71 @@
+//! Small things every test uses: scratch directories, unique names,
+//! waiting on a condition with a deadline, bytes as text, TOML strings.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+pub(super) fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// Waits until `f` holds, polling every 100 ms; panics naming `what` when
+/// `secs` pass first.
+pub fn wait_until(what: &str, secs: f64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    loop {
+        if f() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!("timed out after {secs}s waiting for: {what}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A scratch directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A new empty directory under the system's temp dir.
+    pub fn new() -> TempDir {
+        let p = std::env::temp_dir().join(unique("orca-test"));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    /// A path inside it.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Writes `text` to `name` inside it and returns the path as a string.
+    pub fn write(&self, name: &str, text: &str) -> String {
+        let p = self.path(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Bytes as text, for messages.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `text` as a TOML basic string, quotes included.
+pub fn toml_str(text: &str) -> String {
+    format!("{text:?}")
+}
