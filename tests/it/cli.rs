@@ -364,7 +364,7 @@ fn before_migrate_every_command_says_to_migrate() {
     );
     let role = format!("orca_m_noschema_{}", std::process::id());
     db.plain_login_role(&role, "pw-noschema");
-    let mut worker = crate::pools::hand_worker(&db, &dir, "p", &role, "pw-noschema");
+    let mut worker = crate::worker::hand_worker(&db, &dir, "p", &role, "pw-noschema");
     assert_eq!(worker.wait(60.0).code(), Some(1));
     assert!(
         worker.output().lines().any(|l| l == NO_SCHEMA),
@@ -675,9 +675,9 @@ fn logs_follow_a_worker_run_to_its_end() {
         chatty(&go)
     ));
     let role = format!("orca_m_follow_{}", std::process::id());
-    crate::pools::hand_made_machine(&db, "p", &role, "pw-follow");
+    crate::worker::hand_made_machine(&db, "p", &role, "pw-follow");
     let run = db.queue("chatty");
-    let mut w = crate::pools::hand_worker(&db, &dir, "p", &role, "pw-follow");
+    let mut w = crate::worker::hand_worker(&db, &dir, "p", &role, "pw-follow");
     follow_to_the_end(&db, &dir, run, &go);
     w.stop();
 }

@@ -5,7 +5,8 @@
 //! `orca_instance` groups, made by hand where the test plays the machine.
 
 use crate::harness::*;
-use crate::pools::{hand_made_machine, hand_worker, pool_scheduler, pool_test, with_pool};
+use crate::pools::{pool_scheduler, pool_test, with_pool};
+use crate::worker::{hand_made_machine, hand_worker};
 
 /// Pipelines whose output holds a NUL byte, invalid UTF-8, and a flood of
 /// random bytes (control characters, NULs), with an alert URL so a final

@@ -17,3 +17,4 @@ mod scheduler;
 mod secrets;
 mod setup;
 mod warm_pool;
+mod worker;

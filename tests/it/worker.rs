@@ -1,0 +1,524 @@
+//! `orca worker` on a pool machine: it claims its pool's runs with the
+//! machine's own credentials and supervises them as the scheduler does;
+//! those credentials do a worker's work and nothing else; it rides out a
+//! database restart; a removed machine takes no run. The machines here are
+//! made by hand (a row and a login), the worker a real process.
+
+use std::process::Command;
+
+use crate::harness::*;
+use crate::pools::with_pool;
+
+/// A machine row and login role made by hand, for a worker run by the test.
+pub fn hand_made_machine(db: &TestDb, pool: &str, role: &str, secret: &str) {
+    db.login_role(role, secret, "orca_worker");
+    let mut c = db.client();
+    c.execute(
+        "INSERT INTO orca.pool_machines (pool, name, type, location, role, slots)
+         VALUES ($1, 'orca-' || $1 || '-hand', 'small', 'here', $2, 2)",
+        &[&pool, &role],
+    )
+    .unwrap();
+}
+
+/// `orca worker --pool POOL` with the credentials of a hand-made machine.
+pub fn hand_worker(db: &TestDb, dir: &TempDir, pool: &str, role: &str, secret: &str) -> Proc {
+    hand_worker_with(db, dir, pool, role, secret, &[])
+}
+
+/// [`hand_worker`] with `extra` added to its environment.
+pub fn hand_worker_with(
+    db: &TestDb,
+    dir: &TempDir,
+    pool: &str,
+    role: &str,
+    secret: &str,
+    extra: &[(&str, &str)],
+) -> Proc {
+    let mut c = Command::new(bin());
+    c.args(["worker", "--pool", pool])
+        .env("ORCA_DATABASE_URL", db.url_without_user())
+        .env("ORCA_TOKEN", format!("{role}:{secret}"))
+        .env("ORCA_TICK_SECONDS", "0.2")
+        .env("ORCA_KILL_GRACE_SECONDS", "1");
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    Proc::spawn(c, &dir.path(&format!("worker-{role}.log")))
+}
+
+#[test]
+fn a_worker_supervises_its_runs_as_the_scheduler_does() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            &format!(
+                r#"
+[pipelines.out]
+command = "echo line one; echo line two >&2; exit 4"
+placement = "worker:p"
+
+[pipelines.slow]
+command = "sleep 300"
+placement = "worker:p"
+timeout = 1
+
+[pipelines.hangs]
+command = "{}"
+placement = "worker:p"
+max_runs = 2
+"#,
+                hang(&pids)
+            ),
+        ),
+    );
+    let role = format!("orca_m_sup_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw-sup");
+    db.client()
+        .execute("UPDATE orca.pool_machines SET slots = 4", &[])
+        .unwrap();
+    let out = db.queue("out");
+    let slow = db.queue("slow");
+    let cancelled = db.queue("hangs");
+    let taken = db.queue("hangs");
+    let mut w = hand_worker(&db, &dir, "p", &role, "pw-sup");
+    wait_until("out fails with its exit code", 30.0, || {
+        db.state(out) == "failed"
+    });
+    let (code, output): (Option<i32>, Vec<u8>) = {
+        let r = db
+            .client()
+            .query_one(
+                "SELECT exit_code, output FROM orca.runs WHERE id = $1",
+                &[&out],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(code, Some(4));
+    assert!(text(&output).contains("line one") && text(&output).contains("line two"));
+    wait_until("slow times out", 30.0, || db.state(slow) == "failed");
+    let why: String = db.one(&format!("SELECT why FROM orca.runs WHERE id = {slow}"));
+    assert!(why.contains("timed out"), "{why}");
+    wait_until("both hanging runs run", 30.0, || pids_in(&pids).len() == 2);
+    db.ok(&["cancel", &cancelled.to_string()]);
+    wait_until("the cancelled run is cancelled", 30.0, || {
+        db.state(cancelled) == "cancelled"
+    });
+    // Another takes the other run over (its start is no longer the
+    // worker's): the worker kills its process and records nothing.
+    db.client()
+        .execute(
+            "UPDATE orca.runs SET start = start + 1, machine = NULL, host = 'elsewhere' WHERE id = $1",
+            &[&taken],
+        )
+        .unwrap();
+    wait_until("both hanging processes are gone", 30.0, || {
+        pids_in(&pids).iter().all(|p| !alive(*p))
+    });
+    let (state, host): (String, String) = {
+        let r = db
+            .client()
+            .query_one("SELECT state, host FROM orca.runs WHERE id = $1", &[&taken])
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!((state.as_str(), host.as_str()), ("running", "elsewhere"));
+    w.stop();
+}
+
+#[test]
+fn max_runs_holds_across_workers() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let log = dir.path("log");
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            &format!(
+            r#"
+[pipelines.job]
+command = "echo start $ORCA_RUN_ID $(date +%s.%N) >> {0}; sleep 0.5; echo end $ORCA_RUN_ID $(date +%s.%N) >> {0}"
+placement = "worker:p"
+max_runs = 2
+"#,
+            log.display()
+        ),
+        ),
+    );
+    let ids: Vec<i64> = (0..12).map(|_| db.queue("job")).collect();
+    let workers: Vec<Proc> = (0..3)
+        .map(|i| {
+            let role = format!("orca_m_mr{i}_{}", std::process::id());
+            hand_made_machine(&db, "p", &role, "pw");
+            db.client()
+                .execute(
+                    "UPDATE orca.pool_machines SET slots = 1, name = $1 WHERE role = $2",
+                    &[&format!("m{i}"), &role],
+                )
+                .unwrap();
+            hand_worker(&db, &dir, "p", &role, "pw")
+        })
+        .collect();
+    wait_until("all twelve succeed", 60.0, || {
+        ids.iter().all(|id| db.state(*id) == "succeeded")
+    });
+    // One slot each: two at once needs two workers; a third never starts.
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(crate::scheduler::max_overlap(&lines), 2, "{lines}");
+    for mut w in workers {
+        w.stop();
+    }
+}
+
+#[test]
+fn a_worker_rides_out_a_database_restart() {
+    let cluster = Cluster::new("");
+    cluster.start();
+    let db = TestDb::on(&cluster.url());
+    let dir = TempDir::new();
+    let ended = dir.path("ended");
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            &format!(
+                r#"
+[pipelines.job]
+command = "sleep 2; echo $ORCA_RUN_ID >> {}"
+placement = "worker:p"
+"#,
+                ended.display()
+            ),
+        ),
+    );
+    let role = format!("orca_m_out_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let run = db.queue("job");
+    let mut w = hand_worker(&db, &dir, "p", &role, "pw");
+    wait_until("the run runs", 30.0, || db.state(run) == "running");
+    cluster.stop();
+    wait_until("its command ends while the database is down", 30.0, || {
+        !pids_in(&ended).is_empty()
+    });
+    cluster.start();
+    wait_until("its end is recorded", 60.0, || db.state(run) == "succeeded");
+    assert_eq!(
+        db.one::<i32>(&format!("SELECT start FROM orca.runs WHERE id = {run}")),
+        1
+    );
+    // And it goes on taking runs.
+    let next = db.queue("job");
+    wait_until("the next run succeeds", 30.0, || {
+        db.state(next) == "succeeded"
+    });
+    assert!(w.child.try_wait().unwrap().is_none(), "the worker exited");
+    w.stop();
+}
+
+#[test]
+fn a_worker_s_credentials_do_a_worker_s_work_and_nothing_else() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            &format!(
+                r#"
+[pools.q]
+types = [{{ type = "small", wait = 0 }}]
+locations = ["here"]
+
+[pipelines.theirs]
+command = "true"
+placement = "worker:q"
+
+[pipelines.ours]
+command = "echo ours"
+placement = "worker:p"
+
+[pipelines.hangs]
+command = "{}"
+placement = "worker:p"
+"#,
+                hang(&pids)
+            ),
+        ),
+    );
+    let role = format!("orca_m_test_{}", std::process::id());
+    let secret = "s3cret-for-the-test";
+    hand_made_machine(&db, "p", &role, secret);
+    let theirs = db.queue("theirs");
+    let ours = db.queue("ours");
+    let hangs = db.queue("hangs");
+    let plain = db.url_without_user();
+    let mut worker = hand_worker(&db, &dir, "p", &role, secret);
+    wait_until("its own pool's run succeeds", 30.0, || {
+        db.state(ours) == "succeeded"
+    });
+    wait_until("the hanging run runs", 30.0, || !pids_in(&pids).is_empty());
+    assert_eq!(db.state(theirs), "queued", "it took another pool's run");
+    // With its credentials: no table, no other function.
+    let as_machine = format!(
+        "{}?user={role}&password={secret}",
+        plain.split('?').next().unwrap()
+    );
+    let mut c = postgres::Client::connect(&as_machine, postgres::NoTls).unwrap();
+    for statement in [
+        "SELECT count(*) FROM orca.runs",
+        "UPDATE orca.pool_machines SET slots = 99",
+        "SELECT orca.finish_attempt(1, 1, 'succeeded', 0, NULL, 'x', ''::bytea, '{}')",
+        "SELECT orca.machine_role_make('x', 'y')",
+    ] {
+        refused(&mut c, statement);
+    }
+    // Its functions act on its own machine's runs only.
+    let other: Option<String> = c
+        .query_one(
+            "SELECT orca.worker_finish($1, 1, 'succeeded', 0, NULL, 'forged', ''::bytea, '{}')",
+            &[&theirs],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(other, None);
+    assert_eq!(db.state(theirs), "queued");
+    // A wrong secret is refused by Postgres; a worker with it gives up
+    // after ORCA_WORKER_REFUSED_SECONDS (it may be a misconfiguration).
+    let wrong = as_machine.replace(secret, "guess");
+    assert!(postgres::Client::connect(&wrong, postgres::NoTls).is_err());
+    let mut guesser = {
+        let mut c = Command::new(bin());
+        c.args(["worker", "--pool", "p"])
+            .env("ORCA_DATABASE_URL", &plain)
+            .env("ORCA_TOKEN", format!("{role}:guess"))
+            .env("ORCA_WORKER_REFUSED_SECONDS", "2");
+        Proc::spawn(c, &dir.path("guesser.log"))
+    };
+    assert_eq!(guesser.wait(30.0).code(), Some(3), "{}", guesser.output());
+    assert!(
+        guesser.output().contains("giving up after 2s"),
+        "{}",
+        guesser.output()
+    );
+    // Something the machine owns (a large object) doesn't keep its role alive.
+    c.batch_execute("SELECT lo_create(0)").unwrap();
+    // Revoked: its sessions end, it can't log in again, the worker kills
+    // its run and exits non-zero (3: the boot script shuts the machine down).
+    db.client()
+        .execute("SELECT orca.machine_role_revoke($1)", &[&role])
+        .unwrap();
+    assert_eq!(worker.wait(30.0).code(), Some(3), "{}", worker.output());
+    assert!(postgres::Client::connect(&as_machine, postgres::NoTls).is_err());
+    wait_until("its run's process is killed", 20.0, || {
+        pids_in(&pids).iter().all(|p| !alive(*p))
+    });
+    let _ = hangs;
+    let log = worker.output();
+    assert!(log.contains("revoked"), "{log}");
+    assert!(!log.contains(secret), "the secret is in the worker's log");
+    let dropped: bool = db
+        .client()
+        .query_one("SELECT orca.machine_role_drop($1)", &[&role])
+        .unwrap()
+        .get(0);
+    assert!(dropped);
+    let left: i64 = db
+        .client()
+        .query_one("SELECT count(*) FROM pg_roles WHERE rolname = $1", &[&role])
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn a_machine_being_removed_takes_no_run_and_one_that_took_a_run_is_kept() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            r#"
+[pipelines.job]
+command = "true"
+placement = "worker:p"
+"#,
+        ),
+    );
+    let role = format!("orca_m_race_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let (id, idle_since): (i64, chrono::DateTime<chrono::Utc>) = {
+        let r = db
+            .client()
+            .query_one("SELECT id, busy_at FROM orca.pool_machines", &[])
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    let first = db.queue("job");
+    let as_machine = format!(
+        "{}?user={role}&password=pw",
+        db.url_without_user().split('?').next().unwrap()
+    );
+    let mut m = postgres::Client::connect(&as_machine, postgres::NoTls).unwrap();
+    // The machine claims a run after the scaler saw it idle: the scaler's
+    // conditional mark finds it busy and keeps it.
+    let claimed = m.query("SELECT id FROM orca.worker_claim(1)", &[]).unwrap();
+    assert_eq!(claimed.len(), 1);
+    let ending = include_str!("../../sql/machine_ending.sql");
+    let marked = db
+        .client()
+        .query_opt(ending, &[&id, &Some(idle_since)])
+        .unwrap();
+    assert!(
+        marked.is_none(),
+        "a machine that took a run was marked for idleness"
+    );
+    assert_eq!(db.state(first), "running");
+    // Marked for removal (unconditionally: lost, say), it claims nothing more.
+    let marked = db
+        .client()
+        .query_opt(ending, &[&id, &None::<chrono::DateTime<chrono::Utc>>])
+        .unwrap();
+    assert!(marked.is_some());
+    let second = db.queue("job");
+    let claimed = m.query("SELECT id FROM orca.worker_claim(4)", &[]).unwrap();
+    assert!(claimed.is_empty());
+    assert_eq!(db.state(second), "queued");
+}
+
+#[test]
+fn a_restarted_worker_s_runs_are_queued_again_and_run_anew() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            &format!(
+                r#"
+[pipelines.job]
+command = "{}"
+placement = "worker:p"
+"#,
+                hang_first_attempt(&pids)
+            ),
+        ),
+    );
+    let role = format!("orca_m_again_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let run = db.queue("job");
+    let mut w = hand_worker(&db, &dir, "p", &role, "pw");
+    wait_until("the first attempt runs", 30.0, || {
+        !pids_in(&pids).is_empty()
+    });
+    // The worker dies (kill -9); its run's process dies with it. Its
+    // machine lives on and starts the worker again.
+    w.signal(libc::SIGKILL);
+    w.wait(20.0);
+    wait_until("the first attempt's process is gone", 20.0, || {
+        pids_in(&pids).iter().all(|p| !alive(*p))
+    });
+    let mut again = hand_worker(&db, &dir, "p", &role, "pw");
+    wait_until("the run succeeds on its second attempt", 30.0, || {
+        db.state(run) == "succeeded"
+    });
+    assert_eq!(
+        db.one::<i32>(&format!("SELECT start FROM orca.runs WHERE id = {run}")),
+        2
+    );
+    let why: String = db.one(&format!(
+        "SELECT why FROM orca.events WHERE run = {run} AND kind = 'requeued'"
+    ));
+    assert!(why.contains("started again"), "{why}");
+    again.stop();
+}
+
+#[test]
+fn a_worker_s_command_that_escapes_its_session_and_ignores_sigterm_dies_with_its_attempt() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let _leftovers = KillLeftovers(dir.0.clone());
+    let command = toml_str(&escapes_and_ignores_term(&format!(
+        "{}/$ORCA_RUN_ID.pid",
+        dir.0.display()
+    )));
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            &format!(
+                "[pipelines.slow]\ncommand = {command}\nplacement = \"worker:p\"\ntimeout = 2\n\n\
+                 [pipelines.held]\ncommand = {command}\nplacement = \"worker:p\"\nmax_runs = 3\n"
+            ),
+        ),
+    );
+    let role = format!("orca_m_esc_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw-esc");
+    db.client()
+        .execute("UPDATE orca.pool_machines SET slots = 4", &[])
+        .unwrap();
+    let slow = db.queue("slow");
+    let cancelled = db.queue("held");
+    let taken = db.queue("held");
+    let stays = db.queue("held");
+    let escaped = |run: i64| pids_in(&dir.path(&format!("{run}.pid")));
+    let gone = |run: i64| escaped(run).iter().all(|p| !alive(*p));
+    let mut w = hand_worker_with(
+        &db,
+        &dir,
+        "p",
+        &role,
+        "pw-esc",
+        &[("ORCA_STOP_GRACE_SECONDS", "2")],
+    );
+    wait_until("the escaped sleeps run", 30.0, || {
+        [slow, cancelled, taken, stays]
+            .iter()
+            .all(|r| !escaped(*r).is_empty())
+    });
+    // A timeout.
+    wait_until("the run times out", 30.0, || db.state(slow) == "failed");
+    let why: String = db.one(&format!("SELECT why FROM orca.runs WHERE id = {slow}"));
+    assert!(why.contains("timed out"), "{why}");
+    wait_until("nothing the timed-out run started is alive", 15.0, || {
+        gone(slow)
+    });
+    // A cancel.
+    db.ok(&["cancel", &cancelled.to_string()]);
+    wait_until("the run is cancelled", 30.0, || {
+        db.state(cancelled) == "cancelled"
+    });
+    wait_until("nothing the cancelled run started is alive", 15.0, || {
+        gone(cancelled)
+    });
+    // The attempt taken over elsewhere: killed, nothing recorded.
+    db.client()
+        .execute(
+            "UPDATE orca.runs SET start = start + 1, machine = NULL, host = 'elsewhere' WHERE id = $1",
+            &[&taken],
+        )
+        .unwrap();
+    wait_until(
+        "nothing the taken-over attempt started is alive",
+        15.0,
+        || gone(taken),
+    );
+    assert_eq!(db.state(taken), "running");
+    // The worker stopping.
+    assert_eq!(db.state(stays), "running");
+    w.stop();
+    assert_eq!(db.state(stays), "queued");
+    wait_until(
+        "nothing the stopped worker's run started is alive",
+        15.0,
+        || gone(stays),
+    );
+}
