@@ -259,10 +259,8 @@ fn follow_run(
         let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&id])) {
             Ok(Some(row)) => row,
             Ok(None) => return Err(no(format!("run {id} is gone from the database"))),
+            Err(Fault::Refused(r)) => return Err(no(r.to_string())),
             Err(Fault::Down) => {
-                if let Some(why) = db.refused_for_good() {
-                    return Err(no(why));
-                }
                 std::thread::sleep(POLL);
                 continue;
             }

@@ -391,7 +391,9 @@ pub fn main(config_path: Option<&str>) -> i32 {
         let id = loop {
             match db.run(|c| crate::overlap::join(c, &host, known)) {
                 Ok(id) => break id,
-                Err(Fault::Down) if stops() == 0 => std::thread::sleep(Duration::from_secs(1)),
+                Err(Fault::Down | Fault::Refused(_)) if stops() == 0 => {
+                    std::thread::sleep(Duration::from_secs(1))
+                }
                 Err(e) => {
                     eprintln!("orca: {e}");
                     return 1;
@@ -841,8 +843,10 @@ impl Scheduler {
     }
 
     fn complain(e: Fault) {
-        if let Fault::Sql(msg) | Fault::Data(msg) = e {
-            log::error!("{msg}");
+        match e {
+            // Said once when the outage starts and once when it ends.
+            Fault::Down | Fault::Refused(_) => {}
+            Fault::Sql(_) | Fault::Data(_) | Fault::Other(_) => log::error!("{e}"),
         }
     }
 

@@ -56,20 +56,20 @@ fn db(who: &'static str) -> Result<Db, i32> {
 }
 
 /// Whether the instance's credentials were revoked (its login dropped or
-/// shut out): the instance was removed, and waiting is pointless.
-fn revoked(db: &Db) -> bool {
-    db.refused.as_deref().is_some_and(|why| {
-        why.contains("does not exist") || why.contains("not permitted to log in")
-    })
+/// shut out, [`crate::state::revokes`]): the instance was removed, and
+/// waiting is pointless.
+fn revoked(e: &Fault) -> bool {
+    matches!(e, Fault::Refused(r) if r.revoked)
 }
 
 /// A statement's fault, said once per kind while it lasts.
 fn say(said: &mut String, e: &Fault) {
-    if let Fault::Sql(m) | Fault::Data(m) = e
-        && m != said
-    {
-        log::error!("{m}");
-        *said = m.clone();
+    if let Fault::Sql(_) | Fault::Data(_) | Fault::Other(_) = e {
+        let m = e.to_string();
+        if m != *said {
+            log::error!("{m}");
+            *said = m;
+        }
     }
 }
 
@@ -85,7 +85,7 @@ pub fn pool_wait(instance: &str, run: i64, start: i32) -> i32 {
         match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
             Ok(row) if row.get::<_, bool>(0) => return 0,
             Ok(_) => {}
-            Err(_) if revoked(&db) => {
+            Err(e) if revoked(&e) => {
                 log::info!("instance {instance}: its credentials were revoked: its run is over");
                 return 0;
             }
@@ -130,7 +130,7 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> i32 {
                 }
                 break;
             }
-            Err(_) if revoked(&db) => return 1,
+            Err(e) if revoked(&e) => return 1,
             Err(e) => say(&mut said, &e),
         }
         if Instant::now() >= deadline {
@@ -165,7 +165,7 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> i32 {
                 }
                 _ => {}
             },
-            Err(_) if revoked(&db) => {
+            Err(e) if revoked(&e) => {
                 log::info!("instance {instance}: its credentials were revoked: shut down");
                 return 1;
             }
@@ -241,7 +241,7 @@ fn cluster(
                     told = true;
                 }
             }
-            Err(_) if revoked(db) => return None,
+            Err(e) if revoked(&e) => return None,
             Err(e) => say(said, &e),
         }
         pause(None);
@@ -367,7 +367,7 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
             match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
                 Ok(row) if row.get::<_, bool>(0) => break,
                 Ok(_) => {}
-                Err(_) if revoked(&db) => break,
+                Err(e) if revoked(&e) => break,
                 Err(e) => say(&mut said, &e),
             }
             pause(None);

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::config::Pipeline;
 use crate::settings::Timing;
 use crate::sql;
-use crate::state::{Db, Fault};
+use crate::state::{Db, Fault, Refusal, codes};
 use crate::supervise::{self, Supervisor};
 
 /// The exit code when the machine's credentials are refused: the boot
@@ -53,28 +53,30 @@ enum Trouble {
     Failed(String),
 }
 
-/// Whether a refusal means the credentials were revoked, not misconfigured.
-fn revoked_for_sure(why: &str) -> bool {
-    why.contains("does not exist") || why.contains("not permitted to log in")
+/// What the worker makes of a refused login: its credentials refused
+/// (SQLSTATE class 28) are a [`Trouble::Refused`], definite when they were
+/// revoked ([`Refusal::revoked`]: the role is gone or may not log in). A
+/// database refused (3D000, 42501) is waited out as an outage is.
+fn refused(r: &Refusal) -> Option<Trouble> {
+    r.of_credentials().then(|| Trouble::Refused {
+        why: r.reason.clone(),
+        definite: r.revoked,
+    })
 }
 
-fn trouble(db: &Db, e: Fault) -> Trouble {
+fn trouble(e: Fault) -> Trouble {
     match e {
-        Fault::Down => match &db.refused {
-            Some(why) => Trouble::Refused {
-                why: why.clone(),
-                definite: revoked_for_sure(why),
-            },
-            None => Trouble::Away,
-        },
+        Fault::Down => Trouble::Away,
+        Fault::Refused(r) => refused(&r).unwrap_or(Trouble::Away),
         // orca.worker_machine(): the role logs in but no machine row is
         // live: the machine was just made and its row is on its way, or it
         // is being removed (its role is revoked next).
-        Fault::Sql(m) if m.contains("no live machine") => Trouble::Refused {
-            why: m,
+        Fault::Sql(e) if e.is(codes::NO_LIVE_MACHINE) => Trouble::Refused {
+            why: e.message,
             definite: false,
         },
-        Fault::Sql(m) | Fault::Data(m) => Trouble::Failed(m),
+        Fault::Sql(e) | Fault::Data(e) => Trouble::Failed(e.message),
+        Fault::Other(m) => Trouble::Failed(m),
     }
 }
 
@@ -166,7 +168,7 @@ pub fn main(pool: &str) -> i32 {
                     slots: row.get(2),
                 };
             }
-            Err(e) => match trouble(&db, e) {
+            Err(e) => match trouble(e) {
                 Trouble::Refused { why, definite } => {
                     if refusals.give_up(&why, definite) {
                         log::error!("this machine's credentials were refused ({why}): exiting");
@@ -243,7 +245,7 @@ pub fn main(pool: &str) -> i32 {
                         }
                     }
                 }
-                Err(e) => match trouble(&db, e) {
+                Err(e) => match trouble(e) {
                     Trouble::Refused { why, definite } => {
                         if refusals.give_up(&why, definite) {
                             return revoked(&mut sup, &machine.name);
@@ -259,8 +261,8 @@ pub fn main(pool: &str) -> i32 {
                 },
             }
         } else if !db.ensure() {
-            if let Some(why) = db.refused.clone()
-                && refusals.give_up(&why, revoked_for_sure(&why))
+            if let Some(Trouble::Refused { why, definite }) = db.refusal().and_then(refused)
+                && refusals.give_up(&why, definite)
             {
                 return revoked(&mut sup, &machine.name);
             }
