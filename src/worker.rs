@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::config::Pipeline;
+use crate::exit::{Failure, Outcome, bad, no};
 use crate::settings::Timing;
 use crate::sql;
 use crate::state::{Db, Fault, Refusal, codes};
@@ -103,40 +104,23 @@ impl Refusals {
     }
 }
 
-/// The machine was removed: its runs are someone else's now.
-fn revoked(sup: &mut Supervisor, machine: &str) -> i32 {
+/// The machine was removed: its runs are someone else's now. Exits
+/// [`REVOKED`], its log having said why.
+fn revoked(sup: &mut Supervisor, machine: &str) -> Outcome {
     log::error!(
         "this machine's credentials were revoked (machine {machine} removed): killing its {} and exiting",
         crate::plural::count(sup.running() as i64, "run")
     );
     sup.abandon();
-    REVOKED
+    Err(Failure::quiet(REVOKED))
 }
 
 /// Runs the worker of pool `pool` until it is stopped (exit 0) or its
 /// credentials are refused ([`REVOKED`]).
-pub fn main(pool: &str) -> i32 {
-    let timing = match Timing::from_env() {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
-    let target = match crate::pool_boot::own_target("worker") {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
-    let window = match crate::settings::seconds("ORCA_WORKER_REFUSED_SECONDS", 60.0) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
+pub fn main(pool: &str) -> Outcome {
+    let timing = Timing::from_env().map_err(bad)?;
+    let target = crate::pool_boot::own_target("worker").map_err(bad)?;
+    let window = crate::settings::seconds("ORCA_WORKER_REFUSED_SECONDS", 60.0).map_err(bad)?;
     let mut refusals = Refusals {
         window,
         since: None,
@@ -154,14 +138,15 @@ pub fn main(pool: &str) -> i32 {
     let mut db = Db::new(target.clone(), "worker");
     let machine = loop {
         if stopping() {
-            return 0;
+            return Ok(());
         }
         match db.run(|c| c.query_one(sql::WORKER_HELLO, &[])) {
             Ok(row) => {
                 let of: String = row.get(0);
                 if of != pool {
-                    eprintln!("orca: this machine's credentials are for pool {of}, not {pool}");
-                    return 2;
+                    return Err(bad(format!(
+                        "this machine's credentials are for pool {of}, not {pool}"
+                    )));
                 }
                 break Machine {
                     name: row.get(1),
@@ -172,7 +157,7 @@ pub fn main(pool: &str) -> i32 {
                 Trouble::Refused { why, definite } => {
                     if refusals.give_up(&why, definite) {
                         log::error!("this machine's credentials were refused ({why}): exiting");
-                        return REVOKED;
+                        return Err(Failure::quiet(REVOKED));
                     }
                     std::thread::sleep(Duration::from_secs(1));
                 }
@@ -181,11 +166,9 @@ pub fn main(pool: &str) -> i32 {
                     // Before `orca migrate` there are no orca.worker_*
                     // functions to call: say so rather than what failed.
                     if matches!(db.run(crate::state::schema_present), Ok(false)) {
-                        eprintln!("orca: {}", crate::state::NO_SCHEMA);
-                    } else {
-                        eprintln!("orca: {m}");
+                        return Err(no(crate::state::NO_SCHEMA));
                     }
-                    return 1;
+                    return Err(no(m));
                 }
             },
         }
@@ -211,7 +194,7 @@ pub fn main(pool: &str) -> i32 {
             if left > 0 {
                 log::warn!("{left} run ends could not be written; the scheduler queues them again");
             }
-            return 0;
+            return Ok(());
         }
         sup.reap();
         sup.enforce(&mut db);
