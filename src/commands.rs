@@ -1,7 +1,8 @@
 //! The one-shot commands an operator runs in a shell.
 //!
-//! Each returns its exit code: 0 done, 1 it ran and the answer is no (or the
-//! database can't be reached), 2 bad input, with one line on stderr.
+//! Each returns an [`Outcome`]: `Ok` is exit 0; a failure is 1 (it ran and
+//! the answer is no, or the database can't be reached) or 2 (bad input),
+//! with one line on stderr (see [`crate::exit`]).
 
 use std::io::Write;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use postgres::Client;
 
 use crate::cli::{ConfigOpts, DbOpts};
 use crate::config::{self, Config};
+use crate::exit::{Failure, Outcome, bad, no};
 use crate::overlap::{self, DeployVerdict};
 use crate::plural::count;
 use crate::printable;
@@ -30,30 +32,6 @@ pub fn end_quietly_when_stdout_closes() {
     // SAFETY: setting a signal's disposition to the default, before any
     // thread is started.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-}
-
-/// A failed command: its exit code and its one line.
-pub struct Failure {
-    /// 1 or 2.
-    pub code: i32,
-    /// What to print on stderr.
-    pub message: String,
-}
-
-type Outcome = Result<(), Failure>;
-
-fn bad(message: impl Into<String>) -> Failure {
-    Failure {
-        code: 2,
-        message: message.into(),
-    }
-}
-
-fn no(message: impl Into<String>) -> Failure {
-    Failure {
-        code: 1,
-        message: message.into(),
-    }
 }
 
 /// A statement that failed. One on a table or schema that isn't there
@@ -134,7 +112,7 @@ pub fn migrate(opts: &DbOpts) -> Outcome {
 
 fn load(opts: &ConfigOpts) -> Result<Config, Failure> {
     let path = opts.config.clone().unwrap_or_else(config::default_path);
-    config::load(&path).map_err(|problems| bad(problems.join("\n")))
+    config::load(&path).map_err(Failure::config)
 }
 
 /// `orca check`: nothing printed when the file is fine.
@@ -259,10 +237,8 @@ fn follow_run(
         let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&id])) {
             Ok(Some(row)) => row,
             Ok(None) => return Err(no(format!("run {id} is gone from the database"))),
+            Err(Fault::Refused(r)) => return Err(no(r.to_string())),
             Err(Fault::Down) => {
-                if let Some(why) = db.refused_for_good() {
-                    return Err(no(why));
-                }
                 std::thread::sleep(POLL);
                 continue;
             }

@@ -172,7 +172,7 @@ impl Ec2Runs {
         }
         let s = db
             .run_fenced(session, |c| Ok(crate::stack_identity::stack_id(c)))?
-            .map_err(Fault::Sql)?;
+            .map_err(Fault::Other)?;
         self.stack = Some(s.clone());
         Ok(s)
     }
@@ -333,7 +333,7 @@ impl Ec2Runs {
                     sql::INSTANCE_ROLE_MAKE,
                 ))
             })?
-            .map_err(Fault::Sql)?;
+            .map_err(Fault::Other)?;
         let env = vec![
             ("ORCA_INSTANCE".to_string(), name.clone()),
             ("ORCA_RUN".to_string(), id.to_string()),
@@ -341,7 +341,7 @@ impl Ec2Runs {
             ("ORCA_TOKEN".to_string(), token.reveal()),
             (
                 "ORCA_DATABASE_URL".to_string(),
-                crate::pool_boot::machine_database_url().map_err(Fault::Sql)?,
+                crate::pool_boot::machine_database_url().map_err(Fault::Other)?,
             ),
             (
                 "ORCA_EC2_POOL_SECONDS".to_string(),

@@ -9,6 +9,7 @@ mod config;
 mod cron;
 mod ec2;
 mod ec2_runs;
+mod exit;
 mod follow;
 mod locks;
 mod logging;
@@ -35,6 +36,7 @@ mod worker;
 
 use clap::Parser;
 use cli::{Cli, Cmd};
+use exit::{Failure, Outcome};
 
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
@@ -45,27 +47,43 @@ fn main() {
     }
     secrets::protect();
     logging::init();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                let _ = e.print();
-                std::process::exit(0);
-            }
-            // `orca` alone: the whole help (on stderr), exit 2.
-            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                let _ = e.print();
-                std::process::exit(2);
-            }
-            eprintln!("orca: {}", cli::error_line(&e.to_string()));
-            std::process::exit(2);
-        }
+    let result = match Cli::try_parse() {
+        Ok(cli) => dispatch(&cli),
+        Err(e) => unparsed(e),
     };
+    // The one exit path: every command's outcome, said and exited here.
+    if let Err(f) = result {
+        for line in f.lines() {
+            eprintln!("{line}");
+        }
+        std::process::exit(f.code);
+    }
+}
+
+/// A command line clap refused, or asked for help: the help or version
+/// (exit 0), the whole usage for `orca` alone (on stderr, exit 2), else the
+/// one line saying what is wrong (exit 2).
+fn unparsed(e: clap::Error) -> Outcome {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            Ok(())
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            Err(Failure::quiet(2))
+        }
+        _ => Err(exit::bad(cli::error_line(&e.to_string()))),
+    }
+}
+
+/// Runs the command `cli` names.
+fn dispatch(cli: &Cli) -> Outcome {
     if !cli.command.is_long_lived() {
         commands::end_quietly_when_stdout_closes();
     }
-    let result = match &cli.command {
+    match &cli.command {
         Cmd::Migrate(db) => commands::migrate(db),
         Cmd::Check(c) => commands::check(c),
         Cmd::Register { config, db } => commands::register(config, db),
@@ -106,40 +124,25 @@ fn main() {
         Cmd::Scheduler {
             config,
             action: None,
-        } => {
-            guard(true);
-            std::process::exit(scheduler::main(config.as_deref()))
-        }
+        } => guard(true).and_then(|()| scheduler::main(config.as_deref())),
         Cmd::Instances { json, db } => commands::instances(*json, db),
-        Cmd::Worker { pool } => {
-            guard(true);
-            std::process::exit(worker::main(pool))
-        }
+        Cmd::Worker { pool } => guard(true).and_then(|()| worker::main(pool)),
         Cmd::Ec2Serve {
             instance,
             run,
             start,
-        } => {
-            guard(true);
-            std::process::exit(warm_pool::ec2_serve(instance, *run, *start))
-        }
+        } => guard(true).and_then(|()| warm_pool::ec2_serve(instance, *run, *start)),
         Cmd::PoolWait {
             instance,
             run,
             start,
-        } => {
-            guard(false);
-            std::process::exit(warm_pool::pool_wait(instance, *run, *start))
-        }
+        } => guard(false).and_then(|()| warm_pool::pool_wait(instance, *run, *start)),
         Cmd::PoolNext {
             instance,
             run,
             start,
             seconds,
-        } => {
-            guard(false);
-            std::process::exit(warm_pool::pool_next(instance, *run, *start, *seconds))
-        }
+        } => guard(false).and_then(|()| warm_pool::pool_next(instance, *run, *start, *seconds)),
         Cmd::Pools { json, db } => commands::pools(*json, db),
         Cmd::Deploy {
             action: cli::DeployCmd::Check { db },
@@ -147,23 +150,10 @@ fn main() {
         Cmd::Deploy {
             action: cli::DeployCmd::Wait { timeout, db },
         } => commands::deploy_wait(*timeout, db),
-    };
-    if let Err(f) = result {
-        for line in f.message.lines() {
-            if line.starts_with("orca") || line.contains(".toml:") {
-                eprintln!("{line}");
-            } else {
-                eprintln!("orca: {line}");
-            }
-        }
-        std::process::exit(f.code);
     }
 }
 
 /// A long-lived process's set-up (`secrets::guard`); bad input exits 2.
-fn guard(starts_runs: bool) {
-    if let Err(e) = secrets::guard(starts_runs) {
-        eprintln!("orca: {e}");
-        std::process::exit(2);
-    }
+fn guard(starts_runs: bool) -> Outcome {
+    secrets::guard(starts_runs).map_err(exit::bad)
 }

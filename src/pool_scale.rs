@@ -232,7 +232,7 @@ impl PoolScaler {
             None => {
                 let s = db
                     .run_fenced(session, |c| Ok(crate::stack_identity::stack_id(c)))?
-                    .map_err(Fault::Sql)?;
+                    .map_err(Fault::Other)?;
                 log::info!("this stack's id is {s} (it labels this stack's machines)");
                 self.stack = Some(s.clone());
                 s
@@ -261,7 +261,9 @@ impl PoolScaler {
                         );
                     }
                 }
-                Err(Fault::Sql(e) | Fault::Data(e)) => log::error!("role {role}: {e}"),
+                Err(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_))) => {
+                    log::error!("role {role}: {e}")
+                }
                 Err(down) => return Err(down),
             }
         }
@@ -455,8 +457,8 @@ impl PoolScaler {
             match self.remove(db, session, p, m, &why, if_idle) {
                 Ok(true) => {}
                 Ok(false) => standing += 1,
-                Err(Fault::Sql(msg) | Fault::Data(msg)) => {
-                    problem = Some(msg);
+                Err(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_))) => {
+                    problem = Some(e.to_string());
                     standing += 1;
                 }
                 Err(down) => return Err(down),
@@ -619,19 +621,19 @@ impl PoolScaler {
         let name = format!("orca-{}-{id}", p.name);
         let token = db
             .run_fenced(session, |c| Ok(pool_machines::make_role(c, stack, id)))?
-            .map_err(Fault::Sql)?;
+            .map_err(Fault::Other)?;
         let boot = Boot {
             pool: p.name.clone(),
             machine: name.clone(),
             token: token.reveal(),
-            database_url: pool_boot::machine_database_url().map_err(Fault::Sql)?,
+            database_url: pool_boot::machine_database_url().map_err(Fault::Other)?,
         };
         let mut full = Vec::new();
         let mut made = None;
         let mut failed = None;
         let locations = &p.machines.locations;
         for (n, location) in locations.iter().enumerate() {
-            let provider = self.provider(p).map_err(Fault::Sql)?;
+            let provider = self.provider(p).map_err(Fault::Other)?;
             let env = boot.env();
             let req = Make {
                 group: &p.name,
@@ -768,7 +770,7 @@ impl PoolScaler {
             let region = m.region.clone().or_else(|| p.machines.region.clone());
             self.provider_in(p, region.as_deref())
                 .and_then(|pr| pr.delete(id, &m.name))
-                .map_err(|e| Fault::Sql(format!("{}: can't delete it: {e}", m.name)))?;
+                .map_err(|e| Fault::Other(format!("{}: can't delete it: {e}", m.name)))?;
         }
         let requeued = db.run_fenced(session, |c| c.query(sql::MACHINE_END, &[&m.id, &why]))?;
         log::info!("{}", say_removed(&p.name, &m.name, requeued.len()));

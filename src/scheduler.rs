@@ -26,6 +26,7 @@ use chrono::{DateTime, Utc};
 use crate::child::Child;
 use crate::config::{self, Pipeline};
 use crate::ec2_runs::Ec2Runs;
+use crate::exit::{self, Failure, Outcome, bad, no};
 use crate::pool_scale::PoolScaler;
 use crate::runs;
 use crate::settings::{PoolTiming, Timing};
@@ -303,84 +304,41 @@ fn take_lead(client: &mut postgres::Client, app: &str) -> Result<bool, postgres:
         .map(|r| r.get(0))
 }
 
-/// `orca scheduler`: runs until SIGTERM or SIGINT. Returns the exit code.
-pub fn main(config_path: Option<&str>) -> i32 {
-    let timing = match Timing::from_env() {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
-    let pool_timing = match PoolTiming::from_env() {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
-    let config = match config_path.map(config::load) {
-        None => None,
-        Some(Ok(c)) => Some(c),
-        Some(Err(problems)) => {
-            for p in problems {
-                eprintln!("{p}");
-            }
-            return 2;
-        }
-    };
+/// `orca scheduler`: runs until SIGTERM or SIGINT.
+pub fn main(config_path: Option<&str>) -> Outcome {
+    let timing = Timing::from_env().map_err(bad)?;
+    let pool_timing = PoolTiming::from_env().map_err(bad)?;
+    let config = config_path
+        .map(config::load)
+        .transpose()
+        .map_err(Failure::config)?;
     let host = runs::hostname();
     let app = application_name(&host);
-    let target = match Target::from_env() {
-        Ok(t) => t.with_application_name(&app),
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
-    let overlap = match crate::overlap::overlap_on() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
+    let target = Target::from_env().map_err(bad)?.with_application_name(&app);
+    let overlap = crate::overlap::overlap_on().map_err(bad)?;
     install_stop_handlers();
-    let ec2_runs = match Ec2Runs::new(pool_timing.clone()) {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
+    let ec2_runs = Ec2Runs::new(pool_timing.clone()).map_err(bad)?;
     let scaler = PoolScaler::new(pool_timing);
     let mut db = Db::new(target.clone(), "scheduler");
     // Wait for the database, however long: a scheduler started before its
     // database (a reboot) should come up with it.
     while !db.ensure() {
         if stops() > 0 {
-            return 0;
+            return Ok(());
         }
         std::thread::sleep(Duration::from_secs(1));
     }
     let known = state::migrations_known();
     match db.run(state::migrations_applied) {
         Ok(n) if n >= known => {}
-        Ok(0) => {
-            eprintln!("orca: {}", state::NO_SCHEMA);
-            return 1;
-        }
+        Ok(0) => return Err(no(state::NO_SCHEMA)),
         Ok(n) => {
-            eprintln!(
-                "orca: the database at {} has {n} of this binary's {known} migrations: run `orca migrate` first",
+            return Err(no(format!(
+                "the database at {} has {n} of this binary's {known} migrations: run `orca migrate` first",
                 target.shown()
-            );
-            return 1;
+            )));
         }
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 1;
-        }
+        Err(e) => return Err(no(e.to_string())),
     }
     if let Ok(warnings) = db.run(crate::locks::database_warnings) {
         for w in warnings {
@@ -391,11 +349,10 @@ pub fn main(config_path: Option<&str>) -> i32 {
         let id = loop {
             match db.run(|c| crate::overlap::join(c, &host, known)) {
                 Ok(id) => break id,
-                Err(Fault::Down) if stops() == 0 => std::thread::sleep(Duration::from_secs(1)),
-                Err(e) => {
-                    eprintln!("orca: {e}");
-                    return 1;
+                Err(Fault::Down | Fault::Refused(_)) if stops() == 0 => {
+                    std::thread::sleep(Duration::from_secs(1))
                 }
+                Err(e) => return Err(no(e.to_string())),
             }
         };
         log::info!(
@@ -410,7 +367,7 @@ pub fn main(config_path: Option<&str>) -> i32 {
             last_beat: Instant::now(),
             said_waiting: false,
         };
-        return run(
+        return exit::status(run(
             db,
             target,
             timing,
@@ -421,33 +378,30 @@ pub fn main(config_path: Option<&str>) -> i32 {
             None,
             Some(instance),
             config,
-        );
+        ));
     }
     let session = db.sessions;
     match db.run(|c| take_lead(c, &app)) {
         Ok(true) => {}
         Ok(false) => {
             let who = who_leads(&mut db);
-            eprintln!("orca: another scheduler is running ({who}); it holds the lead");
-            return 1;
+            return Err(no(format!(
+                "another scheduler is running ({who}); it holds the lead"
+            )));
         }
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 1;
-        }
+        Err(e) => return Err(no(e.to_string())),
     }
     if let Some(config) = &config
         && let Err(e) = db.run_fenced(session, |c| crate::commands::register_config(c, config))
     {
-        eprintln!("orca: register: {e}");
-        return 1;
+        return Err(no(format!("register: {e}")));
     }
     log::info!(
         "scheduler on {host} (pid {}) leads; database {}",
         std::process::id(),
         target.shown()
     );
-    run(
+    exit::status(run(
         db,
         target,
         timing,
@@ -458,7 +412,7 @@ pub fn main(config_path: Option<&str>) -> i32 {
         Some(session),
         None,
         None,
-    )
+    ))
 }
 
 /// Starts the heartbeat and alert threads, runs the tick loop, and stops them.
@@ -841,8 +795,10 @@ impl Scheduler {
     }
 
     fn complain(e: Fault) {
-        if let Fault::Sql(msg) | Fault::Data(msg) = e {
-            log::error!("{msg}");
+        match e {
+            // Said once when the outage starts and once when it ends.
+            Fault::Down | Fault::Refused(_) => {}
+            Fault::Sql(_) | Fault::Data(_) | Fault::Other(_) => log::error!("{e}"),
         }
     }
 

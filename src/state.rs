@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use postgres::Client;
+use postgres::error::SqlState;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
@@ -81,6 +82,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 6,
         name: "cluster",
         sql: include_str!("../sql/migrations/0006_cluster.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "codes",
+        sql: include_str!("../sql/migrations/0007_codes.sql"),
     },
 ];
 
@@ -501,26 +507,146 @@ pub fn schema_present(client: &mut Client) -> Result<bool, postgres::Error> {
 /// What a command that needs orca's schema says before `orca migrate`.
 pub const NO_SCHEMA: &str = "the database has no orca schema yet: run `orca migrate`";
 
+/// orca's own SQLSTATEs, raised by its plpgsql functions (class `OR`, which
+/// no standard class uses). A caller decides by these codes, never by a
+/// message's text.
+pub mod codes {
+    /// `orca.worker_machine()` (migration 0007): the login's role has no live
+    /// machine row. The machine was just made and its row is on its way, or
+    /// it is being removed (its role is revoked next).
+    pub const NO_LIVE_MACHINE: &str = "OR001";
+
+    /// Every one of them (the tests check each is raised by a migration).
+    #[cfg(test)]
+    pub const ALL: &[&str] = &[NO_LIVE_MACHINE];
+}
+
+/// An error the server answered with: its SQLSTATE and its message.
+#[derive(Debug, Clone)]
+pub struct SqlError {
+    /// The SQLSTATE (`e.code()`), standard or one of orca's [`codes`].
+    pub code: SqlState,
+    /// The server's message, one line.
+    pub message: String,
+}
+
+impl SqlError {
+    /// Whether its SQLSTATE is `code` (five characters, e.g.
+    /// [`codes::NO_LIVE_MACHINE`]).
+    pub fn is(&self, code: &str) -> bool {
+        self.code.code() == code
+    }
+}
+
+impl std::fmt::Display for SqlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A login the server refused for good ([`refuses_for_good`]).
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// The SQLSTATE: 28P01, 28000, 3D000 or 42501.
+    pub code: SqlState,
+    /// The server's message, one line.
+    pub reason: String,
+    /// `host:port/db` ([`Target::shown`]).
+    pub at: String,
+    /// The role is gone or may not log in any more ([`revokes`]): its
+    /// credentials were revoked, not mistyped or shut out by `pg_hba.conf`.
+    pub revoked: bool,
+}
+
+impl Refusal {
+    /// A refusal of the credentials themselves (SQLSTATE class 28: a wrong
+    /// password, a role gone or that may not log in, no `pg_hba.conf`
+    /// entry), not of the database (3D000, 42501).
+    pub fn of_credentials(&self) -> bool {
+        self.code.code().starts_with("28")
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the database at {} refused the login: {}",
+            self.at, self.reason
+        )
+    }
+}
+
+/// Whether a login refused with `code` by the server routine `routine`
+/// (the error's `R` field) was refused because its role is gone or may not
+/// log in (`NOLOGIN`): SQLSTATE 28000 raised once the login got past
+/// authentication, by `InitializeSessionUserId`. The same code raised
+/// earlier (`ClientAuthentication`: no `pg_hba.conf` entry, a `reject`
+/// line) may be a misconfiguration; a wrong password (28P01) is not said to
+/// be a revocation either (SCRAM answers so for a dropped role too).
+pub fn revokes(code: &SqlState, routine: Option<&str>) -> bool {
+    *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+        && routine == Some("InitializeSessionUserId")
+}
+
 /// Why a statement of a long-lived loop did not land.
 #[derive(Debug)]
 pub enum Fault {
-    /// The database can't be reached now; try again next time round.
+    /// The database can't be reached now (no session, or it was lost:
+    /// SQLSTATE class 08 or 57P, or no answer); try again next time round.
     Down,
-    /// The statement itself failed.
-    Sql(String),
+    /// The login was refused for good ([`refuses_for_good`]): trying again
+    /// can't help until someone changes the credentials, `pg_hba.conf` or
+    /// the database. Only [`Db::run`] says it (it is the one that connects).
+    Refused(Refusal),
+    /// The statement itself failed, with its SQLSTATE.
+    Sql(SqlError),
     /// The statement refused what it was given (SQLSTATE class 22, a data
     /// exception such as a NUL byte in text; class 54, a limit exceeded):
     /// sending the same again can never land.
-    Data(String),
+    Data(SqlError),
+    /// A step beside the statements failed, not the database: a provider's
+    /// call, a setting, what a machine is given.
+    Other(String),
+}
+
+impl Fault {
+    /// The fault of a statement that failed on a healthy session with
+    /// SQLSTATE `code`: [`Fault::Data`] for class 22 or 54, else
+    /// [`Fault::Sql`].
+    pub fn of_statement(code: SqlState, message: String) -> Fault {
+        let e = SqlError { code, message };
+        if is_data(&e.code) {
+            Fault::Data(e)
+        } else {
+            Fault::Sql(e)
+        }
+    }
 }
 
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Fault::Down => f.write_str("the database can't be reached"),
-            Fault::Sql(s) | Fault::Data(s) => f.write_str(s),
+            Fault::Refused(r) => r.fmt(f),
+            Fault::Sql(e) | Fault::Data(e) => e.fmt(f),
+            Fault::Other(s) => f.write_str(s),
         }
     }
+}
+
+/// Whether a statement's SQLSTATE says the data it was given can never be
+/// stored (class 22, a data exception; class 54, a limit exceeded).
+pub fn is_data(code: &SqlState) -> bool {
+    let c = code.code();
+    c.starts_with("22") || c.starts_with("54")
+}
+
+/// Whether a SQLSTATE says the session is gone (class 08, a connection
+/// exception; 57P, the server shutting down or ending the session).
+pub fn ends_session(code: &SqlState) -> bool {
+    let c = code.code();
+    c.starts_with("08") || c.starts_with("57P")
 }
 
 /// Whether an error means the session is gone (as opposed to a statement
@@ -530,23 +656,20 @@ pub fn is_connection_error(e: &postgres::Error) -> bool {
         return true;
     }
     match e.code() {
-        Some(code) => {
-            let c = code.code();
-            c.starts_with("08") || c.starts_with("57P")
-        }
+        Some(code) => ends_session(code),
         // No answer from the server. A statement the client couldn't send or
         // read (a parameter or column of the wrong type, a row count) is the
-        // statement's fault; anything else (I/O, TLS, a protocol error, a
-        // timeout) means the session is gone.
+        // statement's fault and carries no I/O error; a session gone (the
+        // socket's I/O, a message that couldn't be read or written) does.
         None => {
-            let text = e.to_string();
-            let statement = [
-                "error serializing",
-                "error deserializing",
-                "invalid column",
-                "unexpected number of rows",
-            ];
-            e.as_db_error().is_none() && !statement.iter().any(|s| text.contains(s))
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                if c.is::<std::io::Error>() {
+                    return true;
+                }
+                cause = c.source();
+            }
+            false
         }
     }
 }
@@ -566,13 +689,9 @@ pub struct Db {
     pub calls: u64,
     /// When the last failed attempt to connect was: at most one a second.
     last_try: Option<Instant>,
-    /// The last attempt to connect was refused for its credentials
-    /// (SQLSTATE class 28: no such role, may not log in, bad password, no
-    /// `pg_hba.conf` entry), with Postgres's message.
-    pub refused: Option<String>,
     /// The last attempt to connect was refused for good
-    /// ([`refuses_for_good`]), said as a one-shot command says it.
-    refused_for_good: Option<String>,
+    /// ([`refuses_for_good`]).
+    refusal: Option<Refusal>,
 }
 
 impl Db {
@@ -586,17 +705,22 @@ impl Db {
             sessions: 0,
             calls: 0,
             last_try: None,
-            refused: None,
-            refused_for_good: None,
+            refusal: None,
         }
     }
 
-    /// Runs `f` on the session, connecting first if need be.
+    /// Runs `f` on the session, connecting first if need be. A login
+    /// refused for good is [`Fault::Refused`]; no session otherwise is
+    /// [`Fault::Down`].
     pub fn run<T>(
         &mut self,
         f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
     ) -> Result<T, Fault> {
-        self.ensure();
+        if !self.ensure()
+            && let Some(r) = &self.refusal
+        {
+            return Err(Fault::Refused(r.clone()));
+        }
         self.exec(f)
     }
 
@@ -629,8 +753,7 @@ impl Db {
             }
             match self.target.open() {
                 Ok(mut c) => {
-                    self.refused = None;
-                    self.refused_for_good = None;
+                    self.refusal = None;
                     if let Err(e) = c.batch_execute(SESSION_SETTINGS) {
                         log::debug!("session settings not all set: {}", plain(&e));
                     }
@@ -647,17 +770,15 @@ impl Db {
                     }
                 }
                 Err(e) => {
-                    self.refused = e
-                        .code()
-                        .is_some_and(|c| c.code().starts_with("28"))
-                        .then(|| plain(&e));
-                    self.refused_for_good = e.code().is_some_and(refuses_for_good).then(|| {
-                        format!(
-                            "the database at {} refused the login: {}",
-                            self.target.shown,
-                            plain(&e)
-                        )
-                    });
+                    self.refusal =
+                        e.as_db_error()
+                            .filter(|d| refuses_for_good(d.code()))
+                            .map(|d| Refusal {
+                                code: d.code().clone(),
+                                reason: plain(&e),
+                                at: self.target.shown.clone(),
+                                revoked: revokes(d.code(), d.routine()),
+                            });
                     self.last_try = Some(Instant::now());
                     self.went_down(&plain(&e));
                     return false;
@@ -670,8 +791,8 @@ impl Db {
     /// Why the last attempt to connect was refused for good (a wrong
     /// password, no such role or database, no `pg_hba.conf` entry: the
     /// refusals a one-shot command doesn't wait on), if it was.
-    pub fn refused_for_good(&self) -> Option<&str> {
-        self.refused_for_good.as_deref()
+    pub fn refusal(&self) -> Option<&Refusal> {
+        self.refusal.as_ref()
     }
 
     fn exec<T>(
@@ -690,11 +811,11 @@ impl Db {
                 self.went_down(&plain(&e));
                 Err(Fault::Down)
             }
-            Err(e) => match e.code().map(|c| c.code()) {
-                Some(c) if c.starts_with("22") || c.starts_with("54") => {
-                    Err(Fault::Data(plain(&e)))
-                }
-                _ => Err(Fault::Sql(plain(&e))),
+            Err(e) => match e.code() {
+                Some(code) => Err(Fault::of_statement(code.clone(), plain(&e))),
+                // The client's own refusal of the statement (a parameter or
+                // column of the wrong type, a row count): no SQLSTATE.
+                None => Err(Fault::Other(plain(&e))),
             },
         }
     }
@@ -860,6 +981,88 @@ mod tests {
             SqlState::CONNECTION_FAILURE,
         ] {
             assert!(!refuses_for_good(&passing), "{passing:?}");
+        }
+    }
+
+    fn code(c: &str) -> SqlState {
+        SqlState::from_code(c)
+    }
+
+    #[test]
+    fn a_statement_s_sqlstate_says_its_fault() {
+        for data in ["22P05", "22021", "22001", "54000", "54001"] {
+            assert!(
+                matches!(Fault::of_statement(code(data), "m".into()), Fault::Data(_)),
+                "{data}"
+            );
+        }
+        for sql in [
+            "42P01", "3F000", "42501", "23505", "40001", "55P03", "OR001",
+        ] {
+            assert!(
+                matches!(Fault::of_statement(code(sql), "m".into()), Fault::Sql(_)),
+                "{sql}"
+            );
+        }
+        let Fault::Sql(e) = Fault::of_statement(code("OR001"), "no live machine".into()) else {
+            panic!("OR001 is a statement's fault");
+        };
+        assert!(e.is(codes::NO_LIVE_MACHINE));
+        assert!(!e.is("42501"));
+        assert_eq!(e.to_string(), "no live machine");
+    }
+
+    #[test]
+    fn only_connection_sqlstates_end_the_session() {
+        for gone in ["08000", "08006", "08003", "57P01", "57P02", "57P03"] {
+            assert!(ends_session(&code(gone)), "{gone}");
+        }
+        for kept in ["57014", "40001", "42501", "22P05", "OR001", "55P03"] {
+            assert!(!ends_session(&code(kept)), "{kept}");
+        }
+    }
+
+    #[test]
+    fn a_revocation_is_28000_past_authentication() {
+        let session_user = Some("InitializeSessionUserId");
+        assert!(revokes(&code("28000"), session_user));
+        // No pg_hba.conf entry, a reject line: before authentication.
+        assert!(!revokes(&code("28000"), Some("ClientAuthentication")));
+        assert!(!revokes(&code("28000"), None));
+        // A wrong password, or SCRAM's answer for a dropped role.
+        assert!(!revokes(&code("28P01"), Some("auth_failed")));
+        assert!(!revokes(&code("3D000"), Some("InitPostgres")));
+    }
+
+    #[test]
+    fn a_refusal_of_credentials_is_class_28() {
+        let refusal = |c: &str| Refusal {
+            code: code(c),
+            reason: "r".into(),
+            at: "h:5432/d".into(),
+            revoked: false,
+        };
+        assert!(refusal("28P01").of_credentials());
+        assert!(refusal("28000").of_credentials());
+        assert!(!refusal("3D000").of_credentials());
+        assert!(!refusal("42501").of_credentials());
+        assert_eq!(
+            refusal("28P01").to_string(),
+            "the database at h:5432/d refused the login: r"
+        );
+    }
+
+    #[test]
+    fn orca_s_own_sqlstates_are_five_characters_of_class_or() {
+        for c in codes::ALL {
+            assert_eq!(c.len(), 5, "{c}");
+            assert!(c.starts_with("OR"), "{c}");
+            assert!(
+                MIGRATIONS
+                    .iter()
+                    .any(|m| m.sql.contains(&format!("ERRCODE = '{c}'"))),
+                "no migration raises {c}"
+            );
         }
     }
 

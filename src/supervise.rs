@@ -434,12 +434,12 @@ impl Supervisor {
             };
             match result {
                 Ok(()) => {}
-                Err(Fault::Down) => {
+                Err(Fault::Down | Fault::Refused(_)) => {
                     // The rest waits for the next round, not for a timeout each.
                     left.push(p);
                     down = true;
                 }
-                Err(Fault::Sql(e)) => {
+                Err(e @ (Fault::Sql(_) | Fault::Other(_))) => {
                     log::error!("{}: can't record its end: {e}", p.named());
                     left.push(p);
                 }
@@ -451,7 +451,7 @@ impl Supervisor {
                         "{}: its end can't be stored as it is ({e}): recording it without its output",
                         p.named()
                     );
-                    left.push(p.stripped(&e));
+                    left.push(p.stripped(&e.message));
                 }
             }
         }

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::child::Child;
 use crate::config::{Command, Pipeline};
+use crate::exit::{Failure, Outcome, bad, no};
 use crate::settings::Timing;
 use crate::sql;
 use crate::state::{Db, Fault};
@@ -45,49 +46,41 @@ fn pause(deadline: Option<Instant>) {
 }
 
 /// A database the command reaches with the instance's credentials.
-fn db(who: &'static str) -> Result<Db, i32> {
-    match crate::pool_boot::own_target(who) {
-        Ok(t) => Ok(Db::new(t, who)),
-        Err(e) => {
-            eprintln!("orca: {e}");
-            Err(2)
-        }
-    }
+fn db(who: &'static str) -> Result<Db, Failure> {
+    let target = crate::pool_boot::own_target(who).map_err(bad)?;
+    Ok(Db::new(target, who))
 }
 
 /// Whether the instance's credentials were revoked (its login dropped or
-/// shut out): the instance was removed, and waiting is pointless.
-fn revoked(db: &Db) -> bool {
-    db.refused.as_deref().is_some_and(|why| {
-        why.contains("does not exist") || why.contains("not permitted to log in")
-    })
+/// shut out, [`crate::state::revokes`]): the instance was removed, and
+/// waiting is pointless.
+fn revoked(e: &Fault) -> bool {
+    matches!(e, Fault::Refused(r) if r.revoked)
 }
 
 /// A statement's fault, said once per kind while it lasts.
 fn say(said: &mut String, e: &Fault) {
-    if let Fault::Sql(m) | Fault::Data(m) = e
-        && m != said
-    {
-        log::error!("{m}");
-        *said = m.clone();
+    if let Fault::Sql(_) | Fault::Data(_) | Fault::Other(_) = e {
+        let m = e.to_string();
+        if m != *said {
+            log::error!("{m}");
+            *said = m;
+        }
     }
 }
 
 /// `orca pool-wait <instance> <run> <start>`: exits 0 once the run is not
 /// running at that start any more, or the instance's row for it has ended.
-pub fn pool_wait(instance: &str, run: i64, start: i32) -> i32 {
-    let mut db = match db("pool-wait") {
-        Ok(db) => db,
-        Err(code) => return code,
-    };
+pub fn pool_wait(instance: &str, run: i64, start: i32) -> Outcome {
+    let mut db = db("pool-wait")?;
     let mut said = String::new();
     loop {
         match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
-            Ok(row) if row.get::<_, bool>(0) => return 0,
+            Ok(row) if row.get::<_, bool>(0) => return Ok(()),
             Ok(_) => {}
-            Err(_) if revoked(&db) => {
+            Err(e) if revoked(&e) => {
                 log::info!("instance {instance}: its credentials were revoked: its run is over");
-                return 0;
+                return Ok(());
             }
             Err(e) => say(&mut said, &e),
         }
@@ -101,23 +94,15 @@ pub fn pool_wait(instance: &str, run: i64, start: i32) -> i32 {
 /// no other (shut down), or `seconds` and a minute more passed
 /// (`ORCA_POOL_NEXT_GRACE_SECONDS`, 60, shortens the minute for tests):
 /// exits 1.
-pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> i32 {
-    let grace = match crate::settings::seconds("ORCA_POOL_NEXT_GRACE_SECONDS", 60.0) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
+pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> Outcome {
+    let grace = crate::settings::seconds("ORCA_POOL_NEXT_GRACE_SECONDS", 60.0).map_err(bad)?;
     if !(seconds.is_finite() && seconds >= 0.0) {
-        eprintln!("orca: pool-next: seconds must be a number of seconds, not {seconds}");
-        return 2;
+        return Err(bad(format!(
+            "pool-next: seconds must be a number of seconds, not {seconds}"
+        )));
     }
     let deadline = Instant::now() + Duration::from_secs_f64((seconds + grace).min(1e7));
-    let mut db = match db("pool-next") {
-        Ok(db) => db,
-        Err(code) => return code,
-    };
+    let mut db = db("pool-next")?;
     let mut said = String::new();
     // The served row is idle first: retried until it lands.
     loop {
@@ -130,11 +115,11 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> i32 {
                 }
                 break;
             }
-            Err(_) if revoked(&db) => return 1,
+            Err(e) if revoked(&e) => return Err(Failure::quiet(1)),
             Err(e) => say(&mut said, &e),
         }
         if Instant::now() >= deadline {
-            return 1;
+            return Err(Failure::quiet(1));
         }
         pause(Some(deadline));
     }
@@ -157,17 +142,17 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> i32 {
                         "{}",
                         next_line(row.get(1), row.get(2), row.get::<_, &str>(3), row.get(4))
                     );
-                    return 0;
+                    return Ok(());
                 }
                 "ended" => {
                     log::info!("instance {instance}: its row ended with no other: shut down");
-                    return 1;
+                    return Err(Failure::quiet(1));
                 }
                 _ => {}
             },
-            Err(_) if revoked(&db) => {
+            Err(e) if revoked(&e) => {
                 log::info!("instance {instance}: its credentials were revoked: shut down");
-                return 1;
+                return Err(Failure::quiet(1));
             }
             Err(e) => say(&mut said, &e),
         }
@@ -175,7 +160,7 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> i32 {
             log::info!(
                 "instance {instance}: no run handed to it within {seconds}s and {grace}s more"
             );
-            return 1;
+            return Err(Failure::quiet(1));
         }
         pause(Some(deadline));
     }
@@ -241,7 +226,7 @@ fn cluster(
                     told = true;
                 }
             }
-            Err(_) if revoked(db) => return None,
+            Err(e) if revoked(&e) => return None,
             Err(e) => say(said, &e),
         }
         pause(None);
@@ -295,29 +280,18 @@ fn run_to_end(cmd: &Command, env: &[(String, String)]) -> bool {
 /// ended. A worker runs `worker_service` until the run is over (as
 /// `pool-wait` tells it) and stops it. Exit 0 once served; 1 when the
 /// instance serves no such run.
-pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
-    let timing = match Timing::from_env() {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
-    let target = match crate::pool_boot::own_target("ec2-serve") {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
+pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
+    let timing = Timing::from_env().map_err(bad)?;
+    let target = crate::pool_boot::own_target("ec2-serve").map_err(bad)?;
     let mut db = Db::new(target.clone(), "ec2-serve");
     let mut said = String::new();
     let row = loop {
         match db.run(|c| c.query_opt(sql::INSTANCE_SERVE, &[&instance, &run, &start])) {
             Ok(Some(row)) => break row,
             Ok(None) => {
-                eprintln!("orca: instance {instance} serves no run {run} at start {start}");
-                return 1;
+                return Err(no(format!(
+                    "instance {instance} serves no run {run} at start {start}"
+                )));
             }
             Err(e) => say(&mut said, &e),
         }
@@ -329,22 +303,20 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
     let p: Pipeline = match serde_json::from_value(row.get(3)) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!(
-                "orca: run {run}'s pipeline is stored in a form this binary can't read ({:?} error)",
+            return Err(no(format!(
+                "run {run}'s pipeline is stored in a form this binary can't read ({:?} error)",
                 e.classify()
-            );
-            return 1;
+            )));
         }
     };
     let Some(ec2) = p.ec2.clone() else {
-        eprintln!("orca: pipeline {} has no [ec2] table", p.name);
-        return 1;
+        return Err(no(format!("pipeline {} has no [ec2] table", p.name)));
     };
     // Every command gets the whole cluster's addresses: wait until the run
     // has all its instances (rows are written as they are made, before they
     // boot: a tick or a few).
     let Some(cluster) = cluster(&mut db, &mut said, instance, run, start, ec2.workers) else {
-        return 1;
+        return Err(Failure::quiet(1));
     };
     let env = service_env(&p, instance, run, start, &cluster);
     if fresh && let Some(update) = &ec2.update {
@@ -367,7 +339,7 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
             match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
                 Ok(row) if row.get::<_, bool>(0) => break,
                 Ok(_) => {}
-                Err(_) if revoked(&db) => break,
+                Err(e) if revoked(&e) => break,
                 Err(e) => say(&mut said, &e),
             }
             pause(None);
@@ -375,7 +347,7 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
         if let Some(s) = service {
             s.kill_and_wait();
         }
-        return 0;
+        return Ok(());
     }
     let service = service_of(&ec2.head_service);
     let mut sup = Supervisor::new(
@@ -396,7 +368,7 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> i32 {
     if let Some(s) = service {
         s.kill_and_wait();
     }
-    0
+    Ok(())
 }
 
 #[cfg(test)]

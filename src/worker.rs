@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::config::Pipeline;
+use crate::exit::{Failure, Outcome, bad, no};
 use crate::settings::Timing;
 use crate::sql;
-use crate::state::{Db, Fault};
+use crate::state::{Db, Fault, Refusal, codes};
 use crate::supervise::{self, Supervisor};
 
 /// The exit code when the machine's credentials are refused: the boot
@@ -53,28 +54,30 @@ enum Trouble {
     Failed(String),
 }
 
-/// Whether a refusal means the credentials were revoked, not misconfigured.
-fn revoked_for_sure(why: &str) -> bool {
-    why.contains("does not exist") || why.contains("not permitted to log in")
+/// What the worker makes of a refused login: its credentials refused
+/// (SQLSTATE class 28) are a [`Trouble::Refused`], definite when they were
+/// revoked ([`Refusal::revoked`]: the role is gone or may not log in). A
+/// database refused (3D000, 42501) is waited out as an outage is.
+fn refused(r: &Refusal) -> Option<Trouble> {
+    r.of_credentials().then(|| Trouble::Refused {
+        why: r.reason.clone(),
+        definite: r.revoked,
+    })
 }
 
-fn trouble(db: &Db, e: Fault) -> Trouble {
+fn trouble(e: Fault) -> Trouble {
     match e {
-        Fault::Down => match &db.refused {
-            Some(why) => Trouble::Refused {
-                why: why.clone(),
-                definite: revoked_for_sure(why),
-            },
-            None => Trouble::Away,
-        },
+        Fault::Down => Trouble::Away,
+        Fault::Refused(r) => refused(&r).unwrap_or(Trouble::Away),
         // orca.worker_machine(): the role logs in but no machine row is
         // live: the machine was just made and its row is on its way, or it
         // is being removed (its role is revoked next).
-        Fault::Sql(m) if m.contains("no live machine") => Trouble::Refused {
-            why: m,
+        Fault::Sql(e) if e.is(codes::NO_LIVE_MACHINE) => Trouble::Refused {
+            why: e.message,
             definite: false,
         },
-        Fault::Sql(m) | Fault::Data(m) => Trouble::Failed(m),
+        Fault::Sql(e) | Fault::Data(e) => Trouble::Failed(e.message),
+        Fault::Other(m) => Trouble::Failed(m),
     }
 }
 
@@ -101,40 +104,23 @@ impl Refusals {
     }
 }
 
-/// The machine was removed: its runs are someone else's now.
-fn revoked(sup: &mut Supervisor, machine: &str) -> i32 {
+/// The machine was removed: its runs are someone else's now. Exits
+/// [`REVOKED`], its log having said why.
+fn revoked(sup: &mut Supervisor, machine: &str) -> Outcome {
     log::error!(
         "this machine's credentials were revoked (machine {machine} removed): killing its {} and exiting",
         crate::plural::count(sup.running() as i64, "run")
     );
     sup.abandon();
-    REVOKED
+    Err(Failure::quiet(REVOKED))
 }
 
 /// Runs the worker of pool `pool` until it is stopped (exit 0) or its
 /// credentials are refused ([`REVOKED`]).
-pub fn main(pool: &str) -> i32 {
-    let timing = match Timing::from_env() {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
-    let target = match crate::pool_boot::own_target("worker") {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
-    let window = match crate::settings::seconds("ORCA_WORKER_REFUSED_SECONDS", 60.0) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("orca: {e}");
-            return 2;
-        }
-    };
+pub fn main(pool: &str) -> Outcome {
+    let timing = Timing::from_env().map_err(bad)?;
+    let target = crate::pool_boot::own_target("worker").map_err(bad)?;
+    let window = crate::settings::seconds("ORCA_WORKER_REFUSED_SECONDS", 60.0).map_err(bad)?;
     let mut refusals = Refusals {
         window,
         since: None,
@@ -152,25 +138,26 @@ pub fn main(pool: &str) -> i32 {
     let mut db = Db::new(target.clone(), "worker");
     let machine = loop {
         if stopping() {
-            return 0;
+            return Ok(());
         }
         match db.run(|c| c.query_one(sql::WORKER_HELLO, &[])) {
             Ok(row) => {
                 let of: String = row.get(0);
                 if of != pool {
-                    eprintln!("orca: this machine's credentials are for pool {of}, not {pool}");
-                    return 2;
+                    return Err(bad(format!(
+                        "this machine's credentials are for pool {of}, not {pool}"
+                    )));
                 }
                 break Machine {
                     name: row.get(1),
                     slots: row.get(2),
                 };
             }
-            Err(e) => match trouble(&db, e) {
+            Err(e) => match trouble(e) {
                 Trouble::Refused { why, definite } => {
                     if refusals.give_up(&why, definite) {
                         log::error!("this machine's credentials were refused ({why}): exiting");
-                        return REVOKED;
+                        return Err(Failure::quiet(REVOKED));
                     }
                     std::thread::sleep(Duration::from_secs(1));
                 }
@@ -179,11 +166,9 @@ pub fn main(pool: &str) -> i32 {
                     // Before `orca migrate` there are no orca.worker_*
                     // functions to call: say so rather than what failed.
                     if matches!(db.run(crate::state::schema_present), Ok(false)) {
-                        eprintln!("orca: {}", crate::state::NO_SCHEMA);
-                    } else {
-                        eprintln!("orca: {m}");
+                        return Err(no(crate::state::NO_SCHEMA));
                     }
-                    return 1;
+                    return Err(no(m));
                 }
             },
         }
@@ -209,7 +194,7 @@ pub fn main(pool: &str) -> i32 {
             if left > 0 {
                 log::warn!("{left} run ends could not be written; the scheduler queues them again");
             }
-            return 0;
+            return Ok(());
         }
         sup.reap();
         sup.enforce(&mut db);
@@ -243,7 +228,7 @@ pub fn main(pool: &str) -> i32 {
                         }
                     }
                 }
-                Err(e) => match trouble(&db, e) {
+                Err(e) => match trouble(e) {
                     Trouble::Refused { why, definite } => {
                         if refusals.give_up(&why, definite) {
                             return revoked(&mut sup, &machine.name);
@@ -259,8 +244,8 @@ pub fn main(pool: &str) -> i32 {
                 },
             }
         } else if !db.ensure() {
-            if let Some(why) = db.refused.clone()
-                && refusals.give_up(&why, revoked_for_sure(&why))
+            if let Some(Trouble::Refused { why, definite }) = db.refusal().and_then(refused)
+                && refusals.give_up(&why, definite)
             {
                 return revoked(&mut sup, &machine.name);
             }

@@ -515,3 +515,41 @@ fn a_head_s_driver_that_escapes_its_session_and_ignores_sigterm_dies_at_its_time
         pids_in(&pids).iter().all(|p| !alive(*p))
     });
 }
+
+#[test]
+fn pool_wait_ends_when_its_login_is_revoked_not_when_a_password_is_wrong() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let login = format!("orca_i_revoked_{}", std::process::id());
+    let run = setup(&db, &dir, &login, "i-1");
+    let run_s = run.to_string();
+    // A wrong password (28P01) may be a misconfiguration: it waits on.
+    let token = format!("{login}:guess");
+    let mut guess = as_instance(
+        &db,
+        &dir,
+        &format!("{login}-guess"),
+        &["pool-wait", "i-1", &run_s, "1"],
+        &[("ORCA_TOKEN", token.as_str())],
+    );
+    let mut p = as_instance(&db, &dir, &login, &["pool-wait", "i-1", &run_s, "1"], &[]);
+    wait_until("pool-wait has connected", 20.0, || {
+        db.one::<i64>(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = '{login}'"
+        )) > 0
+    });
+    // Revoked (NOLOGIN, its session ended: 28000 once past the password):
+    // the instance was removed, and its run is over for it.
+    db.client()
+        .execute("SELECT orca.machine_role_revoke($1)", &[&login])
+        .unwrap();
+    assert_eq!(p.wait(10.0).code(), Some(0), "{}", p.output());
+    assert!(p.output().contains("revoked"), "{}", p.output());
+    assert!(
+        guess.child.try_wait().unwrap().is_none(),
+        "a wrong password ended pool-wait: {}",
+        guess.output()
+    );
+    guess.signal(libc::SIGKILL);
+    let _ = guess.wait(10.0);
+}

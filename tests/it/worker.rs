@@ -338,6 +338,60 @@ placement = "worker:p"
 }
 
 #[test]
+fn a_worker_whose_machine_row_is_not_live_waits_for_it_then_gives_up() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            r#"
+[pipelines.job]
+command = "echo job"
+placement = "worker:p"
+"#,
+        ),
+    );
+    // Logins with no machine row (orca.worker_machine() raises OR001): a
+    // machine just made, whose row is on its way; or one being removed.
+    let early = format!("orca_m_early_{}", std::process::id());
+    let gone = format!("orca_m_gone_{}", std::process::id());
+    db.login_role(&early, "pw", "orca_worker");
+    db.login_role(&gone, "pw", "orca_worker");
+    let mut waits = hand_worker(&db, &dir, "p", &early, "pw");
+    let mut gives_up = hand_worker_with(
+        &db,
+        &dir,
+        "p",
+        &gone,
+        "pw",
+        &[("ORCA_WORKER_REFUSED_SECONDS", "2")],
+    );
+    // No row for ORCA_WORKER_REFUSED_SECONDS: it gives up as for refused
+    // credentials (exit 3), not as for a failed statement (exit 1).
+    assert_eq!(gives_up.wait(30.0).code(), Some(3), "{}", gives_up.output());
+    let log = gives_up.output();
+    assert!(log.contains("giving up after 2s"), "{log}");
+    assert!(log.contains("no live machine"), "{log}");
+    // The other, within its minute, takes runs once its row is there.
+    assert!(
+        waits.child.try_wait().unwrap().is_none(),
+        "{}",
+        waits.output()
+    );
+    db.client()
+        .execute(
+            "INSERT INTO orca.pool_machines (pool, name, type, location, role, slots)
+             VALUES ('p', 'orca-p-early', 'small', 'here', $1, 2)",
+            &[&early],
+        )
+        .unwrap();
+    let run = db.queue("job");
+    wait_until("its run succeeds", 30.0, || db.state(run) == "succeeded");
+    waits.stop();
+}
+
+#[test]
 fn a_machine_being_removed_takes_no_run_and_one_that_took_a_run_is_kept() {
     let db = TestDb::new();
     let dir = TempDir::new();
