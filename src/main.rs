@@ -16,6 +16,7 @@ mod overlap;
 mod plural;
 mod pool_boot;
 mod pool_config;
+mod pool_decide;
 mod pool_machines;
 mod pool_runs;
 mod pool_scale;
