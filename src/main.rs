@@ -8,6 +8,7 @@ mod commands;
 mod config;
 mod cron;
 mod ec2;
+mod ec2_decide;
 mod ec2_runs;
 mod follow;
 mod locks;

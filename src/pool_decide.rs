@@ -424,6 +424,15 @@ pub struct Tried<T> {
     pub failed: Option<String>,
 }
 
+impl<T> Tried<T> {
+    /// Why nothing was made: every location's answer, `; `-separated.
+    pub fn why(&self) -> String {
+        let mut all = self.full.clone();
+        all.extend(self.failed.clone());
+        all.join("; ")
+    }
+}
+
 /// Tries `locations` in turn, asking `make` for each (with the location
 /// tried after it, if any): the first that makes it ends the walk; one with
 /// no capacity passes to the next; any other failure stops it, no other
@@ -998,7 +1007,7 @@ mod tests {
         let tried = tried.unwrap();
         assert_eq!(tried.made, None);
         assert_eq!(tried.full.len(), 3);
-        assert_eq!(tried.full, ["rack-a: full", "rack-b: full", "rack-c: full"]);
+        assert_eq!(tried.why(), "rack-a: full; rack-b: full; rack-c: full");
     }
 
     #[test]
@@ -1014,7 +1023,7 @@ mod tests {
         .unwrap();
         assert_eq!(asked, 2);
         assert_eq!(tried.failed.as_deref(), Some("UnauthorizedOperation"));
-        assert_eq!(tried.full, ["rack-a: full"]);
+        assert_eq!(tried.why(), "rack-a: full; UnauthorizedOperation");
     }
 
     #[test]
