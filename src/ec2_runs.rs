@@ -20,6 +20,10 @@
 //! whose warm time is over. Ended instances are deleted and their logins
 //! revoked.
 //!
+//! What to do, where Rust decides it, is in [`crate::ec2_decide`], pure over
+//! what this module read (the roles a run still needs and their head's
+//! address, the make budget, a lost head, what is trimmed).
+//!
 //! Invariants:
 //! * Every write is fenced on the leading session.
 //! * An instance is handed to one run at a time: the hand-over picks an idle
@@ -29,6 +33,8 @@
 use std::collections::HashMap;
 
 use crate::config::{MachineSettings, Pipeline, Provider as Kind};
+use crate::ec2_decide::{self, Ended, Fill, LostHead, MakeBudget};
+use crate::pool_decide::try_locations;
 use crate::pool_machines;
 use crate::providers::{Make, MakeError, Provider, ec2::Ec2, local::Local};
 use crate::settings::PoolTiming;
@@ -43,9 +49,6 @@ const POLL_FRESH: f64 = 5.0;
 
 /// An idle instance that hasn't polled for this long (s) is gone.
 const POLL_GONE: f64 = 15.0;
-
-/// `ORCA_EC2_MAKE_PER_TICK`'s default: new instances one tick makes at most.
-const MAKE_PER_TICK: usize = 8;
 
 /// The provider label of EC2 runs' instances.
 /// (A colon: no pool can have that name, so no pool takes them for its own.)
@@ -65,47 +68,6 @@ pub struct Ec2Runs {
     budget: MakeBudget,
 }
 
-/// How many new instances a tick may still make (`ORCA_EC2_MAKE_PER_TICK`).
-#[derive(Debug)]
-pub struct MakeBudget {
-    per_tick: usize,
-    left: usize,
-}
-
-impl MakeBudget {
-    /// `per_tick` a tick, all of them left.
-    pub fn new(per_tick: usize) -> MakeBudget {
-        MakeBudget {
-            per_tick,
-            left: per_tick,
-        }
-    }
-
-    /// A new tick: all of them left again.
-    pub fn refill(&mut self) {
-        self.left = self.per_tick;
-    }
-
-    /// Whether one more may be made this tick.
-    pub fn any_left(&self) -> bool {
-        self.left > 0
-    }
-
-    /// Takes one; false (and nothing taken) if none is left.
-    pub fn take(&mut self) -> bool {
-        let ok = self.left > 0;
-        self.left = self.left.saturating_sub(1);
-        ok
-    }
-}
-
-/// The instances run still needs, given `made` rows so far and `workers`
-/// workers: `(n, role)`, the head being 0.
-pub fn roles_missing(made: usize, workers: i32) -> impl Iterator<Item = (usize, &'static str)> {
-    let all = usize::try_from(workers).unwrap_or(0) + 1;
-    (made..all).map(|n| (n, if n == 0 { "head" } else { "worker" }))
-}
-
 /// A run started before with instances still to make (see
 /// `sql/ec2_runs_short.sql`).
 pub struct Short {
@@ -121,28 +83,13 @@ pub struct Short {
     pub head_host: String,
 }
 
-/// Reads `ORCA_EC2_MAKE_PER_TICK`: a whole number from 1 to 1000.
-fn make_per_tick() -> Result<usize, String> {
-    match std::env::var("ORCA_EC2_MAKE_PER_TICK") {
-        Err(_) => Ok(MAKE_PER_TICK),
-        Ok(v) if v.trim().is_empty() => Ok(MAKE_PER_TICK),
-        Ok(v) => match v.trim().parse::<usize>() {
-            Ok(n) if (1..=1000).contains(&n) => Ok(n),
-            _ => Err(format!(
-                "ORCA_EC2_MAKE_PER_TICK={v} is not a whole number from 1 to 1000"
-            )),
-        },
-    }
-}
-
-/// An instance row ended, to delete: name, provider, provider id, region, login.
-type Ended = (String, String, Option<String>, Option<String>, String);
-
 impl Ec2Runs {
     /// Reads `ORCA_EC2_POOL_SECONDS` and `ORCA_EC2_MAKE_PER_TICK`.
     pub fn new(timing: PoolTiming) -> Result<Ec2Runs, String> {
         Ok(Ec2Runs {
-            budget: MakeBudget::new(make_per_tick()?),
+            budget: MakeBudget::new(ec2_decide::make_per_tick(
+                std::env::var("ORCA_EC2_MAKE_PER_TICK").ok().as_deref(),
+            )?),
             timing,
             pool_seconds: crate::settings::seconds("ORCA_EC2_POOL_SECONDS", 0.0)?,
             local: Local::default(),
@@ -235,23 +182,14 @@ impl Ec2Runs {
         let Some(ec2) = p.ec2.clone() else {
             return Ok(());
         };
-        // A run's first start may take new code; a retry keeps its first's.
-        let fresh = start == 1;
-        let mut head_host = if head_host.is_empty() {
-            "127.0.0.1".to_string()
-        } else {
-            head_host.to_string()
-        };
-        for (n, role) in roles_missing(made, ec2.workers) {
-            let address = if n == 0 {
-                "-".to_string()
-            } else {
-                head_host.clone()
-            };
+        let fresh = ec2_decide::takes_new_code(start);
+        let mut fill = Fill::new(made, ec2.workers, head_host);
+        while let Some(need) = fill.next_need() {
+            let (role, address) = (need.role, &need.address);
             let warm = db.run_fenced(session, |c| {
                 c.query_opt(
                     sql::INSTANCE_HAND_OVER,
-                    &[&p.name, &id, &start, &role, &address, &fresh, &POLL_FRESH],
+                    &[&p.name, &id, &start, &role, address, &fresh, &POLL_FRESH],
                 )
             })?;
             let host = match warm {
@@ -264,7 +202,7 @@ impl Ec2Runs {
                     log::info!(
                         "run {id}: its other instances are made on the next ticks \
                          (ORCA_EC2_MAKE_PER_TICK {})",
-                        self.budget.per_tick
+                        self.budget.per_tick()
                     );
                     return Ok(());
                 }
@@ -277,7 +215,7 @@ impl Ec2Runs {
                     id,
                     start,
                     role,
-                    &address,
+                    address,
                     fresh,
                 )? {
                     Ok(host) => host,
@@ -295,9 +233,7 @@ impl Ec2Runs {
                     }
                 },
             };
-            if n == 0 && !host.is_empty() {
-                head_host = host;
-            }
+            fill.got(&need, &host);
         }
         Ok(())
     }
@@ -349,15 +285,10 @@ impl Ec2Runs {
             ),
         ];
         let region = settings.region.clone();
-        let mut why = Vec::new();
-        let mut made = None;
-        for location in &settings.locations {
+        let tried = try_locations::<_, Fault>(&settings.locations, |location, _| {
             let provider = match self.provider(&settings.provider, region.as_deref()) {
                 Ok(pr) => pr,
-                Err(e) => {
-                    why.push(e);
-                    break;
-                }
+                Err(e) => return Ok(Err(MakeError::Failed(e))),
             };
             let req = Make {
                 group: GROUP,
@@ -369,24 +300,14 @@ impl Ec2Runs {
                 script: INSTANCE_SCRIPT,
                 env: &env,
             };
-            match provider.make(&req) {
-                Ok(m) => {
-                    made = Some((m, provider.region()));
-                    break;
-                }
-                Err(MakeError::NoCapacity(w)) => why.push(format!("{location}: {w}")),
-                Err(MakeError::Failed(w)) => {
-                    why.push(w);
-                    break;
-                }
-            }
-        }
-        let Some((m, made_in)) = made else {
+            Ok(provider.make(&req).map(|m| (m, provider.region())))
+        })?;
+        let Some((_, (m, made_in))) = tried.made else {
             db.run_fenced(session, |c| {
                 pool_machines::revoke(c, &login)?;
                 pool_machines::drop_role(c, &login)
             })?;
-            return Ok(Err(why.join("; ")));
+            return Ok(Err(tried.why()));
         };
         let provider = match settings.provider {
             Kind::Local => "local",
@@ -415,21 +336,18 @@ impl Ec2Runs {
             for row in lost {
                 let (id, start, pipeline, served): (i64, i32, String, bool) =
                     (row.get(0), row.get(1), row.get(2), row.get(3));
-                let why = if served {
+                let lost = ec2_decide::lost_head(served, self.timing.boot);
+                let why = if let LostHead::Requeue(why) = &lost {
                     // Lost under a run it served: the run is queued again.
-                    let why = "its head instance was lost".to_string();
                     log::warn!("run {id}: {why}: queued again");
                     db.run_fenced(session, |c| {
-                        c.query_one(sql::RUN_REQUEUE, &[&id, &start, &why, &Vec::<u8>::new()])
+                        c.query_one(sql::RUN_REQUEUE, &[&id, &start, why, &Vec::<u8>::new()])
                     })?;
-                    why
+                    why.clone()
                 } else {
                     // Never booted (a bad AMI, say): a failed attempt, so
                     // retries and the alert apply and it ends for good.
-                    let why = format!(
-                        "its head instance never started serving within {}s",
-                        self.timing.boot
-                    );
+                    let why = lost.why().to_string();
                     log::error!("run {id}: {why}: failed");
                     let outcome = crate::runs::Outcome {
                         id,
@@ -455,16 +373,12 @@ impl Ec2Runs {
                 &[&self.pool_seconds, &POLL_GONE, &self.timing.lost],
             )
         })?;
-        let (ended, held): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.get::<_, bool>(5));
-        for r in held {
-            let login: String = r.get(4);
-            log::warn!(
-                "instance {}: its login holds its row: revoking the login first",
-                r.get::<_, String>(0)
-            );
+        let trim = ec2_decide::trim(rows.iter().map(|r| (ended_of(r), r.get(5))).collect());
+        for (name, login) in trim.revoke_first {
+            log::warn!("instance {name}: its login holds its row: revoking the login first");
             db.run_fenced(session, |c| pool_machines::revoke(c, &login))?;
         }
-        self.delete(db, session, ended.into_iter().map(ended_of).collect())?;
+        self.delete(db, session, trim.delete)?;
         // Strays: instances with this stack's label that no live row holds
         // (made, but the row wasn't written), with the providers in use here.
         let due = self
@@ -487,7 +401,8 @@ impl Ec2Runs {
             for pr in providers {
                 match pr.list(GROUP, &stack) {
                     Ok(found) => {
-                        for f in found.into_iter().filter(|f| !live.contains(&f.name)) {
+                        let held = |name: &str| live.contains(name);
+                        for f in crate::pool_decide::strays(found, |f| &f.name, held) {
                             match pr.delete(&f.id, &f.name) {
                                 Ok(()) => strays.push(f.name),
                                 Err(e) => {
@@ -550,29 +465,4 @@ impl Ec2Runs {
 
 fn ended_of(r: &postgres::Row) -> Ended {
     (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_roles_a_run_still_needs() {
-        let all: Vec<_> = roles_missing(0, 2).collect();
-        assert_eq!(all, [(0, "head"), (1, "worker"), (2, "worker")]);
-        let rest: Vec<_> = roles_missing(2, 3).collect();
-        assert_eq!(rest, [(2, "worker"), (3, "worker")]);
-        assert_eq!(roles_missing(3, 2).count(), 0);
-        assert_eq!(roles_missing(0, 0).collect::<Vec<_>>(), [(0, "head")]);
-    }
-
-    #[test]
-    fn a_tick_makes_at_most_its_budget() {
-        let mut b = MakeBudget::new(2);
-        assert!(b.any_left());
-        assert!(b.take() && b.take());
-        assert!(!b.any_left() && !b.take());
-        b.refill();
-        assert!(b.any_left() && b.take());
-    }
 }

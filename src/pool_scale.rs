@@ -17,6 +17,9 @@
 //!    for its `wait`, then the next (the last is kept); after a make, or when
 //!    the demand goes, the walk starts again from the first type.
 //!
+//! What to do is decided in [`crate::pool_decide`], pure over what this
+//! module read; this module reads, asks it, and does what it says.
+//!
 //! Invariants:
 //! * Every write is fenced on the leading session ([`Db::run_fenced`]).
 //! * Removal is: credentials revoked, machine deleted, row ended (with its
@@ -31,27 +34,14 @@ use std::time::{Duration, Instant};
 
 use crate::config::{Pool, PoolType, Provider as Kind};
 use crate::pool_boot::{self, Boot};
+use crate::pool_decide::{
+    self, Decided, Grow, PoolView, TypeWalk, Walk, say_no_capacity, try_locations,
+};
 use crate::pool_machines::{self, Machine};
 use crate::providers::{Make, MakeError, Provider, ec2::Ec2, local::Local};
 use crate::settings::PoolTiming;
 use crate::sql;
 use crate::state::{Db, Fault};
-
-/// A pool as one pass sees it.
-struct PoolView {
-    pool: Pool,
-    retired: bool,
-    walk_type: usize,
-    /// Seconds since the walk started on its type (`None`: not started).
-    walk_for: Option<f64>,
-    /// Seconds since the last attempt to make a machine.
-    tried_ago: Option<f64>,
-    status: String,
-    /// Startable runs queued long enough, before workers' room.
-    waiting: i64,
-    /// The demand the last pass wrote.
-    demand: i32,
-}
 
 /// Records a scaler decision of `kind` that has no other write, with `why`.
 fn event(db: &mut Db, session: u64, kind: &str, why: &str) -> Result<(), Fault> {
@@ -62,17 +52,6 @@ fn event(db: &mut Db, session: u64, kind: &str, why: &str) -> Result<(), Fault> 
         )
     })
     .map(|_| ())
-}
-
-/// What a pass decided for a pool's row.
-struct Decided {
-    demand: i64,
-    status: String,
-    walk_type: usize,
-    /// What becomes of the walk's start: "keep", "now" (it started on its
-    /// type now) or "clear" (it starts again from the first type).
-    walk_since: &'static str,
-    tried: bool,
 }
 
 /// The autoscaler's state between passes: when it last ran, this stack's
@@ -99,40 +78,10 @@ pub struct PoolScaler {
 /// next pass (the tick's other work waits meanwhile).
 const PASS_BUDGET: Duration = Duration::from_secs(2);
 
-/// The status prefix while the try interval is waited out.
-const WAITING_OUT: &str = "waiting out the try interval";
-
-/// The status of a retired pool (never kept once it is back in the file).
-const RETIRED: &str = "retired: removing its machines once idle";
-
-/// A declared pool's status when it has no demand, its last being `last`:
-/// what the last attempt came to is kept; waiting out the try interval, a
-/// retired pool's status (from before it was put back) or nothing become
-/// "no demand".
-fn status_without_demand(last: &str) -> String {
-    if last.is_empty() || last.starts_with(WAITING_OUT) || last == RETIRED {
-        "no demand".into()
-    } else {
-        last.to_string()
-    }
-}
-
 // The scaler's log lines about the walk, its machines made and removed:
 // what an operator reads in the scheduler's log. They name pools, types,
 // locations and machines, and say what a provider answered; never a token
 // (nothing here is given one).
-
-/// What the walk does after an attempt found no location with room for
-/// its type.
-#[derive(Debug)]
-enum Walk<'a> {
-    /// The last type: it is tried again for as long as there is demand.
-    Again,
-    /// Kept: its `wait` has not passed yet.
-    Keep,
-    /// Its `wait` has passed: on to this type.
-    Next(&'a str),
-}
 
 /// Seconds as a log line says them: whole (those begun are not counted,
 /// so 9.9 s waited is not said as a wait of 10 s done), with a unit.
@@ -303,12 +252,7 @@ impl PoolScaler {
             };
             let mine: Vec<&Machine> = machines.iter().filter(|m| m.pool == name).collect();
             let decided = self.step(db, session, &stack, &view, &mine, judge_silence)?;
-            if decided.demand != view.demand as i64
-                || decided.status != view.status
-                || decided.walk_type != view.walk_type
-                || decided.walk_since != "keep"
-                || decided.tried
-            {
+            if decided.changes(&view) {
                 db.run_fenced(session, |c| {
                     c.execute(
                         sql::POOL_STATUS,
@@ -317,7 +261,7 @@ impl PoolScaler {
                             &(decided.demand as i32),
                             &decided.status,
                             &(decided.walk_type as i32),
-                            &decided.walk_since,
+                            &decided.walk_since.as_sql(),
                             &decided.tried,
                         ],
                     )
@@ -398,63 +342,13 @@ impl PoolScaler {
         judge_silence: bool,
     ) -> Result<Decided, Fault> {
         let p = &v.pool;
-        let t = self.timing.clone();
-        let mut live: Vec<&Machine> = Vec::new();
-        // (machine, why, whether it must still be idle to go)
-        let mut gone: Vec<(&Machine, String, bool)> = Vec::new();
-        for m in machines {
-            if m.ending {
-                gone.push((m, "its removal is taken up again".into(), false));
-            } else if judge_silence && !m.seen && m.age >= t.boot {
-                gone.push((
-                    m,
-                    format!("its worker never showed up within {}s", t.boot),
-                    false,
-                ));
-            } else if judge_silence && m.seen && m.silent >= t.lost {
-                gone.push((
-                    m,
-                    format!("its worker went silent for {:.0}s", m.silent),
-                    false,
-                ));
-            } else {
-                live.push(m);
-            }
-        }
-        let demand = if v.retired {
-            0
-        } else {
-            crate::pool_runs::demand(v.waiting, &live)
-        };
-        live.retain(|m| {
-            let why = if v.retired && m.running == 0 {
-                Some(format!("pool {} is no longer in orca.toml", p.name))
-            } else if !v.retired
-                && demand == 0
-                && m.seen
-                && m.running == 0
-                && m.idle >= p.idle_seconds
-            {
-                Some(format!(
-                    "idle for {:.0} s with no demand (idle_seconds {})",
-                    m.idle, p.idle_seconds
-                ))
-            } else {
-                None
-            };
-            match why {
-                Some(why) => {
-                    gone.push((m, why, true));
-                    false
-                }
-                None => true,
-            }
-        });
+        let shrink = pool_decide::shrink(v, machines, &self.timing, judge_silence);
+        let (live, demand) = (shrink.live, shrink.demand);
         let mut problem = None;
         // Machines still there: kept, busy after all, or not removed yet.
         let mut standing = live.len();
-        for (m, why, if_idle) in gone {
-            match self.remove(db, session, p, m, &why, if_idle) {
+        for (m, why) in shrink.remove {
+            match self.remove(db, session, p, m, &why.why(), why.if_idle()) {
                 Ok(true) => {}
                 Ok(false) => standing += 1,
                 Err(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_))) => {
@@ -470,10 +364,8 @@ impl PoolScaler {
         match self.provider(p) {
             Ok(provider) => match provider.list(&p.name, stack) {
                 Ok(found) => {
-                    for s in found {
-                        if machines.iter().any(|m| m.name == s.name) {
-                            continue;
-                        }
+                    let held = |name: &str| machines.iter().any(|m| m.name == name);
+                    for s in pool_decide::strays(found, |s| &s.name, held) {
                         log::warn!(
                             "deleting stray machine {} ({}) of pool {}: no live row holds it",
                             s.name,
@@ -495,88 +387,34 @@ impl PoolScaler {
             },
             Err(e) => status = Some(e),
         }
-        let mut d = Decided {
-            demand,
-            status: String::new(),
-            walk_type: v.walk_type.min(p.types.len().saturating_sub(1)),
-            walk_since: "keep",
-            tried: false,
-        };
-        if v.retired {
-            d.status = status.unwrap_or_else(|| RETIRED.into());
-            return Ok(d);
-        }
-        if demand == 0 {
-            if v.walk_type != 0 || v.walk_for.is_some() {
-                d.walk_type = 0;
-                d.walk_since = "clear";
+        match pool_decide::grow(v, demand, status, &live, standing, &self.timing) {
+            Grow::Done(d) => Ok(d),
+            Grow::Attempt(mut d) => {
+                let mut walk = TypeWalk::begin(v);
+                d.status = self.attempt(db, session, stack, v, &mut walk)?;
+                (d.walk_type, d.walk_since) = (walk.ty, walk.since);
+                Ok(d)
             }
-            d.status = status.unwrap_or_else(|| status_without_demand(&v.status));
-            return Ok(d);
         }
-        if let Some(s) = status {
-            d.status = s;
-            return Ok(d);
-        }
-        if let Some(b) = live.iter().find(|m| !m.seen) {
-            d.status = format!("waiting for {} to boot", b.name);
-            return Ok(d);
-        }
-        if standing >= p.max_machines as usize {
-            d.status = format!("at max_machines ({})", p.max_machines);
-            return Ok(d);
-        }
-        if let Some(ago) = v.tried_ago
-            && ago < t.try_every
-        {
-            let last = v
-                .status
-                .split_once("; last attempt: ")
-                .map_or(v.status.as_str(), |(_, l)| l);
-            // (No countdown in it: the status stays the same, and so does
-            // the time `orca pools` says it has been so.)
-            let _ = ago;
-            d.status = format!("{WAITING_OUT}; last attempt: {last}");
-            return Ok(d);
-        }
-        d.tried = true;
-        d.status = self.attempt(db, session, stack, v, &mut d)?;
-        Ok(d)
     }
 
-    /// One attempt to make a machine for pool `v`; returns what it came to.
+    /// One attempt to make a machine for pool `v`, the type walk `walk`
+    /// deciding which type; returns what it came to.
     fn attempt(
         &mut self,
         db: &mut Db,
         session: u64,
         stack: &str,
         v: &PoolView,
-        d: &mut Decided,
+        walk: &mut TypeWalk,
     ) -> Result<String, Fault> {
         let p = &v.pool;
         let arches = p.image.as_deref().map(|i| (i, self.arches(i)));
-        let mut walk_for = if d.walk_type == v.walk_type {
-            v.walk_for
-        } else {
-            None
-        };
         let mut notes = Vec::new();
         // Types skipped for their architecture are passed over in this
         // attempt. Architectures matter only with an image to match.
-        let skip = |d: &mut Decided, notes: &mut Vec<String>, why: String| -> bool {
-            log::warn!("pool {}: {why}", p.name);
-            notes.push(why);
-            if d.walk_type + 1 >= p.types.len() {
-                d.walk_type = 0;
-                d.walk_since = "clear";
-                return false;
-            }
-            d.walk_type += 1;
-            d.walk_since = "now";
-            true
-        };
         let (ty, arch) = loop {
-            let ty = p.types[d.walk_type].clone();
+            let ty = p.types[walk.ty].clone();
             let have = match &arches {
                 Some((image, Ok(have))) => (image, have),
                 Some((image, Err(e))) => {
@@ -606,15 +444,13 @@ impl PoolScaler {
                 "type skipped",
                 &format!("pool {}: {why}", p.name),
             )?;
-            if !skip(d, &mut notes, why) {
+            log::warn!("pool {}: {why}", p.name);
+            notes.push(why);
+            if !walk.skip(p.types.len()) {
                 return Ok(format!("no type fits: {}", notes.join("; ")));
             }
-            walk_for = Some(0.0);
         };
-        if walk_for.is_none() {
-            d.walk_since = "now";
-            walk_for = Some(0.0);
-        }
+        walk.tried();
         let id: i64 = db
             .run_fenced(session, |c| c.query_one(sql::MACHINE_NEXT_ID, &[]))?
             .get(0);
@@ -628,11 +464,7 @@ impl PoolScaler {
             token: token.reveal(),
             database_url: pool_boot::machine_database_url().map_err(Fault::Other)?,
         };
-        let mut full = Vec::new();
-        let mut made = None;
-        let mut failed = None;
-        let locations = &p.machines.locations;
-        for (n, location) in locations.iter().enumerate() {
+        let tried = try_locations(&p.machines.locations, |location, next| {
             let provider = self.provider(p).map_err(Fault::Other)?;
             let env = boot.env();
             let req = Make {
@@ -645,63 +477,24 @@ impl PoolScaler {
                 script: pool_boot::BOOT_SCRIPT,
                 env: &env,
             };
-            match provider.make(&req) {
-                Ok(m) => {
-                    made = Some((location.clone(), m.id));
-                    break;
-                }
-                Err(MakeError::NoCapacity(why)) => {
-                    let next = locations.get(n + 1).map(String::as_str);
-                    log::info!("{}", say_no_room(&p.name, &ty.name, location, &why, next));
-                    full.push(format!("{location}: {why}"));
-                }
-                Err(MakeError::Failed(why)) => {
-                    failed = Some(why);
-                    break;
-                }
+            let made = provider.make(&req);
+            if let Err(MakeError::NoCapacity(why)) = &made {
+                log::info!("{}", say_no_room(&p.name, &ty.name, location, why, next));
             }
-        }
+            Ok(made.map(|m| m.id))
+        })?;
         drop(boot);
-        let Some((location, provider_id)) = made else {
+        let Some((location, provider_id)) = tried.made else {
             db.run_fenced(session, |c| pool_machines::revoke(c, &token.role))?;
-            if let Some(why) = failed {
+            if let Some(why) = tried.failed {
                 log::warn!("pool {}: machine {name} not made: {why}", p.name);
                 notes.push(format!("{name} not made: {why}"));
                 return Ok(notes.join("; "));
             }
-            let last = d.walk_type + 1 >= p.types.len();
-            let waited = walk_for.unwrap_or(0.0);
-            let say = format!(
-                "no capacity for type {} in any location ({})",
-                ty.name,
-                full.join("; ")
-            );
-            let (walk, next) = if last {
-                (
-                    Walk::Again,
-                    format!("{say}; it is the last type: trying it again"),
-                )
-            } else if waited >= ty.wait {
-                d.walk_type += 1;
-                d.walk_since = "now";
-                let to = &p.types[d.walk_type].name;
-                (
-                    Walk::Next(to),
-                    format!(
-                        "{say}; tried it for {waited:.0}s of its wait {}s: next, type {to}",
-                        ty.wait
-                    ),
-                )
-            } else {
-                (
-                    Walk::Keep,
-                    format!(
-                        "{say}; keeping it for {:.0}s more of its wait",
-                        (ty.wait - waited).ceil()
-                    ),
-                )
-            };
-            log::info!("{}", say_unavailable(&p.name, &ty, waited, &walk));
+            let waited = walk.waited.unwrap_or(0.0);
+            let next_walk = walk.no_capacity(&p.types);
+            let next = say_no_capacity(&ty, waited, &next_walk, &tried.full);
+            log::info!("{}", say_unavailable(&p.name, &ty, waited, &next_walk));
             // The event says what the walk does next, as the status does.
             event(
                 db,
@@ -736,8 +529,7 @@ impl PoolScaler {
             return Err(e);
         }
         log::info!("{}", say_made(&p.name, &name, &ty.name, &location));
-        d.walk_type = 0;
-        d.walk_since = "clear";
+        walk.made();
         notes.push(format!(
             "made {name} (type {}, location {location})",
             ty.name
@@ -783,17 +575,6 @@ impl PoolScaler {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn without_demand_a_retired_status_is_not_kept() {
-        assert_eq!(status_without_demand(RETIRED), "no demand");
-        assert_eq!(status_without_demand(""), "no demand");
-        assert_eq!(
-            status_without_demand(&format!("{WAITING_OUT}; last attempt: made x")),
-            "no demand"
-        );
-        assert_eq!(status_without_demand("made orca-p-1"), "made orca-p-1");
-    }
 
     fn ty(name: &str, wait: f64) -> PoolType {
         PoolType {
