@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates src/sql.rs: one constant per file in sql/ (not migrations).
+# Regenerates src/db/sql.rs: one constant per file in sql/ (not migrations).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 {
@@ -11,6 +11,6 @@ cd "$(dirname "$0")/.."
     n=$(basename "$f" .sql)
     echo
     echo "/// See \`sql/$n.sql\`."
-    echo "pub const ${n^^}: &str = include_str!(\"../sql/$n.sql\");"
+    echo "pub const ${n^^}: &str = include_str!(\"../../sql/$n.sql\");"
   done
-} > src/sql.rs
+} > src/db/sql.rs

@@ -11,13 +11,13 @@ use postgres::Client;
 
 use crate::cli::{ConfigOpts, DbOpts};
 use crate::config::{self, Config};
+use crate::db::sql;
+use crate::db::{self, Db, Fault, Target};
 use crate::exit::{Failure, Outcome, bad, no};
-use crate::overlap::{self, DeployVerdict};
+use crate::lead::{self, DeployVerdict};
 use crate::plural::count;
 use crate::printable;
 use crate::runs::{self, Cancelled, STATES};
-use crate::sql;
-use crate::state::{self, Db, Fault, Target};
 
 /// How often `orca logs -f` and `orca run --wait` look at the run. Its
 /// output reaches the database about once a second while it runs.
@@ -43,10 +43,10 @@ fn pg(e: postgres::Error) -> Failure {
         Some(c) if *c == SqlState::UNDEFINED_TABLE || *c == SqlState::INVALID_SCHEMA_NAME => {
             no(format!(
                 "{}: the database's orca schema is older than this binary: run `orca migrate`",
-                state::plain(&e)
+                db::plain(&e)
             ))
         }
-        _ => no(state::plain(&e)),
+        _ => no(db::plain(&e)),
     }
 }
 
@@ -61,11 +61,11 @@ fn target(opts: &DbOpts, app: &str) -> Result<Target, Failure> {
 
 /// Connects for a one-shot command that needs orca's schema, waiting up to
 /// `--db-wait` seconds (a login refused for good is given up at once). Before
-/// the first `orca migrate` it fails with [`state::NO_SCHEMA`].
+/// the first `orca migrate` it fails with [`db::NO_SCHEMA`].
 fn connect(opts: &DbOpts) -> Result<Client, Failure> {
     let mut client = connect_as(opts, "orca")?;
-    if !state::schema_present(&mut client).map_err(pg)? {
-        return Err(no(state::NO_SCHEMA));
+    if !db::schema_present(&mut client).map_err(pg)? {
+        return Err(no(db::NO_SCHEMA));
     }
     Ok(client)
 }
@@ -74,20 +74,20 @@ fn connect(opts: &DbOpts) -> Result<Client, Failure> {
 /// `application_name`; the schema may be missing.
 fn connect_as(opts: &DbOpts, app: &str) -> Result<Client, Failure> {
     let target = target(opts, app)?;
-    state::connect_waiting(&target, opts.wait).map_err(|e| no(e.to_string()))
+    db::connect_waiting(&target, opts.wait).map_err(|e| no(e.to_string()))
 }
 
 /// `orca migrate`.
 pub fn migrate(opts: &DbOpts) -> Outcome {
-    let mut client = connect_as(opts, state::MIGRATE_APP)?;
-    let m = state::migrate(&mut client).map_err(no)?;
+    let mut client = connect_as(opts, db::MIGRATE_APP)?;
+    let m = db::migrate(&mut client).map_err(no)?;
     for (v, name) in &m.applied {
         println!("applied {v:04}_{name}");
     }
     for w in &m.warnings {
         eprintln!("orca: warning: {w}");
     }
-    let newer = if m.before > state::migrations_known() {
+    let newer = if m.before > db::migrations_known() {
         " (the database has newer ones, from a newer binary)"
     } else {
         ""
@@ -99,13 +99,13 @@ pub fn migrate(opts: &DbOpts) -> Outcome {
         } else {
             "done"
         },
-        count(state::migrations_known().into(), "migration"),
-        state::migration_floor(),
+        count(db::migrations_known().into(), "migration"),
+        db::migration_floor(),
         m.before,
     );
     // The stack's id labels every machine and instance it makes (the
     // `orca-stack` tag an IAM policy conditions on: docs/aws.md).
-    let stack = crate::stack_identity::stack_id(&mut client).map_err(no)?;
+    let stack = crate::machines::stack::stack_id(&mut client).map_err(no)?;
     println!("stack {stack}");
     Ok(())
 }
@@ -147,7 +147,7 @@ pub fn register_config(
         .iter()
         .map(|r| r.get(0))
         .collect();
-    for pool in crate::pool_config::register(&mut tx, &config.pools)? {
+    for pool in crate::config::pools::register(&mut tx, &config.pools)? {
         retired.push(format!("pool {pool}"));
     }
     tx.commit()?;
@@ -478,7 +478,7 @@ fn stale() -> Result<f64, Failure> {
 pub fn drain(id: Option<i64>, opts: &DbOpts) -> Outcome {
     let stale = stale()?;
     let mut client = connect(opts)?;
-    match overlap::ask_drain(&mut client, id, stale, &runs::whoami()).map_err(pg)? {
+    match lead::ask_drain(&mut client, id, stale, &runs::whoami()).map_err(pg)? {
         Some(asked) => {
             println!("asked scheduler {asked} to drain");
             Ok(())
@@ -495,7 +495,7 @@ pub fn drain(id: Option<i64>, opts: &DbOpts) -> Outcome {
 pub fn instances(json: bool, opts: &DbOpts) -> Outcome {
     let stale = stale()?;
     let mut client = connect(opts)?;
-    let rows = overlap::instances(&mut client, stale).map_err(pg)?;
+    let rows = lead::instances(&mut client, stale).map_err(pg)?;
     let unlisted_holder = if rows.iter().any(|r| r.role == "leader") {
         None
     } else {
@@ -550,7 +550,7 @@ pub fn instances(json: bool, opts: &DbOpts) -> Outcome {
 pub fn deploy_check(opts: &DbOpts) -> Outcome {
     let stale = stale()?;
     let mut client = connect(opts)?;
-    match overlap::deploy_check(&mut client, stale, state::migration_floor()).map_err(pg)? {
+    match lead::deploy_check(&mut client, stale, db::migration_floor()).map_err(pg)? {
         DeployVerdict::Clear => Ok(()),
         DeployVerdict::NoneRunning => {
             println!("no scheduler is running: nothing blocks a start");
@@ -564,7 +564,7 @@ pub fn deploy_check(opts: &DbOpts) -> Outcome {
 pub fn deploy_wait(timeout: f64, opts: &DbOpts) -> Outcome {
     let stale = stale()?;
     let mut client = connect(opts)?;
-    if overlap::wait_for_lead(&mut client, stale, timeout).map_err(pg)? {
+    if lead::wait_for_lead(&mut client, stale, timeout).map_err(pg)? {
         Ok(())
     } else {
         Err(no(format!(
@@ -578,7 +578,7 @@ pub fn deploy_wait(timeout: f64, opts: &DbOpts) -> Outcome {
 pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
     let mut client = connect(opts)?;
     let pools = client.query(sql::POOLS_LIST, &[]).map_err(pg)?;
-    let machines = crate::pool_machines::live(&mut client).map_err(pg)?;
+    let machines = crate::machines::logins::live(&mut client).map_err(pg)?;
     let mut doc = Vec::new();
     if !json {
         println!(

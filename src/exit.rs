@@ -4,7 +4,7 @@
 //!
 //! Exit codes: 0 done; 1 it ran and the answer is no (or the database
 //! can't be reached); 2 bad input; 3 a pool machine's credentials revoked
-//! ([`crate::worker::REVOKED`]); 127 the shim couldn't run its command.
+//! ([`crate::pools::worker::REVOKED`]); 127 the shim couldn't run its command.
 
 /// A command's result.
 pub type Outcome = Result<(), Failure>;

@@ -1,40 +1,26 @@
 //! orca: a pipeline scheduler and EC2 fleet manager whose only channel is
 //! Postgres. This file only dispatches; see ARCHITECTURE.md for the map.
 
-mod alerts;
-mod child;
+mod aws;
 mod cli;
 mod commands;
 mod config;
-mod cron;
-mod ec2;
-mod ec2_decide;
-mod ec2_runs;
+mod db;
 mod exit;
 mod follow;
-mod locks;
+mod lead;
 mod logging;
-mod overlap;
+mod machines;
 mod plural;
-mod pool_boot;
-mod pool_config;
-mod pool_decide;
-mod pool_machines;
-mod pool_runs;
-mod pool_scale;
+mod pools;
 mod printable;
 mod providers;
-mod registry;
 mod runs;
 mod scheduler;
 mod secrets;
 mod settings;
-mod sql;
-mod stack_identity;
-mod state;
 mod supervise;
 mod warm_pool;
-mod worker;
 
 use clap::Parser;
 use cli::{Cli, Cmd};
@@ -42,10 +28,10 @@ use exit::{Failure, Outcome};
 
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
-    if argv.get(1).map(String::as_str) == Some(child::SHIM) {
+    if argv.get(1).map(String::as_str) == Some(supervise::child::SHIM) {
         let rest = argv.get(2..).unwrap_or_default();
         let rest = rest.strip_prefix(&["--".to_string()]).unwrap_or(rest);
-        std::process::exit(child::shim_main(rest));
+        std::process::exit(supervise::child::shim_main(rest));
     }
     secrets::protect();
     logging::init();
@@ -128,23 +114,24 @@ fn dispatch(cli: &Cli) -> Outcome {
             action: None,
         } => guard(true).and_then(|()| scheduler::main(config.as_deref())),
         Cmd::Instances { json, db } => commands::instances(*json, db),
-        Cmd::Worker { pool } => guard(true).and_then(|()| worker::main(pool)),
+        Cmd::Worker { pool } => guard(true).and_then(|()| pools::worker::main(pool)),
         Cmd::Ec2Serve {
             instance,
             run,
             start,
-        } => guard(true).and_then(|()| warm_pool::ec2_serve(instance, *run, *start)),
+        } => guard(true).and_then(|()| warm_pool::instance::ec2_serve(instance, *run, *start)),
         Cmd::PoolWait {
             instance,
             run,
             start,
-        } => guard(false).and_then(|()| warm_pool::pool_wait(instance, *run, *start)),
+        } => guard(false).and_then(|()| warm_pool::instance::pool_wait(instance, *run, *start)),
         Cmd::PoolNext {
             instance,
             run,
             start,
             seconds,
-        } => guard(false).and_then(|()| warm_pool::pool_next(instance, *run, *start, *seconds)),
+        } => guard(false)
+            .and_then(|()| warm_pool::instance::pool_next(instance, *run, *start, *seconds)),
         Cmd::Pools { json, db } => commands::pools(*json, db),
         Cmd::Deploy {
             action: cli::DeployCmd::Check { db },

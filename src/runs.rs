@@ -8,9 +8,9 @@
 use postgres::Client;
 use serde::Serialize;
 
-use crate::child::Exit;
 use crate::config::Pipeline;
-use crate::sql;
+use crate::db::sql;
+use crate::supervise::child::Exit;
 
 /// The states a run can be in.
 pub const STATES: &[&str] = &["queued", "running", "succeeded", "failed", "cancelled"];

@@ -9,7 +9,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::pool_boot::TOKEN_VAR;
+use crate::machines::boot::TOKEN_VAR;
 
 /// Where a machine or instance keeps its live secret (`ROLE:SECRET`), set
 /// by the boot and instance scripts: a file only orca's user can read.
@@ -24,7 +24,7 @@ pub const RUN_AS_VAR: &str = "ORCA_RUN_AS";
 pub fn guard(starts_runs: bool) -> Result<(), String> {
     protect();
     if starts_runs {
-        crate::child::set_run_as(run_as_from_env()?);
+        crate::supervise::child::set_run_as(run_as_from_env()?);
     }
     Ok(())
 }
@@ -248,19 +248,19 @@ impl Login {
 
     fn rotate(&self, client: &mut postgres::Client, file: &Path) -> Result<(), String> {
         let random =
-            |n| crate::stack_identity::random_hex(n).map_err(|e| format!("/dev/urandom: {e}"));
+            |n| crate::machines::stack::random_hex(n).map_err(|e| format!("/dev/urandom: {e}"));
         let secret = random(24)?;
         let salt = random(16)?;
-        let verifier = crate::pool_machines::scram_verifier(&secret, salt.as_bytes(), 4096);
+        let verifier = crate::machines::logins::scram_verifier(&secret, salt.as_bytes(), 4096);
         // The new secret is on disk before the database takes it; it
         // replaces the file only once the database has it.
         let tmp = pending_path(file);
         write_private(&tmp, &format!("{}:{secret}", self.role))?;
-        if let Err(e) = client.execute(crate::sql::LOGIN_ROTATE, &[&verifier]) {
+        if let Err(e) = client.execute(crate::db::sql::LOGIN_ROTATE, &[&verifier]) {
             // It may have committed with its answer lost: the boot token
             // may be refused from now on, and this secret taken instead.
             *self.fallback.lock().expect("fallback lock") = Some(secret);
-            return Err(crate::state::plain(&e));
+            return Err(crate::db::plain(&e));
         }
         std::fs::rename(&tmp, file).map_err(|e| format!("{}: {e}", file.display()))?;
         *self.secret.lock().expect("secret lock") = secret;

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use super::{Listed, Made, Make, MakeError, Provider};
-use crate::ec2::{Client, Ec2Error, Launch};
+use crate::aws::{Client, Ec2Error, Launch};
 
 /// One region's EC2.
 pub struct Ec2 {
@@ -17,7 +17,7 @@ pub struct Ec2 {
     arches: HashMap<String, String>,
     /// This pass's instances of the stack (one DescribeInstances for every
     /// pool), or why they couldn't be listed: by stack id.
-    listed: Option<(String, Result<Vec<crate::ec2::Instance>, String>)>,
+    listed: Option<(String, Result<Vec<crate::aws::Instance>, String>)>,
 }
 
 /// The ClientToken of making machine `name` in `location`: the same for a
@@ -165,7 +165,7 @@ impl Provider for Ec2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pool_boot::BOOT_SCRIPT;
+    use crate::machines::boot::BOOT_SCRIPT;
 
     #[test]
     fn client_tokens_differ_by_location_and_fit_ec2s_limit() {

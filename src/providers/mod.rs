@@ -1,7 +1,7 @@
 //! Where pool machines come from: a provider makes, lists (by labels) and
 //! deletes machines, and says each type's architecture. `local` runs
 //! machines as process groups on this host (the demo and the tests); `ec2`
-//! makes EC2 instances, through the calls of [`crate::ec2`].
+//! makes EC2 instances, through the calls of [`crate::aws`].
 
 pub mod ec2;
 pub mod local;

@@ -173,7 +173,7 @@ fn the_aws_page_policy_allows_every_call_orca_makes() {
         }
     }
 
-    let code = repo_file("src/ec2/mod.rs");
+    let code = repo_file("src/aws/mod.rs");
     let mut called: Vec<String> = code
         .match_indices("self.call(")
         .filter_map(|(i, m)| {
@@ -191,7 +191,7 @@ fn the_aws_page_policy_allows_every_call_orca_makes() {
     if code.contains("IamInstanceProfile") {
         called.push("iam:PassRole".into());
     }
-    if repo_file("src/registry.rs").contains("/blobs/") {
+    if repo_file("src/pools/registry.rs").contains("/blobs/") {
         called.extend([
             "ecr:BatchGetImage".into(),
             "ecr:GetDownloadUrlForLayer".into(),

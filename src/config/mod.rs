@@ -13,6 +13,9 @@
 //! scheduler fork or loop without end, and strings Postgres can't store (a
 //! NUL) or no command line takes, are refused.
 
+pub mod cron;
+pub mod pools;
+
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 
@@ -342,12 +345,12 @@ pub fn valid_name(s: &str) -> bool {
 }
 
 /// Parses a schedule: 5 cron fields (minute first), or 6 with seconds first.
-/// Each field is checked first ([`crate::cron::check`]), so a mistake is
+/// Each field is checked first ([`crate::config::cron::check`]), so a mistake is
 /// named by its field and range: `schedule "61 * * * *": minute field: 61
 /// is out of range 0-59`.
 pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
-    let said = |e: crate::cron::CronError| format!("schedule \"{expr}\": {e}");
-    crate::cron::check(expr).map_err(said)?;
+    let said = |e: crate::config::cron::CronError| format!("schedule \"{expr}\": {e}");
+    crate::config::cron::check(expr).map_err(said)?;
     parse_stored_schedule(expr)
 }
 
@@ -356,13 +359,13 @@ pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
 /// [`parse_schedule`] (for `orca check` and `register`) is stricter than
 /// croner (`1,,2 * * * *`).
 pub fn parse_stored_schedule(expr: &str) -> Result<croner::Cron, String> {
-    let said = |e: crate::cron::CronError| format!("schedule \"{expr}\": {e}");
+    let said = |e: crate::config::cron::CronError| format!("schedule \"{expr}\": {e}");
     croner::parser::CronParser::builder()
         .seconds(croner::parser::Seconds::Optional)
         .year(croner::parser::Year::Disallowed)
         .build()
         .parse(expr)
-        .map_err(|e| said(crate::cron::CronError::Croner(e.to_string())))
+        .map_err(|e| said(crate::config::cron::CronError::Croner(e.to_string())))
 }
 
 /// Whether `cron` fires at all. Every schedule has a second, minute and

@@ -23,12 +23,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::child::Child;
 use crate::config::{Command, Pipeline};
+use crate::db::sql;
+use crate::db::{Db, Fault};
 use crate::exit::{Failure, Outcome, bad, no};
 use crate::settings::Timing;
-use crate::sql;
-use crate::state::{Db, Fault};
+use crate::supervise::child::Child;
 use crate::supervise::{self, Supervisor};
 
 /// `pool-next`'s output when it is handed a run.
@@ -47,12 +47,12 @@ fn pause(deadline: Option<Instant>) {
 
 /// A database the command reaches with the instance's credentials.
 fn db(who: &'static str) -> Result<Db, Failure> {
-    let target = crate::pool_boot::own_target(who).map_err(bad)?;
+    let target = crate::machines::boot::own_target(who).map_err(bad)?;
     Ok(Db::new(target, who))
 }
 
 /// Whether the instance's credentials were revoked (its login dropped or
-/// shut out, [`crate::state::revokes`]): the instance was removed, and
+/// shut out, [`crate::db::revokes`]): the instance was removed, and
 /// waiting is pointless.
 fn revoked(e: &Fault) -> bool {
     matches!(e, Fault::Refused(r) if r.revoked)
@@ -282,7 +282,7 @@ fn run_to_end(cmd: &Command, env: &[(String, String)]) -> bool {
 /// instance serves no such run.
 pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
     let timing = Timing::from_env().map_err(bad)?;
-    let target = crate::pool_boot::own_target("ec2-serve").map_err(bad)?;
+    let target = crate::machines::boot::own_target("ec2-serve").map_err(bad)?;
     let mut db = Db::new(target.clone(), "ec2-serve");
     let mut said = String::new();
     let row = loop {

@@ -1,5 +1,5 @@
 //! EC2 runs' decisions (seed 000, the scheduler's side), pure: each takes
-//! plain data [`crate::ec2_runs`] read and returns what to do; that module
+//! plain data [`crate::warm_pool::leader`] read and returns what to do; that module
 //! reads, calls them and acts. (What `sql/` decides stays there: which idle
 //! instance is handed over, `sql/instance_hand_over.sql`; which instances
 //! are over, `sql/instances_to_end.sql`; which heads are lost,

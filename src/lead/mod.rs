@@ -17,9 +17,9 @@
 use postgres::Client;
 use serde::Serialize;
 
+use crate::db::sql;
 use crate::plural::count;
 use crate::scheduler::LEAD_LOCK;
-use crate::sql;
 
 /// `ORCA_OVERLAP`: `off` (the default: one scheduler at a time) or `on`.
 pub fn overlap_on() -> Result<bool, String> {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::sql;
-use crate::state::Db;
+use crate::db::Db;
+use crate::db::sql;
 
 /// How many times an alert is tried before orca gives up on it.
 pub const MAX_ATTEMPTS: i32 = 10;

@@ -13,6 +13,9 @@
 //! Secrets never leave this module: [`Target::shown`] is `host:port/db`, and
 //! no error built here quotes the URL.
 
+pub mod locks;
+pub mod sql;
+
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,8 +26,6 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
-
-use crate::sql;
 
 /// Set on every long-lived session. No statement waits on a lock for more
 /// than 2 s (a machine login holding a row lock in an open transaction
@@ -56,37 +57,37 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "core",
-        sql: include_str!("../sql/migrations/0001_core.sql"),
+        sql: include_str!("../../sql/migrations/0001_core.sql"),
     },
     Migration {
         version: 2,
         name: "overlap",
-        sql: include_str!("../sql/migrations/0002_overlap.sql"),
+        sql: include_str!("../../sql/migrations/0002_overlap.sql"),
     },
     Migration {
         version: 3,
         name: "pools",
-        sql: include_str!("../sql/migrations/0003_pools.sql"),
+        sql: include_str!("../../sql/migrations/0003_pools.sql"),
     },
     Migration {
         version: 4,
         name: "warm_pool",
-        sql: include_str!("../sql/migrations/0004_warm_pool.sql"),
+        sql: include_str!("../../sql/migrations/0004_warm_pool.sql"),
     },
     Migration {
         version: 5,
         name: "hardening",
-        sql: include_str!("../sql/migrations/0005_hardening.sql"),
+        sql: include_str!("../../sql/migrations/0005_hardening.sql"),
     },
     Migration {
         version: 6,
         name: "cluster",
-        sql: include_str!("../sql/migrations/0006_cluster.sql"),
+        sql: include_str!("../../sql/migrations/0006_cluster.sql"),
     },
     Migration {
         version: 7,
         name: "codes",
-        sql: include_str!("../sql/migrations/0007_codes.sql"),
+        sql: include_str!("../../sql/migrations/0007_codes.sql"),
     },
 ];
 
@@ -850,7 +851,8 @@ pub const MIGRATE_APP: &str = "orca migrate";
 pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
     let mut intruders = Vec::new();
     // A prepared transaction holding the lock has no session to end.
-    let prepared = crate::locks::free_from_prepared(client, MIGRATE_LOCK).map_err(|e| plain(&e))?;
+    let prepared =
+        crate::db::locks::free_from_prepared(client, MIGRATE_LOCK).map_err(|e| plain(&e))?;
     let mut tx = client.transaction().map_err(|e| plain(&e))?;
     // Another `orca migrate` (orca's role, `orca migrate` sessions) is
     // waited for; any other session holding the lock is ended.
@@ -862,7 +864,7 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
         if got {
             break;
         }
-        let found = crate::locks::end_intruders(
+        let found = crate::db::locks::end_intruders(
             &mut tx,
             MIGRATE_LOCK,
             "the migration lock",
@@ -898,7 +900,7 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
             plain(&e)
         ));
     }
-    match crate::locks::database_warnings(client) {
+    match crate::db::locks::database_warnings(client) {
         Ok(w) => warnings.extend(w),
         Err(e) => warnings.push(format!("can't read the server's settings: {}", plain(&e))),
     }
@@ -907,7 +909,7 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
         .map(|i| i.describe("the migration lock"))
         .chain(prepared.iter().map(|p| format!("the migration lock: {p}")));
     for why in whys {
-        let _ = crate::locks::record(client, &why);
+        let _ = crate::db::locks::record(client, &why);
     }
     Ok(Migrated {
         applied,

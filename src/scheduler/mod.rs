@@ -14,7 +14,9 @@
 //!   is spawned; an attempt's end is written only if the run is still
 //!   `running` at that `start`, so it is recorded once.
 //! * Children are started from the main thread under the shim
-//!   ([`crate::child`]): they can't outlive the scheduler.
+//!   ([`crate::supervise::child`]): they can't outlive the scheduler.
+
+pub mod alerts;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -23,16 +25,16 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
-use crate::child::Child;
 use crate::config::{self, Pipeline};
-use crate::ec2_runs::Ec2Runs;
+use crate::db::sql;
+use crate::db::{self, Db, Fault, Target};
 use crate::exit::{self, Failure, Outcome, bad, no};
-use crate::pool_scale::PoolScaler;
+use crate::pools::PoolScaler;
 use crate::runs;
 use crate::settings::{PoolTiming, Timing};
-use crate::sql;
-use crate::state::{self, Db, Fault, Target};
+use crate::supervise::child::Child;
 use crate::supervise::{self, Supervisor};
+use crate::warm_pool::leader::Ec2Runs;
 
 /// The session advisory lock the leading scheduler holds.
 pub const LEAD_LOCK: i64 = 1869767525;
@@ -267,10 +269,10 @@ pub const SCHEDULER_APP: &str = "orca scheduler";
 /// an event each; true if there were any.
 pub fn end_lead_intruders(client: &mut postgres::Client) -> Result<bool, postgres::Error> {
     let sessions =
-        crate::locks::end_intruders(client, LEAD_LOCK, "the lead lock", SCHEDULER_APP, true)?;
-    let prepared = crate::locks::free_from_prepared(client, LEAD_LOCK)?;
+        crate::db::locks::end_intruders(client, LEAD_LOCK, "the lead lock", SCHEDULER_APP, true)?;
+    let prepared = crate::db::locks::free_from_prepared(client, LEAD_LOCK)?;
     for why in &prepared {
-        crate::locks::record(client, &format!("the lead lock: {why}"))?;
+        crate::db::locks::record(client, &format!("the lead lock: {why}"))?;
     }
     Ok(!sessions.is_empty() || !prepared.is_empty())
 }
@@ -315,7 +317,7 @@ pub fn main(config_path: Option<&str>) -> Outcome {
     let host = runs::hostname();
     let app = application_name(&host);
     let target = Target::from_env().map_err(bad)?.with_application_name(&app);
-    let overlap = crate::overlap::overlap_on().map_err(bad)?;
+    let overlap = crate::lead::overlap_on().map_err(bad)?;
     install_stop_handlers();
     let ec2_runs = Ec2Runs::new(pool_timing.clone()).map_err(bad)?;
     let scaler = PoolScaler::new(pool_timing);
@@ -328,10 +330,10 @@ pub fn main(config_path: Option<&str>) -> Outcome {
         }
         std::thread::sleep(Duration::from_secs(1));
     }
-    let known = state::migrations_known();
-    match db.run(state::migrations_applied) {
+    let known = db::migrations_known();
+    match db.run(db::migrations_applied) {
         Ok(n) if n >= known => {}
-        Ok(0) => return Err(no(state::NO_SCHEMA)),
+        Ok(0) => return Err(no(db::NO_SCHEMA)),
         Ok(n) => {
             return Err(no(format!(
                 "the database at {} has {n} of this binary's {known} migrations: run `orca migrate` first",
@@ -340,14 +342,14 @@ pub fn main(config_path: Option<&str>) -> Outcome {
         }
         Err(e) => return Err(no(e.to_string())),
     }
-    if let Ok(warnings) = db.run(crate::locks::database_warnings) {
+    if let Ok(warnings) = db.run(crate::db::locks::database_warnings) {
         for w in warnings {
             log::warn!("{w}");
         }
     }
     if overlap {
         let id = loop {
-            match db.run(|c| crate::overlap::join(c, &host, known)) {
+            match db.run(|c| crate::lead::join(c, &host, known)) {
                 Ok(id) => break id,
                 Err(Fault::Down | Fault::Refused(_)) if stops() == 0 => {
                     std::thread::sleep(Duration::from_secs(1))
@@ -358,7 +360,7 @@ pub fn main(config_path: Option<&str>) -> Outcome {
         log::info!(
             "scheduler instance {id} on {host} (pid {}, image {}) joined; database {}",
             std::process::id(),
-            crate::overlap::image(),
+            crate::lead::image(),
             target.shown()
         );
         let instance = Instance {
@@ -443,7 +445,7 @@ fn run(
         let db = Db::new(target, "alerts");
         std::thread::Builder::new()
             .name("alerts".into())
-            .spawn(move || crate::alerts::run(db, leads, done))
+            .spawn(move || crate::scheduler::alerts::run(db, leads, done))
             .expect("spawn alert thread")
     };
     let mut s = Scheduler {
@@ -602,7 +604,7 @@ impl Scheduler {
             let secs = self.timing.login_xact;
             if let Err(e) = self
                 .db
-                .run_fenced(session, |c| crate::locks::end_stuck_logins(c, secs))
+                .run_fenced(session, |c| crate::db::locks::end_stuck_logins(c, secs))
             {
                 Self::complain(e);
             }
@@ -711,11 +713,11 @@ impl Scheduler {
             self.lead = None;
             let _ = self.db.run(|c| c.query_one(sql::LEAD_RELEASE, &[]));
         }
-        let beat = match self.db.run(|c| crate::overlap::beat(c, id, &ours, stale)) {
+        let beat = match self.db.run(|c| crate::lead::beat(c, id, &ours, stale)) {
             Ok(Some(b)) => b,
             Ok(None) => {
                 log::error!("instance {id}'s row has ended: draining");
-                crate::overlap::Beat {
+                crate::lead::Beat {
                     drain_asked: true,
                     newer: None,
                 }
@@ -740,7 +742,7 @@ impl Scheduler {
         {
             // Decide nothing more from here on, whatever the step down comes to.
             self.lead = None;
-            match self.db.run(|c| crate::overlap::step_down(c, id, &why)) {
+            match self.db.run(|c| crate::lead::step_down(c, id, &why)) {
                 Ok(()) => {
                     log::info!(
                         "draining: {why}; supervising {} to their end",
@@ -757,7 +759,7 @@ impl Scheduler {
         }
         if inst.draining {
             if self.sup.idle() {
-                match self.db.run(|c| crate::overlap::end(c, id)) {
+                match self.db.run(|c| crate::lead::end(c, id)) {
                     Ok(()) => self.ended = true,
                     Err(e) => Self::complain(e),
                 }
@@ -771,15 +773,15 @@ impl Scheduler {
         let app = self.app.clone();
         match self.db.run_fenced(session, |c| {
             free_own_stale_lead(c, &app);
-            crate::overlap::try_lead(c, id, stale)
+            crate::lead::try_lead(c, id, stale)
         }) {
-            Ok(crate::overlap::Lead::Taken) => {
+            Ok(crate::lead::Lead::Taken) => {
                 log::info!("instance {id} leads");
                 inst.said_waiting = false;
                 self.lead = Some((session, Instant::now()));
                 Some(session)
             }
-            Ok(crate::overlap::Lead::Held) => {
+            Ok(crate::lead::Lead::Held) => {
                 if !inst.said_waiting {
                     let who = who_leads(&mut self.db);
                     log::info!("instance {id} waits for the lead, held by {who}");
@@ -1056,7 +1058,7 @@ impl Scheduler {
         }
         if let Some(instance) = &self.instance {
             let id = instance.id;
-            if let Err(e) = self.db.run(|c| crate::overlap::end(c, id)) {
+            if let Err(e) = self.db.run(|c| crate::lead::end(c, id)) {
                 log::warn!("can't end instance {id}'s row ({e}); it goes stale by itself");
             }
         }

@@ -180,7 +180,7 @@ pub fn architectures(image: &str) -> Result<Vec<String>, String> {
         _ => base(&r.registry),
     };
     let mut auth = match ecr_region(&r.registry) {
-        Some(region) => Some(crate::ec2::ecr_authorization(&region)?),
+        Some(region) => Some(crate::aws::ecr_authorization(&region)?),
         None => None,
     };
     let url = format!("{root}/v2/{}/manifests/{}", r.name, r.reference);

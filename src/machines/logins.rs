@@ -15,8 +15,8 @@
 
 use postgres::Client;
 
-use crate::sql;
-use crate::stack_identity::random_hex;
+use crate::db::sql;
+use crate::machines::stack::random_hex;
 
 /// A machine as the scaler sees it, by the database's clock.
 #[derive(Clone, Debug)]
@@ -145,7 +145,7 @@ pub fn make_login(client: &mut Client, role: &str, statement: &str) -> Result<To
     let verifier = scram_verifier(&secret, salt.as_bytes(), 4096);
     client
         .execute(statement, &[&role, &verifier])
-        .map_err(|e| format!("can't make role {role}: {}", crate::state::plain(&e)))?;
+        .map_err(|e| format!("can't make role {role}: {}", crate::db::plain(&e)))?;
     Ok(Token { role, secret })
 }
 

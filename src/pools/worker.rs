@@ -16,10 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::config::Pipeline;
+use crate::db::sql;
+use crate::db::{Db, Fault, Refusal, codes};
 use crate::exit::{Failure, Outcome, bad, no};
 use crate::settings::Timing;
-use crate::sql;
-use crate::state::{Db, Fault, Refusal, codes};
 use crate::supervise::{self, Supervisor};
 
 /// The exit code when the machine's credentials are refused: the boot
@@ -119,7 +119,7 @@ fn revoked(sup: &mut Supervisor, machine: &str) -> Outcome {
 /// credentials are refused ([`REVOKED`]).
 pub fn main(pool: &str) -> Outcome {
     let timing = Timing::from_env().map_err(bad)?;
-    let target = crate::pool_boot::own_target("worker").map_err(bad)?;
+    let target = crate::machines::boot::own_target("worker").map_err(bad)?;
     let window = crate::settings::seconds("ORCA_WORKER_REFUSED_SECONDS", 60.0).map_err(bad)?;
     let mut refusals = Refusals {
         window,
@@ -165,8 +165,8 @@ pub fn main(pool: &str) -> Outcome {
                 Trouble::Failed(m) => {
                     // Before `orca migrate` there are no orca.worker_*
                     // functions to call: say so rather than what failed.
-                    if matches!(db.run(crate::state::schema_present), Ok(false)) {
-                        return Err(no(crate::state::NO_SCHEMA));
+                    if matches!(db.run(crate::db::schema_present), Ok(false)) {
+                        return Err(no(crate::db::NO_SCHEMA));
                     }
                     return Err(no(m));
                 }

@@ -12,16 +12,18 @@
 //!   ([`Recorder`]): a worker's go through the `orca.worker_*` functions its
 //!   credentials may execute.
 
+pub mod child;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::child::{Child, Tail};
 use crate::config::Pipeline;
+use crate::db::sql;
+use crate::db::{Db, Fault, Target};
 use crate::runs::Outcome;
-use crate::sql;
-use crate::state::{Db, Fault, Target};
+use crate::supervise::child::{Child, Tail};
 
 /// The statements a supervisor writes with, by who it is.
 pub struct Recorder {

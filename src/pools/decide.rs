@@ -1,7 +1,7 @@
 //! The pool scaler's decisions (seed 003, `orca.pool_scale`), pure: each
 //! takes plain data the scaler read (a pool's row as [`PoolView`], its
 //! machines, [`PoolTiming`], a provider's answers) and returns what to do;
-//! [`crate::pool_scale`] reads, calls them and acts. None of them reads a
+//! [`crate::pools`] reads, calls them and acts. None of them reads a
 //! clock, a database or a provider, so each is unit-tested below.
 //!
 //! * [`shrink`]: which machines go and why ([`Removal`]), and the demand
@@ -16,7 +16,7 @@
 //! * [`strays`]: the provider's machines no live row holds.
 
 use crate::config::{Pool, PoolType};
-use crate::pool_machines::Machine;
+use crate::machines::logins::Machine;
 use crate::providers::MakeError;
 use crate::settings::PoolTiming;
 
@@ -193,7 +193,7 @@ pub fn shrink<'a>(
     let demand = if v.retired {
         0
     } else {
-        crate::pool_runs::demand(v.waiting, &live)
+        crate::pools::demand::demand(v.waiting, &live)
     };
     live.retain(|&m| {
         let why = if v.retired && m.running == 0 {

@@ -20,7 +20,7 @@
 //! whose warm time is over. Ended instances are deleted and their logins
 //! revoked.
 //!
-//! What to do, where Rust decides it, is in [`crate::ec2_decide`], pure over
+//! What to do, where Rust decides it, is in [`crate::warm_pool::decide`], pure over
 //! what this module read (the roles a run still needs and their head's
 //! address, the make budget, a lost head, what is trimmed).
 //!
@@ -33,16 +33,16 @@
 use std::collections::HashMap;
 
 use crate::config::{MachineSettings, Pipeline, Provider as Kind};
-use crate::ec2_decide::{self, Ended, Fill, LostHead, MakeBudget};
-use crate::pool_decide::try_locations;
-use crate::pool_machines;
+use crate::db::sql;
+use crate::db::{Db, Fault};
+use crate::machines::logins;
+use crate::pools::decide::try_locations;
 use crate::providers::{Make, MakeError, Provider, ec2::Ec2, local::Local};
 use crate::settings::PoolTiming;
-use crate::sql;
-use crate::state::{Db, Fault};
+use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget};
 
 /// The instance script, embedded.
-pub const INSTANCE_SCRIPT: &str = include_str!("../scripts/instance.sh");
+pub const INSTANCE_SCRIPT: &str = include_str!("../../scripts/instance.sh");
 
 /// An idle instance is handed over only if it polled this recently (s).
 const POLL_FRESH: f64 = 5.0;
@@ -87,7 +87,7 @@ impl Ec2Runs {
     /// Reads `ORCA_EC2_POOL_SECONDS` and `ORCA_EC2_MAKE_PER_TICK`.
     pub fn new(timing: PoolTiming) -> Result<Ec2Runs, String> {
         Ok(Ec2Runs {
-            budget: MakeBudget::new(ec2_decide::make_per_tick(
+            budget: MakeBudget::new(decide::make_per_tick(
                 std::env::var("ORCA_EC2_MAKE_PER_TICK").ok().as_deref(),
             )?),
             timing,
@@ -118,7 +118,7 @@ impl Ec2Runs {
             return Ok(s.clone());
         }
         let s = db
-            .run_fenced(session, |c| Ok(crate::stack_identity::stack_id(c)))?
+            .run_fenced(session, |c| Ok(crate::machines::stack::stack_id(c)))?
             .map_err(Fault::Other)?;
         self.stack = Some(s.clone());
         Ok(s)
@@ -182,7 +182,7 @@ impl Ec2Runs {
         let Some(ec2) = p.ec2.clone() else {
             return Ok(());
         };
-        let fresh = ec2_decide::takes_new_code(start);
+        let fresh = decide::takes_new_code(start);
         let mut fill = Fill::new(made, ec2.workers, head_host);
         while let Some(need) = fill.next_need() {
             let (role, address) = (need.role, &need.address);
@@ -263,11 +263,7 @@ impl Ec2Runs {
         let login = format!("orca_i_{stack}_{n}");
         let token = db
             .run_fenced(session, |c| {
-                Ok(pool_machines::make_login(
-                    c,
-                    &login,
-                    sql::INSTANCE_ROLE_MAKE,
-                ))
+                Ok(logins::make_login(c, &login, sql::INSTANCE_ROLE_MAKE))
             })?
             .map_err(Fault::Other)?;
         let env = vec![
@@ -277,7 +273,7 @@ impl Ec2Runs {
             ("ORCA_TOKEN".to_string(), token.reveal()),
             (
                 "ORCA_DATABASE_URL".to_string(),
-                crate::pool_boot::machine_database_url().map_err(Fault::Other)?,
+                crate::machines::boot::machine_database_url().map_err(Fault::Other)?,
             ),
             (
                 "ORCA_EC2_POOL_SECONDS".to_string(),
@@ -304,8 +300,8 @@ impl Ec2Runs {
         })?;
         let Some((_, (m, made_in))) = tried.made else {
             db.run_fenced(session, |c| {
-                pool_machines::revoke(c, &login)?;
-                pool_machines::drop_role(c, &login)
+                logins::revoke(c, &login)?;
+                logins::drop_role(c, &login)
             })?;
             return Ok(Err(tried.why()));
         };
@@ -336,7 +332,7 @@ impl Ec2Runs {
             for row in lost {
                 let (id, start, pipeline, served): (i64, i32, String, bool) =
                     (row.get(0), row.get(1), row.get(2), row.get(3));
-                let lost = ec2_decide::lost_head(served, self.timing.boot);
+                let lost = decide::lost_head(served, self.timing.boot);
                 let why = if let LostHead::Requeue(why) = &lost {
                     // Lost under a run it served: the run is queued again.
                     log::warn!("run {id}: {why}: queued again");
@@ -373,10 +369,10 @@ impl Ec2Runs {
                 &[&self.pool_seconds, &POLL_GONE, &self.timing.lost],
             )
         })?;
-        let trim = ec2_decide::trim(rows.iter().map(|r| (ended_of(r), r.get(5))).collect());
+        let trim = decide::trim(rows.iter().map(|r| (ended_of(r), r.get(5))).collect());
         for (name, login) in trim.revoke_first {
             log::warn!("instance {name}: its login holds its row: revoking the login first");
-            db.run_fenced(session, |c| pool_machines::revoke(c, &login))?;
+            db.run_fenced(session, |c| logins::revoke(c, &login))?;
         }
         self.delete(db, session, trim.delete)?;
         // Strays: instances with this stack's label that no live row holds
@@ -402,7 +398,7 @@ impl Ec2Runs {
                 match pr.list(GROUP, &stack) {
                     Ok(found) => {
                         let held = |name: &str| live.contains(name);
-                        for f in crate::pool_decide::strays(found, |f| &f.name, held) {
+                        for f in crate::pools::decide::strays(found, |f| &f.name, held) {
                             match pr.delete(&f.id, &f.name) {
                                 Ok(()) => strays.push(f.name),
                                 Err(e) => {
@@ -422,8 +418,8 @@ impl Ec2Runs {
             })? {
                 let login: String = row.get(0);
                 let _ = db.run_fenced(session, |c| {
-                    pool_machines::revoke(c, &login)?;
-                    pool_machines::drop_role(c, &login)
+                    logins::revoke(c, &login)?;
+                    logins::drop_role(c, &login)
                 });
             }
             for name in strays {
@@ -443,7 +439,7 @@ impl Ec2Runs {
     /// Deletes ended instances and revokes their logins.
     fn delete(&mut self, db: &mut Db, session: u64, ended: Vec<Ended>) -> Result<(), Fault> {
         for (name, provider, provider_id, region, login) in ended {
-            db.run_fenced(session, |c| pool_machines::revoke(c, &login))?;
+            db.run_fenced(session, |c| logins::revoke(c, &login))?;
             let kind = if provider == "ec2" {
                 Kind::Ec2
             } else {
@@ -456,7 +452,7 @@ impl Ec2Runs {
             {
                 log::error!("instance {name}: can't delete it: {e}");
             }
-            let _ = db.run_fenced(session, |c| pool_machines::drop_role(c, &login));
+            let _ = db.run_fenced(session, |c| logins::drop_role(c, &login));
             log::info!("instance {name} ended");
         }
         Ok(())

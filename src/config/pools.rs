@@ -5,7 +5,7 @@
 use postgres::Transaction;
 
 use crate::config::Pool;
-use crate::sql;
+use crate::db::sql;
 
 /// Writes `pools` and retires the pools the file no longer has. Returns the
 /// names retired.

@@ -17,7 +17,7 @@
 //!    for its `wait`, then the next (the last is kept); after a make, or when
 //!    the demand goes, the walk starts again from the first type.
 //!
-//! What to do is decided in [`crate::pool_decide`], pure over what this
+//! What to do is decided in [`crate::pools::decide`], pure over what this
 //! module read; this module reads, asks it, and does what it says.
 //!
 //! Invariants:
@@ -29,19 +29,24 @@
 //!   whose row was not written is a stray, deleted on a later pass, and its
 //!   role is dropped as an orphan.
 
+pub mod decide;
+pub mod demand;
+pub mod registry;
+pub mod worker;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::config::{Pool, PoolType, Provider as Kind};
-use crate::pool_boot::{self, Boot};
-use crate::pool_decide::{
-    self, Decided, Grow, PoolView, TypeWalk, Walk, say_no_capacity, try_locations,
+use crate::db::sql;
+use crate::db::{Db, Fault};
+use crate::machines::boot::{self, Boot};
+use crate::machines::logins::{self, Machine};
+use crate::pools::decide::{
+    Decided, Grow, PoolView, TypeWalk, Walk, say_no_capacity, try_locations,
 };
-use crate::pool_machines::{self, Machine};
 use crate::providers::{Make, MakeError, Provider, ec2::Ec2, local::Local};
 use crate::settings::PoolTiming;
-use crate::sql;
-use crate::state::{Db, Fault};
 
 /// Records a scaler decision of `kind` that has no other write, with `why`.
 fn event(db: &mut Db, session: u64, kind: &str, why: &str) -> Result<(), Fault> {
@@ -180,7 +185,7 @@ impl PoolScaler {
             Some(s) => s.clone(),
             None => {
                 let s = db
-                    .run_fenced(session, |c| Ok(crate::stack_identity::stack_id(c)))?
+                    .run_fenced(session, |c| Ok(crate::machines::stack::stack_id(c)))?
                     .map_err(Fault::Other)?;
                 log::info!("this stack's id is {s} (it labels this stack's machines)");
                 self.stack = Some(s.clone());
@@ -193,13 +198,13 @@ impl PoolScaler {
         }
         let grow_after = self.timing.grow_after;
         let rows = db.run_fenced(session, |c| c.query(sql::POOLS_VIEW, &[&grow_after]))?;
-        let machines = db.run_fenced(session, pool_machines::live)?;
-        for role in db.run_fenced(session, |c| pool_machines::orphaned_roles(c, &stack))? {
+        let machines = db.run_fenced(session, logins::live)?;
+        for role in db.run_fenced(session, |c| logins::orphaned_roles(c, &stack))? {
             // Best effort: a role that can't be dropped yet is shut out and
             // tried again on the next pass.
             let dropped = db.run_fenced(session, |c| {
-                pool_machines::revoke(c, &role)?;
-                pool_machines::drop_role(c, &role)
+                logins::revoke(c, &role)?;
+                logins::drop_role(c, &role)
             });
             match dropped {
                 Ok(true) => log::debug!("dropped role {role}: no live machine holds it"),
@@ -321,7 +326,7 @@ impl PoolScaler {
             at.elapsed().as_secs_f64() < limit
         });
         if !fresh {
-            let read = crate::registry::architectures(image);
+            let read = crate::pools::registry::architectures(image);
             if let Err(e) = &read {
                 log::warn!("image {image}: can't read its architectures: {e}");
             }
@@ -342,7 +347,7 @@ impl PoolScaler {
         judge_silence: bool,
     ) -> Result<Decided, Fault> {
         let p = &v.pool;
-        let shrink = pool_decide::shrink(v, machines, &self.timing, judge_silence);
+        let shrink = decide::shrink(v, machines, &self.timing, judge_silence);
         let (live, demand) = (shrink.live, shrink.demand);
         let mut problem = None;
         // Machines still there: kept, busy after all, or not removed yet.
@@ -365,7 +370,7 @@ impl PoolScaler {
             Ok(provider) => match provider.list(&p.name, stack) {
                 Ok(found) => {
                     let held = |name: &str| machines.iter().any(|m| m.name == name);
-                    for s in pool_decide::strays(found, |s| &s.name, held) {
+                    for s in decide::strays(found, |s| &s.name, held) {
                         log::warn!(
                             "deleting stray machine {} ({}) of pool {}: no live row holds it",
                             s.name,
@@ -387,7 +392,7 @@ impl PoolScaler {
             },
             Err(e) => status = Some(e),
         }
-        match pool_decide::grow(v, demand, status, &live, standing, &self.timing) {
+        match decide::grow(v, demand, status, &live, standing, &self.timing) {
             Grow::Done(d) => Ok(d),
             Grow::Attempt(mut d) => {
                 let mut walk = TypeWalk::begin(v);
@@ -456,13 +461,13 @@ impl PoolScaler {
             .get(0);
         let name = format!("orca-{}-{id}", p.name);
         let token = db
-            .run_fenced(session, |c| Ok(pool_machines::make_role(c, stack, id)))?
+            .run_fenced(session, |c| Ok(logins::make_role(c, stack, id)))?
             .map_err(Fault::Other)?;
         let boot = Boot {
             pool: p.name.clone(),
             machine: name.clone(),
             token: token.reveal(),
-            database_url: pool_boot::machine_database_url().map_err(Fault::Other)?,
+            database_url: boot::machine_database_url().map_err(Fault::Other)?,
         };
         let tried = try_locations(&p.machines.locations, |location, next| {
             let provider = self.provider(p).map_err(Fault::Other)?;
@@ -474,7 +479,7 @@ impl PoolScaler {
                 type_: &ty.name,
                 location,
                 stack,
-                script: pool_boot::BOOT_SCRIPT,
+                script: boot::BOOT_SCRIPT,
                 env: &env,
             };
             let made = provider.make(&req);
@@ -485,7 +490,7 @@ impl PoolScaler {
         })?;
         drop(boot);
         let Some((location, provider_id)) = tried.made else {
-            db.run_fenced(session, |c| pool_machines::revoke(c, &token.role))?;
+            db.run_fenced(session, |c| logins::revoke(c, &token.role))?;
             if let Some(why) = tried.failed {
                 log::warn!("pool {}: machine {name} not made: {why}", p.name);
                 notes.push(format!("{name} not made: {why}"));
@@ -551,12 +556,12 @@ impl PoolScaler {
         if_idle: bool,
     ) -> Result<bool, Fault> {
         let seen_busy = if_idle.then_some(m.busy_at);
-        if !db.run_fenced(session, |c| pool_machines::mark_ending(c, m.id, seen_busy))? {
+        if !db.run_fenced(session, |c| logins::mark_ending(c, m.id, seen_busy))? {
             log::info!("pool {}: machine {} took a run: kept", p.name, m.name);
             return Ok(false);
         }
         log::info!("{}", say_removing(&p.name, &m.name, why));
-        db.run_fenced(session, |c| pool_machines::revoke(c, &m.role))?;
+        db.run_fenced(session, |c| logins::revoke(c, &m.role))?;
         if let Some(id) = &m.provider_id {
             // Where it was made: the pool's region may have changed since.
             let region = m.region.clone().or_else(|| p.machines.region.clone());
@@ -567,7 +572,7 @@ impl PoolScaler {
         let requeued = db.run_fenced(session, |c| c.query(sql::MACHINE_END, &[&m.id, &why]))?;
         log::info!("{}", say_removed(&p.name, &m.name, requeued.len()));
         // A role that can't be dropped now is an orphan: dropped on a later pass.
-        let _ = db.run_fenced(session, |c| pool_machines::drop_role(c, &m.role));
+        let _ = db.run_fenced(session, |c| logins::drop_role(c, &m.role));
         Ok(true)
     }
 }

@@ -4,7 +4,7 @@
 
 use postgres::Client;
 
-use crate::sql;
+use crate::db::sql;
 
 /// `bytes` random bytes from the kernel, as lowercase hex.
 pub fn random_hex(bytes: usize) -> std::io::Result<String> {
@@ -20,5 +20,5 @@ pub fn stack_id(client: &mut Client) -> Result<String, String> {
     client
         .query_one(sql::STACK_ID, &[&fresh])
         .map(|r| r.get(0))
-        .map_err(|e| crate::state::plain(&e))
+        .map_err(|e| crate::db::plain(&e))
 }

@@ -3,7 +3,7 @@
 //! of a removed or lost machine again is part of ending its row:
 //! `sql/machine_end.sql`; a worker's claims are `orca.worker_claim`.)
 
-use crate::pool_machines::Machine;
+use crate::machines::logins::Machine;
 
 /// Runs the pool's live workers could still take: per machine, its slots
 /// less its running runs. Booting machines count: their room is coming.

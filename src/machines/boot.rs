@@ -3,7 +3,7 @@
 //! passes them (the local provider: the environment; EC2: user-data).
 
 /// The boot script, embedded.
-pub const BOOT_SCRIPT: &str = include_str!("../scripts/boot.sh");
+pub const BOOT_SCRIPT: &str = include_str!("../../scripts/boot.sh");
 
 /// What a machine boots with: its pool, name, credentials and the database.
 pub struct Boot {
@@ -39,10 +39,10 @@ pub const TOKEN_VAR: &str = "ORCA_TOKEN";
 /// With `ORCA_TOKEN_FILE` set (the scripts set it), the boot token is
 /// replaced at the first login and the file keeps the live secret
 /// (`crate::secrets::Login`).
-pub fn own_target(who: &str) -> Result<crate::state::Target, String> {
+pub fn own_target(who: &str) -> Result<crate::db::Target, String> {
     let login = crate::secrets::Login::from_env(who)?;
     let app = format!("orca {who} {}", login.role);
-    Ok(crate::state::Target::from_env()?
+    Ok(crate::db::Target::from_env()?
         .with_login(std::sync::Arc::new(login))
         .with_application_name(&app))
 }

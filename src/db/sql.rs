@@ -1,0 +1,286 @@
+//! Every statement orca runs, one `.sql` file each under `sql/` (the file
+//! says what it does and what its parameters are), embedded at build time.
+//! Values always go in as bind parameters (`$1`, `$2`, ...). Regenerate
+//! with `scripts/gen-sql-rs.sh` after adding a file.
+
+/// See `sql/alert_failed.sql`.
+pub const ALERT_FAILED: &str = include_str!("../../sql/alert_failed.sql");
+
+/// See `sql/alert_sent.sql`.
+pub const ALERT_SENT: &str = include_str!("../../sql/alert_sent.sql");
+
+/// See `sql/alerts_claim.sql`.
+pub const ALERTS_CLAIM: &str = include_str!("../../sql/alerts_claim.sql");
+
+/// See `sql/database_harden.sql`.
+pub const DATABASE_HARDEN: &str = include_str!("../../sql/database_harden.sql");
+
+/// See `sql/database_warnings.sql`.
+pub const DATABASE_WARNINGS: &str = include_str!("../../sql/database_warnings.sql");
+
+/// See `sql/deploy_check.sql`.
+pub const DEPLOY_CHECK: &str = include_str!("../../sql/deploy_check.sql");
+
+/// See `sql/deploy_wait.sql`.
+pub const DEPLOY_WAIT: &str = include_str!("../../sql/deploy_wait.sql");
+
+/// See `sql/ec2_lost_heads.sql`.
+pub const EC2_LOST_HEADS: &str = include_str!("../../sql/ec2_lost_heads.sql");
+
+/// See `sql/ec2_runs_short.sql`.
+pub const EC2_RUNS_SHORT: &str = include_str!("../../sql/ec2_runs_short.sql");
+
+/// See `sql/event_add.sql`.
+pub const EVENT_ADD: &str = include_str!("../../sql/event_add.sql");
+
+/// See `sql/events_list.sql`.
+pub const EVENTS_LIST: &str = include_str!("../../sql/events_list.sql");
+
+/// See `sql/fire.sql`.
+pub const FIRE: &str = include_str!("../../sql/fire.sql");
+
+/// See `sql/heartbeat.sql`.
+pub const HEARTBEAT: &str = include_str!("../../sql/heartbeat.sql");
+
+/// See `sql/instance_add.sql`.
+pub const INSTANCE_ADD: &str = include_str!("../../sql/instance_add.sql");
+
+/// See `sql/instance_ask_drain.sql`.
+pub const INSTANCE_ASK_DRAIN: &str = include_str!("../../sql/instance_ask_drain.sql");
+
+/// See `sql/instance_beat.sql`.
+pub const INSTANCE_BEAT: &str = include_str!("../../sql/instance_beat.sql");
+
+/// See `sql/instance_cluster.sql`.
+pub const INSTANCE_CLUSTER: &str = include_str!("../../sql/instance_cluster.sql");
+
+/// See `sql/instance_drain.sql`.
+pub const INSTANCE_DRAIN: &str = include_str!("../../sql/instance_drain.sql");
+
+/// See `sql/instance_end.sql`.
+pub const INSTANCE_END: &str = include_str!("../../sql/instance_end.sql");
+
+/// See `sql/instance_hand_over.sql`.
+pub const INSTANCE_HAND_OVER: &str = include_str!("../../sql/instance_hand_over.sql");
+
+/// See `sql/instance_head_beat.sql`.
+pub const INSTANCE_HEAD_BEAT: &str = include_str!("../../sql/instance_head_beat.sql");
+
+/// See `sql/instance_head_finish.sql`.
+pub const INSTANCE_HEAD_FINISH: &str = include_str!("../../sql/instance_head_finish.sql");
+
+/// See `sql/instance_head_output.sql`.
+pub const INSTANCE_HEAD_OUTPUT: &str = include_str!("../../sql/instance_head_output.sql");
+
+/// See `sql/instance_head_requeue.sql`.
+pub const INSTANCE_HEAD_REQUEUE: &str = include_str!("../../sql/instance_head_requeue.sql");
+
+/// See `sql/instance_idle.sql`.
+pub const INSTANCE_IDLE: &str = include_str!("../../sql/instance_idle.sql");
+
+/// See `sql/instance_join.sql`.
+pub const INSTANCE_JOIN: &str = include_str!("../../sql/instance_join.sql");
+
+/// See `sql/instance_lead.sql`.
+pub const INSTANCE_LEAD: &str = include_str!("../../sql/instance_lead.sql");
+
+/// See `sql/instance_logins_orphaned.sql`.
+pub const INSTANCE_LOGINS_ORPHANED: &str = include_str!("../../sql/instance_logins_orphaned.sql");
+
+/// See `sql/instance_next_id.sql`.
+pub const INSTANCE_NEXT_ID: &str = include_str!("../../sql/instance_next_id.sql");
+
+/// See `sql/instance_poll.sql`.
+pub const INSTANCE_POLL: &str = include_str!("../../sql/instance_poll.sql");
+
+/// See `sql/instance_role_make.sql`.
+pub const INSTANCE_ROLE_MAKE: &str = include_str!("../../sql/instance_role_make.sql");
+
+/// See `sql/instance_run_over.sql`.
+pub const INSTANCE_RUN_OVER: &str = include_str!("../../sql/instance_run_over.sql");
+
+/// See `sql/instance_serve.sql`.
+pub const INSTANCE_SERVE: &str = include_str!("../../sql/instance_serve.sql");
+
+/// See `sql/instances_list.sql`.
+pub const INSTANCES_LIST: &str = include_str!("../../sql/instances_list.sql");
+
+/// See `sql/instances_live_names.sql`.
+pub const INSTANCES_LIVE_NAMES: &str = include_str!("../../sql/instances_live_names.sql");
+
+/// See `sql/instances_of_run_end.sql`.
+pub const INSTANCES_OF_RUN_END: &str = include_str!("../../sql/instances_of_run_end.sql");
+
+/// See `sql/instances_to_end.sql`.
+pub const INSTANCES_TO_END: &str = include_str!("../../sql/instances_to_end.sql");
+
+/// See `sql/lead_holder.sql`.
+pub const LEAD_HOLDER: &str = include_str!("../../sql/lead_holder.sql");
+
+/// See `sql/lead_release.sql`.
+pub const LEAD_RELEASE: &str = include_str!("../../sql/lead_release.sql");
+
+/// See `sql/lead_takeover.sql`.
+pub const LEAD_TAKEOVER: &str = include_str!("../../sql/lead_takeover.sql");
+
+/// See `sql/lead_terminate.sql`.
+pub const LEAD_TERMINATE: &str = include_str!("../../sql/lead_terminate.sql");
+
+/// See `sql/lead_try.sql`.
+pub const LEAD_TRY: &str = include_str!("../../sql/lead_try.sql");
+
+/// See `sql/lock_intruders_end.sql`.
+pub const LOCK_INTRUDERS_END: &str = include_str!("../../sql/lock_intruders_end.sql");
+
+/// See `sql/lock_prepared_holds.sql`.
+pub const LOCK_PREPARED_HOLDS: &str = include_str!("../../sql/lock_prepared_holds.sql");
+
+/// See `sql/login_rotate.sql`.
+pub const LOGIN_ROTATE: &str = include_str!("../../sql/login_rotate.sql");
+
+/// See `sql/logins_prepared.sql`.
+pub const LOGINS_PREPARED: &str = include_str!("../../sql/logins_prepared.sql");
+
+/// See `sql/logins_stuck_end.sql`.
+pub const LOGINS_STUCK_END: &str = include_str!("../../sql/logins_stuck_end.sql");
+
+/// See `sql/machine_add.sql`.
+pub const MACHINE_ADD: &str = include_str!("../../sql/machine_add.sql");
+
+/// See `sql/machine_end.sql`.
+pub const MACHINE_END: &str = include_str!("../../sql/machine_end.sql");
+
+/// See `sql/machine_ending.sql`.
+pub const MACHINE_ENDING: &str = include_str!("../../sql/machine_ending.sql");
+
+/// See `sql/machine_next_id.sql`.
+pub const MACHINE_NEXT_ID: &str = include_str!("../../sql/machine_next_id.sql");
+
+/// See `sql/machine_role_drop.sql`.
+pub const MACHINE_ROLE_DROP: &str = include_str!("../../sql/machine_role_drop.sql");
+
+/// See `sql/machine_role_make.sql`.
+pub const MACHINE_ROLE_MAKE: &str = include_str!("../../sql/machine_role_make.sql");
+
+/// See `sql/machine_role_revoke.sql`.
+pub const MACHINE_ROLE_REVOKE: &str = include_str!("../../sql/machine_role_revoke.sql");
+
+/// See `sql/migrate_lock.sql`.
+pub const MIGRATE_LOCK: &str = include_str!("../../sql/migrate_lock.sql");
+
+/// See `sql/migration_record.sql`.
+pub const MIGRATION_RECORD: &str = include_str!("../../sql/migration_record.sql");
+
+/// See `sql/migrations_applied.sql`.
+pub const MIGRATIONS_APPLIED: &str = include_str!("../../sql/migrations_applied.sql");
+
+/// See `sql/migrations_count.sql`.
+pub const MIGRATIONS_COUNT: &str = include_str!("../../sql/migrations_count.sql");
+
+/// See `sql/migrations_table.sql`.
+pub const MIGRATIONS_TABLE: &str = include_str!("../../sql/migrations_table.sql");
+
+/// See `sql/next_fire_set.sql`.
+pub const NEXT_FIRE_SET: &str = include_str!("../../sql/next_fire_set.sql");
+
+/// See `sql/output_set.sql`.
+pub const OUTPUT_SET: &str = include_str!("../../sql/output_set.sql");
+
+/// See `sql/pipeline_get.sql`.
+pub const PIPELINE_GET: &str = include_str!("../../sql/pipeline_get.sql");
+
+/// See `sql/pipeline_pause.sql`.
+pub const PIPELINE_PAUSE: &str = include_str!("../../sql/pipeline_pause.sql");
+
+/// See `sql/pool_machines_live.sql`.
+pub const POOL_MACHINES_LIVE: &str = include_str!("../../sql/pool_machines_live.sql");
+
+/// See `sql/pool_status.sql`.
+pub const POOL_STATUS: &str = include_str!("../../sql/pool_status.sql");
+
+/// See `sql/pools_list.sql`.
+pub const POOLS_LIST: &str = include_str!("../../sql/pools_list.sql");
+
+/// See `sql/pools_view.sql`.
+pub const POOLS_VIEW: &str = include_str!("../../sql/pools_view.sql");
+
+/// See `sql/register_pipeline.sql`.
+pub const REGISTER_PIPELINE: &str = include_str!("../../sql/register_pipeline.sql");
+
+/// See `sql/register_pool.sql`.
+pub const REGISTER_POOL: &str = include_str!("../../sql/register_pool.sql");
+
+/// See `sql/retire_pipelines.sql`.
+pub const RETIRE_PIPELINES: &str = include_str!("../../sql/retire_pipelines.sql");
+
+/// See `sql/retire_pools.sql`.
+pub const RETIRE_POOLS: &str = include_str!("../../sql/retire_pools.sql");
+
+/// See `sql/roles_orphaned.sql`.
+pub const ROLES_ORPHANED: &str = include_str!("../../sql/roles_orphaned.sql");
+
+/// See `sql/run_cancel.sql`.
+pub const RUN_CANCEL: &str = include_str!("../../sql/run_cancel.sql");
+
+/// See `sql/run_finish.sql`.
+pub const RUN_FINISH: &str = include_str!("../../sql/run_finish.sql");
+
+/// See `sql/run_follow.sql`.
+pub const RUN_FOLLOW: &str = include_str!("../../sql/run_follow.sql");
+
+/// See `sql/run_output.sql`.
+pub const RUN_OUTPUT: &str = include_str!("../../sql/run_output.sql");
+
+/// See `sql/run_queue.sql`.
+pub const RUN_QUEUE: &str = include_str!("../../sql/run_queue.sql");
+
+/// See `sql/run_requeue.sql`.
+pub const RUN_REQUEUE: &str = include_str!("../../sql/run_requeue.sql");
+
+/// See `sql/run_start.sql`.
+pub const RUN_START: &str = include_str!("../../sql/run_start.sql");
+
+/// See `sql/run_state.sql`.
+pub const RUN_STATE: &str = include_str!("../../sql/run_state.sql");
+
+/// See `sql/run_waits.sql`.
+pub const RUN_WAITS: &str = include_str!("../../sql/run_waits.sql");
+
+/// See `sql/runs_list.sql`.
+pub const RUNS_LIST: &str = include_str!("../../sql/runs_list.sql");
+
+/// See `sql/schema_present.sql`.
+pub const SCHEMA_PRESENT: &str = include_str!("../../sql/schema_present.sql");
+
+/// See `sql/sensor_queue.sql`.
+pub const SENSOR_QUEUE: &str = include_str!("../../sql/sensor_queue.sql");
+
+/// See `sql/stack_id.sql`.
+pub const STACK_ID: &str = include_str!("../../sql/stack_id.sql");
+
+/// See `sql/startable.sql`.
+pub const STARTABLE: &str = include_str!("../../sql/startable.sql");
+
+/// See `sql/sweep.sql`.
+pub const SWEEP: &str = include_str!("../../sql/sweep.sql");
+
+/// See `sql/tick_pipelines.sql`.
+pub const TICK_PIPELINES: &str = include_str!("../../sql/tick_pipelines.sql");
+
+/// See `sql/worker_beat.sql`.
+pub const WORKER_BEAT: &str = include_str!("../../sql/worker_beat.sql");
+
+/// See `sql/worker_claim.sql`.
+pub const WORKER_CLAIM: &str = include_str!("../../sql/worker_claim.sql");
+
+/// See `sql/worker_finish.sql`.
+pub const WORKER_FINISH: &str = include_str!("../../sql/worker_finish.sql");
+
+/// See `sql/worker_hello.sql`.
+pub const WORKER_HELLO: &str = include_str!("../../sql/worker_hello.sql");
+
+/// See `sql/worker_output.sql`.
+pub const WORKER_OUTPUT: &str = include_str!("../../sql/worker_output.sql");
+
+/// See `sql/worker_requeue.sql`.
+pub const WORKER_REQUEUE: &str = include_str!("../../sql/worker_requeue.sql");
