@@ -150,21 +150,21 @@ pub fn list(
         .query(sql::RUNS_LIST, &[&pipeline, &state, &limit])?
         .iter()
         .map(|r| RunRow {
-            id: r.get(0),
-            pipeline: r.get(1),
-            state: r.get(2),
-            start: r.get(3),
-            fill: r.get(4),
-            args: r.get(5),
-            origin: r.get(6),
-            queued_at: r.get(7),
-            started_at: r.get(8),
-            ended_at: r.get(9),
-            exit_code: r.get(10),
-            exit_signal: r.get(11),
-            why: r.get(12),
-            host: r.get(13),
-            pid: r.get(14),
+            id: r.get("id"),
+            pipeline: r.get("pipeline"),
+            state: r.get("state"),
+            start: r.get("start"),
+            fill: r.get("fill"),
+            args: r.get("args"),
+            origin: r.get("origin"),
+            queued_at: r.get("queued_at"),
+            started_at: r.get("started_at"),
+            ended_at: r.get("ended_at"),
+            exit_code: r.get("exit_code"),
+            exit_signal: r.get("exit_signal"),
+            why: r.get("why"),
+            host: r.get("host"),
+            pid: r.get("pid"),
         })
         .collect())
 }
@@ -196,12 +196,12 @@ pub fn events(
         .query(sql::EVENTS_LIST, &[&run, &limit])?
         .iter()
         .map(|r| EventRow {
-            id: r.get(0),
-            at: r.get(1),
-            run: r.get(2),
-            pipeline: r.get(3),
-            kind: r.get(4),
-            why: r.get(5),
+            id: r.get("id"),
+            at: r.get("at"),
+            run: r.get("run"),
+            pipeline: r.get("pipeline"),
+            kind: r.get("kind"),
+            why: r.get("why"),
         })
         .collect())
 }
@@ -391,10 +391,10 @@ pub fn waiting(
     let Some(row) = client.query_opt(sql::RUN_WAITS, &[&run, &lock, &stale])? else {
         return Ok(None);
     };
-    let pipeline: String = row.get(0);
-    Ok(if row.get::<_, bool>(1) {
+    let pipeline: String = row.get("pipeline");
+    Ok(if row.get::<_, bool>("paused") {
         Some(Waiting::Paused(pipeline))
-    } else if !row.get::<_, bool>(2) {
+    } else if !row.get::<_, bool>("led") {
         Some(Waiting::NoLeader)
     } else {
         None

@@ -585,9 +585,9 @@ fn heartbeat_loop(mut db: Db, shared: Arc<Mutex<Shared>>, rec: &'static Recorder
                 let mut cancels = Vec::new();
                 let mut beaten = HashSet::new();
                 for r in rows {
-                    let id: i64 = r.get(0);
+                    let id: i64 = r.get("id");
                     beaten.insert(id);
-                    if r.get::<_, bool>(1)
+                    if r.get::<_, bool>("cancel")
                         && let Some(b) = beats.iter().find(|b| b.id == id)
                     {
                         cancels.push((id, b.start));
