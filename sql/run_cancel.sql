@@ -18,4 +18,4 @@ WITH q AS (
 )
 SELECT CASE WHEN EXISTS (SELECT 1 FROM q) THEN 'now:cancelled'
             WHEN EXISTS (SELECT 1 FROM r) THEN 'now:asked'
-            ELSE (SELECT state FROM orca.runs WHERE id = $1) END
+            ELSE (SELECT state FROM orca.runs WHERE id = $1) END AS state

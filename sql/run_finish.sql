@@ -3,4 +3,4 @@
 -- why; $7: output tail; $8: the alert's body, should it be the final failure.
 -- Retries, retry delay and alert URL come from the stored pipeline. Returns
 -- the state the run is in (NULL: the attempt was no longer running).
-SELECT orca.finish_attempt($1, $2, $3, $4, $5, $6, $7, $8)
+SELECT orca.finish_attempt($1, $2, $3, $4, $5, $6, $7, $8) AS state

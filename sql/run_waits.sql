@@ -11,6 +11,6 @@ SELECT r.pipeline, p.paused,
        AND (NOT EXISTS (SELECT 1 FROM orca.schedulers WHERE ended_at IS NULL AND leads)
             OR EXISTS (SELECT 1 FROM orca.schedulers
                        WHERE ended_at IS NULL AND leads
-                         AND seen_at > now() - make_interval(secs => $3)))
+                         AND seen_at > now() - make_interval(secs => $3))) AS led
 FROM orca.runs r JOIN orca.pipelines p ON p.name = r.pipeline
 WHERE r.id = $1

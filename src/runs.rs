@@ -6,14 +6,103 @@
 //! an old attempt never lands on a new one.
 
 use postgres::Client;
+use postgres::types::{FromSql, Type};
 use serde::Serialize;
 
 use crate::config::Pipeline;
 use crate::db::sql;
 use crate::supervise::child::Exit;
 
-/// The states a run can be in.
-pub const STATES: &[&str] = &["queued", "running", "succeeded", "failed", "cancelled"];
+/// The states a run can be in, as text (`orca runs --state`).
+pub const STATES: &[&str] = &[
+    RunState::Queued.as_str(),
+    RunState::Running.as_str(),
+    RunState::Succeeded.as_str(),
+    RunState::Failed.as_str(),
+    RunState::Cancelled.as_str(),
+];
+
+/// A run's state, as `orca.runs.state` holds it (its CHECK names the same
+/// five).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RunState {
+    /// Waiting to start.
+    Queued,
+    /// An attempt runs.
+    Running,
+    /// Its last attempt exited 0.
+    Succeeded,
+    /// Its last attempt failed, with no retry left.
+    Failed,
+    /// Cancelled, queued or running.
+    Cancelled,
+}
+
+impl RunState {
+    /// Every state, in the order a run goes through them.
+    pub const ALL: [RunState; 5] = [
+        RunState::Queued,
+        RunState::Running,
+        RunState::Succeeded,
+        RunState::Failed,
+        RunState::Cancelled,
+    ];
+
+    /// The text the database holds (for binds).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RunState::Queued => "queued",
+            RunState::Running => "running",
+            RunState::Succeeded => "succeeded",
+            RunState::Failed => "failed",
+            RunState::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Text that is not a run's state.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct UnknownState(pub String);
+
+impl std::fmt::Display for UnknownState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "not a run's state: {:?}", self.0)
+    }
+}
+
+impl std::error::Error for UnknownState {}
+
+impl std::str::FromStr for RunState {
+    type Err = UnknownState;
+
+    fn from_str(s: &str) -> Result<RunState, UnknownState> {
+        RunState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| UnknownState(s.to_string()))
+    }
+}
+
+/// Read from a text column (`row.get("state")`); other text is an
+/// [`UnknownState`] error.
+impl<'a> FromSql<'a> for RunState {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> Result<RunState, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(<&str as FromSql>::from_sql(ty, raw)?.parse()?)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <&str as FromSql>::accepts(ty)
+    }
+}
 
 /// A run as `orca runs` shows it.
 #[derive(Serialize, Debug)]
@@ -61,21 +150,21 @@ pub fn list(
         .query(sql::RUNS_LIST, &[&pipeline, &state, &limit])?
         .iter()
         .map(|r| RunRow {
-            id: r.get(0),
-            pipeline: r.get(1),
-            state: r.get(2),
-            start: r.get(3),
-            fill: r.get(4),
-            args: r.get(5),
-            origin: r.get(6),
-            queued_at: r.get(7),
-            started_at: r.get(8),
-            ended_at: r.get(9),
-            exit_code: r.get(10),
-            exit_signal: r.get(11),
-            why: r.get(12),
-            host: r.get(13),
-            pid: r.get(14),
+            id: r.get("id"),
+            pipeline: r.get("pipeline"),
+            state: r.get("state"),
+            start: r.get("start"),
+            fill: r.get("fill"),
+            args: r.get("args"),
+            origin: r.get("origin"),
+            queued_at: r.get("queued_at"),
+            started_at: r.get("started_at"),
+            ended_at: r.get("ended_at"),
+            exit_code: r.get("exit_code"),
+            exit_signal: r.get("exit_signal"),
+            why: r.get("why"),
+            host: r.get("host"),
+            pid: r.get("pid"),
         })
         .collect())
 }
@@ -107,12 +196,12 @@ pub fn events(
         .query(sql::EVENTS_LIST, &[&run, &limit])?
         .iter()
         .map(|r| EventRow {
-            id: r.get(0),
-            at: r.get(1),
-            run: r.get(2),
-            pipeline: r.get(3),
-            kind: r.get(4),
-            why: r.get(5),
+            id: r.get("id"),
+            at: r.get("at"),
+            run: r.get("run"),
+            pipeline: r.get("pipeline"),
+            kind: r.get("kind"),
+            why: r.get("why"),
         })
         .collect())
 }
@@ -124,8 +213,8 @@ pub struct Outcome {
     pub id: i64,
     /// The attempt.
     pub start: i32,
-    /// succeeded, failed or cancelled.
-    pub state: &'static str,
+    /// Succeeded, failed or cancelled.
+    pub state: RunState,
     /// How the process ended, if it ran.
     pub exit: Option<Exit>,
     /// Why, in words.
@@ -142,7 +231,7 @@ impl Outcome {
         p: &Pipeline,
         id: i64,
         start: i32,
-        state: &'static str,
+        state: RunState,
         exit: Option<Exit>,
         why: String,
         output: Vec<u8>,
@@ -164,7 +253,7 @@ impl Outcome {
             "pipeline": self.pipeline,
             "run": self.id,
             "start": self.start,
-            "state": "failed",
+            "state": RunState::Failed.as_str(),
             "exit_code": match self.exit { Some(Exit::Code(c)) => Some(c), _ => None },
             "exit_signal": match self.exit { Some(Exit::Signal(s)) => Some(s), _ => None },
             "why": pg_text(&self.why),
@@ -191,7 +280,7 @@ impl Outcome {
         &self,
         client: &mut Client,
         statement: &str,
-    ) -> Result<Option<String>, postgres::Error> {
+    ) -> Result<Option<RunState>, postgres::Error> {
         let (code, signal) = match self.exit {
             Some(Exit::Code(c)) => (Some(c), None),
             Some(Exit::Signal(s)) => (None, Some(s)),
@@ -203,7 +292,7 @@ impl Outcome {
             &[
                 &self.id,
                 &self.start,
-                &self.state,
+                &self.state.as_str(),
                 &code,
                 &signal,
                 &pg_text(&self.why),
@@ -211,7 +300,7 @@ impl Outcome {
                 &body,
             ],
         )?;
-        Ok(row.get(0))
+        row.try_get("state")
     }
 }
 
@@ -252,14 +341,18 @@ pub enum Cancelled {
 pub fn cancel(client: &mut Client, id: i64) -> Result<Cancelled, postgres::Error> {
     let why = format!("orca cancel by {}", whoami());
     loop {
-        let state: Option<String> = client.query_one(sql::RUN_CANCEL, &[&id, &why])?.get(0);
+        let state: Option<String> = client
+            .query_one(sql::RUN_CANCEL, &[&id, &why])?
+            .get("state");
         return Ok(match state.as_deref() {
             None => Cancelled::Unknown,
             Some("now:cancelled") => Cancelled::Now,
             Some("now:asked") => Cancelled::Asked,
-            // Started (or queued again) while the statement ran: again.
-            Some("queued") | Some("running") => continue,
-            Some(s) => Cancelled::AlreadyEnded(s.to_string()),
+            Some(s) => match s.parse() {
+                // Started (or queued again) while the statement ran: again.
+                Ok(RunState::Queued | RunState::Running) => continue,
+                _ => Cancelled::AlreadyEnded(s.to_string()),
+            },
         });
     }
 }
@@ -298,10 +391,10 @@ pub fn waiting(
     let Some(row) = client.query_opt(sql::RUN_WAITS, &[&run, &lock, &stale])? else {
         return Ok(None);
     };
-    let pipeline: String = row.get(0);
-    Ok(if row.get::<_, bool>(1) {
+    let pipeline: String = row.get("pipeline");
+    Ok(if row.get::<_, bool>("paused") {
         Some(Waiting::Paused(pipeline))
-    } else if !row.get::<_, bool>(2) {
+    } else if !row.get::<_, bool>("led") {
         Some(Waiting::NoLeader)
     } else {
         None
@@ -346,11 +439,48 @@ mod tests {
         );
     }
 
+    #[test]
+    fn every_run_state_round_trips_through_its_text() {
+        for state in RunState::ALL {
+            assert_eq!(state.as_str().parse::<RunState>(), Ok(state));
+            assert_eq!(state.to_string(), state.as_str());
+        }
+        let texts: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(texts, STATES);
+    }
+
+    #[test]
+    fn text_that_is_no_run_state_is_refused() {
+        for text in ["", "Queued", "done", "now:asked", "failed "] {
+            assert_eq!(
+                text.parse::<RunState>(),
+                Err(UnknownState(text.to_string()))
+            );
+        }
+        assert_eq!(
+            UnknownState("done".into()).to_string(),
+            "not a run's state: \"done\""
+        );
+    }
+
+    #[test]
+    fn a_run_state_is_read_from_text_columns_only() {
+        assert!(<RunState as FromSql>::accepts(&Type::TEXT));
+        assert!(<RunState as FromSql>::accepts(&Type::VARCHAR));
+        assert!(!<RunState as FromSql>::accepts(&Type::INT4));
+        assert_eq!(
+            RunState::from_sql(&Type::TEXT, b"cancelled").unwrap(),
+            RunState::Cancelled
+        );
+        let e = RunState::from_sql(&Type::TEXT, b"done").unwrap_err();
+        assert!(e.downcast_ref::<UnknownState>().is_some(), "{e}");
+    }
+
     fn outcome(why: &str, output: &[u8]) -> Outcome {
         Outcome {
             id: 7,
             start: 2,
-            state: "failed",
+            state: RunState::Failed,
             exit: Some(Exit::Code(1)),
             why: why.into(),
             output: output.to_vec(),
@@ -369,7 +499,7 @@ mod tests {
     #[test]
     fn a_stripped_end_keeps_its_attempt_state_and_exit_and_says_what_was_dropped() {
         let o = outcome("exit code 1", b"lots").stripped("invalid byte sequence \0 here");
-        assert_eq!((o.id, o.start, o.state), (7, 2, "failed"));
+        assert_eq!((o.id, o.start, o.state.as_str()), (7, 2, "failed"));
         assert_eq!(o.exit, Some(Exit::Code(1)));
         assert!(o.output.is_empty());
         assert!(

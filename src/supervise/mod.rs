@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::config::Pipeline;
 use crate::db::sql;
 use crate::db::{Db, Fault, Target};
-use crate::runs::Outcome;
+use crate::runs::{Outcome, RunState};
 use crate::supervise::child::{Child, Tail};
 
 /// The statements a supervisor writes with, by who it is.
@@ -247,7 +247,7 @@ impl Supervisor {
                     p,
                     id,
                     start,
-                    "failed",
+                    RunState::Failed,
                     None,
                     format!("can't start: {e}"),
                     Vec::new(),
@@ -263,7 +263,7 @@ impl Supervisor {
         self.pending.push(Pending::Finish(Outcome {
             id,
             start,
-            state: "failed",
+            state: RunState::Failed,
             exit: None,
             why,
             output: Vec::new(),
@@ -305,15 +305,17 @@ impl Supervisor {
                     continue;
                 }
                 Some((Kill::Timeout, _, _)) => (
-                    "failed",
+                    RunState::Failed,
                     format!(
                         "timed out after {}s ({exit})",
                         s.pipeline.timeout.unwrap_or(0.0)
                     ),
                 ),
-                Some((Kill::Cancel, _, _)) => ("cancelled", format!("cancelled ({exit})")),
-                None if exit.success() => ("succeeded", format!("exit code 0 after {took:.1}s")),
-                None => ("failed", format!("{exit} after {took:.1}s")),
+                Some((Kill::Cancel, _, _)) => (RunState::Cancelled, format!("cancelled ({exit})")),
+                None if exit.success() => {
+                    (RunState::Succeeded, format!("exit code 0 after {took:.1}s"))
+                }
+                None => (RunState::Failed, format!("{exit} after {took:.1}s")),
             };
             self.pending.push(Pending::Finish(Outcome::new(
                 &s.pipeline,
@@ -583,9 +585,9 @@ fn heartbeat_loop(mut db: Db, shared: Arc<Mutex<Shared>>, rec: &'static Recorder
                 let mut cancels = Vec::new();
                 let mut beaten = HashSet::new();
                 for r in rows {
-                    let id: i64 = r.get(0);
+                    let id: i64 = r.get("id");
                     beaten.insert(id);
-                    if r.get::<_, bool>(1)
+                    if r.get::<_, bool>("cancel")
                         && let Some(b) = beats.iter().find(|b| b.id == id)
                     {
                         cancels.push((id, b.start));

@@ -348,7 +348,7 @@ impl Ec2Runs {
                     let outcome = crate::runs::Outcome {
                         id,
                         start,
-                        state: "failed",
+                        state: crate::runs::RunState::Failed,
                         exit: None,
                         why: why.clone(),
                         output: Vec::new(),
