@@ -226,14 +226,18 @@ fn a_lost_head_s_run_is_queued_again_and_its_instances_ended() {
         "the head serves the run, its process group found",
         60.0,
         || {
-            let serving = db.one::<i64>(
-            "SELECT count(*) FROM orca.instances WHERE role = 'head' AND joined_at IS NOT NULL AND ended_at IS NULL",
-        ) == 1;
-            if serving {
-                let stack: String = db.one("SELECT id FROM orca.stack");
-                let head: String = db.one(
-                    "SELECT instance FROM orca.instances WHERE role = 'head' AND ended_at IS NULL",
-                );
+            // One read: the head serving now (a loaded machine may have
+            // ended or replaced it between two reads).
+            let heads = db
+                .client()
+                .query(
+                    "SELECT instance, (SELECT id FROM orca.stack) FROM orca.instances
+                     WHERE role = 'head' AND joined_at IS NOT NULL AND ended_at IS NULL",
+                    &[],
+                )
+                .unwrap();
+            if let [row] = &heads[..] {
+                let (head, stack): (String, String) = (row.get(0), row.get(1));
                 group = group_of(&stack, &head);
             }
             group.is_some()
