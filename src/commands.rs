@@ -499,7 +499,7 @@ pub fn instances(json: bool, opts: &DbOpts) -> Outcome {
     let unlisted_holder = if rows.iter().any(|r| r.role == "leader") {
         None
     } else {
-        crate::scheduler::lead_holder(&mut client)
+        lead::lock::holder(&mut client)
     };
     if json {
         // One array: each instance, and a scheduler with ORCA_OVERLAP=off
