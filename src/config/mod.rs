@@ -15,6 +15,7 @@
 
 pub mod cron;
 pub mod pools;
+pub mod register;
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;

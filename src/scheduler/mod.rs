@@ -265,7 +265,7 @@ pub fn main(config_path: Option<&str>) -> Outcome {
         Err(e) => return Err(no(e.to_string())),
     }
     if let Some(config) = &config
-        && let Err(e) = db.run_fenced(session, |c| crate::commands::register_config(c, config))
+        && let Err(e) = db.run_fenced(session, |c| config::register::register(c, config))
     {
         return Err(no(format!("register: {e}")));
     }
@@ -417,7 +417,7 @@ impl Scheduler {
         if let Some(config) = self.register.take() {
             match self
                 .db
-                .run_fenced(session, |c| crate::commands::register_config(c, &config))
+                .run_fenced(session, |c| config::register::register(c, &config))
             {
                 Ok(retired) => log::info!(
                     "registered {}; retired {retired:?}",
