@@ -5,7 +5,9 @@
 //! (kept in memory until they land, so an outage loses none), enforces
 //! timeouts and cancels, and then, only while it holds `LEAD_LOCK` on the
 //! session it writes with, decides: fires schedules, runs sensors, starts
-//! queued runs and sweeps runs whose heartbeat went stale.
+//! queued runs and sweeps runs whose heartbeat went stale. Whether it leads,
+//! on which session, and when it drains are [`crate::lead`]'s to say
+//! ([`crate::lead::hold::Leadership::step`], each tick).
 //!
 //! Invariants:
 //! * Decisions are written with [`Db::run_fenced`] on the session that took
