@@ -16,7 +16,7 @@
 
 use std::time::Instant;
 
-use crate::db::{Db, Fault};
+use crate::db::Db;
 use crate::lead::lock;
 use crate::plural::count;
 
@@ -118,13 +118,13 @@ impl Leadership {
         }
     }
 
-    /// This tick's step: the session that leads, or `None`. `stopping`: a
-    /// SIGTERM or SIGINT came.
+    /// This tick's step: the session that leads, or `None`. `stopping`: whether
+    /// a SIGTERM or SIGINT came (asked when the step needs to know).
     pub fn step(
         &mut self,
         db: &mut Db,
         stale: f64,
-        stopping: bool,
+        stopping: fn() -> bool,
         sup: Supervised,
     ) -> Option<u64> {
         if self.instance.is_some() {
@@ -136,8 +136,8 @@ impl Leadership {
 
     /// The session that holds the lead, taking the lock again after a
     /// reconnect; `None` while not leading.
-    fn leading(&mut self, db: &mut Db, stopping: bool, running: usize) -> Option<u64> {
-        if self.lost_to.is_some() || stopping {
+    fn leading(&mut self, db: &mut Db, stopping: fn() -> bool, running: usize) -> Option<u64> {
+        if self.lost_to.is_some() || stopping() {
             return None;
         }
         if !db.ensure() {
@@ -165,7 +165,7 @@ impl Leadership {
                 None
             }
             Err(e) => {
-                complain(e);
+                e.complain();
                 None
             }
         }
@@ -178,7 +178,7 @@ impl Leadership {
         &mut self,
         db: &mut Db,
         stale: f64,
-        stopping: bool,
+        stopping: fn() -> bool,
         sup: Supervised,
     ) -> Option<u64> {
         let inst = self.instance.as_mut()?;
@@ -200,12 +200,12 @@ impl Leadership {
                 }
             }
             Err(e) => {
-                complain(e);
+                e.complain();
                 return None;
             }
         };
         inst.last_beat = Instant::now();
-        if let Some(why) = drain_why(stopping, beat.drain_asked, beat.newer)
+        if let Some(why) = drain_why(stopping(), beat.drain_asked, beat.newer)
             && !inst.draining
         {
             // Decide nothing more from here on, whatever the step down comes to.
@@ -219,7 +219,7 @@ impl Leadership {
                     inst.draining = true;
                 }
                 Err(e) => {
-                    complain(e);
+                    e.complain();
                     return None;
                 }
             }
@@ -228,7 +228,7 @@ impl Leadership {
             if sup.idle {
                 match db.run(|c| super::end(c, id)) {
                     Ok(()) => self.ended = true,
-                    Err(e) => complain(e),
+                    Err(e) => e.complain(),
                 }
             }
             return None;
@@ -257,19 +257,10 @@ impl Leadership {
                 None
             }
             Err(e) => {
-                complain(e);
+                e.complain();
                 None
             }
         }
-    }
-}
-
-/// Logs `e`, unless it is an outage (said once when it starts and once when
-/// it ends, by [`Db`]).
-fn complain(e: Fault) {
-    match e {
-        Fault::Down | Fault::Refused(_) => {}
-        Fault::Sql(_) | Fault::Data(_) | Fault::Other(_) => log::error!("{e}"),
     }
 }
 

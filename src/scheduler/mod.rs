@@ -404,7 +404,7 @@ impl Scheduler {
         };
         let lead = self
             .lead
-            .step(&mut self.db, self.timing.stale, stops() > 0, sup);
+            .step(&mut self.db, self.timing.stale, || stops() > 0, sup);
         self.leads_now.store(lead.is_some(), Ordering::SeqCst);
         let Some(session) = lead else {
             // Sensors are decisions: only the leader runs them.
@@ -437,7 +437,7 @@ impl Scheduler {
         {
             Ok(rows) => rows,
             Err(e) => {
-                Self::complain(e);
+                e.complain();
                 self.sup.publish();
                 return;
             }
@@ -479,7 +479,7 @@ impl Scheduler {
                 .db
                 .run_fenced(session, |c| crate::db::locks::end_stuck_logins(c, secs))
             {
-                Self::complain(e);
+                e.complain();
             }
         }
         if let Some(now) = now {
@@ -494,7 +494,7 @@ impl Scheduler {
             self.start(session, &pipelines, "ec2");
             let judge = self.judge_silence(began);
             if let Err(e) = self.ec2_runs.watch(&mut self.db, session, judge) {
-                Self::complain(e);
+                e.complain();
             }
         }
         if self.scaler.due() {
@@ -505,7 +505,7 @@ impl Scheduler {
                         passes.push(figures);
                     }
                 }
-                Err(e) => Self::complain(e),
+                Err(e) => e.complain(),
             }
         }
         if began.elapsed().as_secs_f64() > self.timing.stale / 2.0 {
@@ -533,14 +533,6 @@ impl Scheduler {
             && began.elapsed().as_secs_f64() <= self.timing.stale / 2.0
     }
 
-    fn complain(e: Fault) {
-        match e {
-            // Said once when the outage starts and once when it ends.
-            Fault::Down | Fault::Refused(_) => {}
-            Fault::Sql(_) | Fault::Data(_) | Fault::Other(_) => log::error!("{e}"),
-        }
-    }
-
     /// Fires due schedules: one run per slot; one catch-up after downtime.
     /// A slot is computed only when one is missing or fired, never for a
     /// pipeline that waits for its slot.
@@ -564,7 +556,7 @@ impl Scheduler {
                     if let Err(e) = self.db.run_fenced(session, |c| {
                         c.execute(sql::NEXT_FIRE_SET, &[name, &after_now])
                     }) {
-                        Self::complain(e);
+                        e.complain();
                     }
                     continue;
                 }
@@ -601,7 +593,7 @@ impl Scheduler {
                     log::info!("fired {name}: run {} ({why})", row.get::<_, i64>(0))
                 }
                 Ok(None) => {}
-                Err(e) => Self::complain(e),
+                Err(e) => e.complain(),
             }
         }
     }
@@ -660,7 +652,7 @@ impl Scheduler {
                             log::info!("sensor of {name} queued run {}", row.get::<_, i64>(0));
                         }
                     }
-                    Err(e) => Self::complain(e),
+                    Err(e) => e.complain(),
                 }
             }
             if s.child.is_some() {
@@ -687,7 +679,7 @@ impl Scheduler {
             self.ec2_runs.begin_tick();
             let short = match self.ec2_runs.short(&mut self.db, session) {
                 Ok(short) => short,
-                Err(e) => return Self::complain(e),
+                Err(e) => return e.complain(),
             };
             for s in short {
                 if stops() > 0 || !self.ec2_runs.can_make() {
@@ -705,7 +697,7 @@ impl Scheduler {
                     s.made,
                     &s.head_host,
                 ) {
-                    return Self::complain(e);
+                    return e.complain();
                 }
             }
             if !self.ec2_runs.can_make() {
@@ -719,7 +711,7 @@ impl Scheduler {
             c.query(sql::STARTABLE, &[&placement, &STARTS_PER_TICK])
         }) {
             Ok(rows) => rows,
-            Err(e) => return Self::complain(e),
+            Err(e) => return e.complain(),
         };
         for row in rows {
             if stops() > 0 || (placement == "ec2" && !self.ec2_runs.can_make()) {
@@ -739,11 +731,11 @@ impl Scheduler {
             }) {
                 Ok(Some(row)) => row.get(0),
                 Ok(None) => continue,
-                Err(e) => return Self::complain(e),
+                Err(e) => return e.complain(),
             };
             if placement == "ec2" {
                 if let Err(e) = self.ec2_runs.start(&mut self.db, session, id, start, p) {
-                    return Self::complain(e);
+                    return e.complain();
                 }
             } else {
                 self.sup.launch(id, start, p, &args, &[]);
@@ -773,7 +765,7 @@ impl Scheduler {
                     );
                 }
             }
-            Err(e) => Self::complain(e),
+            Err(e) => e.complain(),
         }
     }
 
