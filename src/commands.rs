@@ -120,45 +120,11 @@ pub fn check(opts: &ConfigOpts) -> Outcome {
     load(opts).map(|_| ())
 }
 
-/// Writes `config`'s pipelines and pools in one transaction and retires the
-/// ones it no longer has. Returns the names retired (pools as `pool NAME`).
-pub fn register_config(
-    client: &mut Client,
-    config: &Config,
-) -> Result<Vec<String>, postgres::Error> {
-    let mut tx = client.transaction()?;
-    let mut names = Vec::new();
-    for p in &config.pipelines {
-        let spec = serde_json::to_value(p).expect("a pipeline serializes");
-        tx.execute(
-            sql::REGISTER_PIPELINE,
-            &[
-                &p.name,
-                &spec,
-                &p.placement.as_text(),
-                &p.max_runs,
-                &p.schedule,
-            ],
-        )?;
-        names.push(p.name.clone());
-    }
-    let mut retired: Vec<String> = tx
-        .query(sql::RETIRE_PIPELINES, &[&names])?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    for pool in crate::config::pools::register(&mut tx, &config.pools)? {
-        retired.push(format!("pool {pool}"));
-    }
-    tx.commit()?;
-    Ok(retired)
-}
-
 /// `orca register`.
 pub fn register(config: &ConfigOpts, opts: &DbOpts) -> Outcome {
     let config = load(config)?;
     let mut client = connect(opts)?;
-    let retired = register_config(&mut client, &config).map_err(pg)?;
+    let retired = config::register::register(&mut client, &config).map_err(pg)?;
     println!(
         "registered {} and {}",
         count(config.pipelines.len() as i64, "pipeline"),
@@ -499,7 +465,7 @@ pub fn instances(json: bool, opts: &DbOpts) -> Outcome {
     let unlisted_holder = if rows.iter().any(|r| r.role == "leader") {
         None
     } else {
-        crate::scheduler::lead_holder(&mut client)
+        lead::lock::holder(&mut client)
     };
     if json {
         // One array: each instance, and a scheduler with ORCA_OVERLAP=off

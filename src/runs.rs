@@ -387,7 +387,7 @@ pub fn waiting(
     run: i64,
     stale: f64,
 ) -> Result<Option<Waiting>, postgres::Error> {
-    let lock = crate::scheduler::LEAD_LOCK;
+    let lock = crate::lead::lock::LEAD_LOCK;
     let Some(row) = client.query_opt(sql::RUN_WAITS, &[&run, &lock, &stale])? else {
         return Ok(None);
     };

@@ -12,9 +12,16 @@
 //! bounded too (the `MAX_*` constants): numbers that would make the
 //! scheduler fork or loop without end, and strings Postgres can't store (a
 //! NUL) or no command line takes, are refused.
+//!
+//! The parts: this file (the spec types and the checker), [`cron`] (a
+//! schedule checked field by field), [`register`] (a file's pipelines and
+//! pools written to the database, for `orca register` and `orca scheduler
+//! -c`), [`pools`] (pools as the database keeps them). Nothing here imports
+//! a command or the scheduler: they call into it.
 
 pub mod cron;
 pub mod pools;
+pub mod register;
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;

@@ -612,6 +612,16 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// Logs this fault, unless it is an outage ([`Fault::Down`],
+    /// [`Fault::Refused`]: [`Db`] says those once when they start and once
+    /// when they end). For loops that try again next time round.
+    pub fn complain(self) {
+        match self {
+            Fault::Down | Fault::Refused(_) => {}
+            Fault::Sql(_) | Fault::Data(_) | Fault::Other(_) => log::error!("{self}"),
+        }
+    }
+
     /// The fault of a statement that failed on a healthy session with
     /// SQLSTATE `code`: [`Fault::Data`] for class 22 or 54, else
     /// [`Fault::Sql`].

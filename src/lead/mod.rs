@@ -13,13 +13,32 @@
 //! clock. A run is held while the live instance that started it lists it; only
 //! a gone instance's runs, once their heartbeats are stale too, are queued
 //! again (the sweep in `sql/sweep.sql`).
+//!
+//! The parts: [`lock`] is the lock itself (its key, taking it, who holds it,
+//! freeing one held by a session that can't lead); [`hold`] is a
+//! scheduler's hold on it tick by tick (taking it again after a reconnect,
+//! the instance's beat, when to drain); this file is the instance rows
+//! (`orca.schedulers`) and `orca instances`, `orca deploy check` / `wait`.
+//! The scheduler calls into this part; it never calls the scheduler.
+//!
+//! Invariants:
+//! * Only the session holding `LEAD_LOCK` decides; with overlap on, that is
+//!   the newest live instance that isn't draining (newest: its binary knows
+//!   the most migrations, then the latest to join).
+//! * An instance gives the lock up before it drains, and a draining instance
+//!   never takes it again.
+//! * A holder that is gone (not seen for the stale limit) has its session
+//!   ended by the next instance; a live instance's session never is.
+
+pub mod hold;
+pub mod lock;
 
 use postgres::Client;
 use serde::Serialize;
 
 use crate::db::sql;
 use crate::plural::count;
-use crate::scheduler::LEAD_LOCK;
+use lock::LEAD_LOCK;
 
 /// `ORCA_OVERLAP`: `off` (the default: one scheduler at a time) or `on`.
 pub fn overlap_on() -> Result<bool, String> {
@@ -78,17 +97,14 @@ pub enum Lead {
 /// Takes the lead for instance `id` if no one holds it; if a gone instance
 /// holds it (hung, or cut off), ends that holder's session first.
 pub fn try_lead(client: &mut Client, id: i64, stale: f64) -> Result<Lead, postgres::Error> {
-    let take = |c: &mut Client| -> Result<bool, postgres::Error> {
-        Ok(c.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])?.get(0))
-    };
-    let mut taken = take(client)?;
+    let mut taken = lock::try_take(client)?;
     if !taken {
-        crate::scheduler::end_lead_intruders(client)?;
+        lock::end_intruders(client)?;
         for row in client.query(sql::LEAD_TAKEOVER, &[&LEAD_LOCK, &stale])? {
             let gone: i64 = row.get(0);
             log::warn!("scheduler {gone} holds the lead but is gone: its session was ended");
         }
-        taken = take(client)?;
+        taken = lock::try_take(client)?;
     }
     if taken {
         client.execute(sql::INSTANCE_LEAD, &[&id])?;
@@ -100,7 +116,7 @@ pub fn try_lead(client: &mut Client, id: i64, stale: f64) -> Result<Lead, postgr
 
 /// Instance `id` drains: gives up the lead (if it held it) and records why.
 pub fn step_down(client: &mut Client, id: i64, why: &str) -> Result<(), postgres::Error> {
-    client.query_one(sql::LEAD_RELEASE, &[])?;
+    lock::release(client)?;
     client.execute(sql::INSTANCE_DRAIN, &[&id, &why])?;
     Ok(())
 }
@@ -250,7 +266,7 @@ pub fn deploy_check(
     let overlap_off = if led || any_live {
         None
     } else {
-        crate::scheduler::lead_holder(client)
+        lock::holder(client)
     };
     Ok(deploy_verdict(led, any_live, overlap_off, &behind, floor))
 }

@@ -5,7 +5,9 @@
 //! (kept in memory until they land, so an outage loses none), enforces
 //! timeouts and cancels, and then, only while it holds `LEAD_LOCK` on the
 //! session it writes with, decides: fires schedules, runs sensors, starts
-//! queued runs and sweeps runs whose heartbeat went stale.
+//! queued runs and sweeps runs whose heartbeat went stale. Whether it leads,
+//! on which session, and when it drains are [`crate::lead`]'s to say
+//! ([`crate::lead::hold::Leadership::step`], each tick).
 //!
 //! Invariants:
 //! * Decisions are written with [`Db::run_fenced`] on the session that took
@@ -29,15 +31,14 @@ use crate::config::{self, Pipeline};
 use crate::db::sql;
 use crate::db::{self, Db, Fault, Target};
 use crate::exit::{self, Failure, Outcome, bad, no};
+use crate::lead::hold::{Instance, Leadership, Supervised};
+use crate::lead::lock;
 use crate::pools::PoolScaler;
 use crate::runs;
 use crate::settings::{PoolTiming, Timing};
 use crate::supervise::child::Child;
 use crate::supervise::{self, Supervisor};
 use crate::warm_pool::leader::Ec2Runs;
-
-/// The session advisory lock the leading scheduler holds.
-pub const LEAD_LOCK: i64 = 1869767525;
 
 /// How many runs one tick starts at most (the rest wait a tick).
 const STARTS_PER_TICK: i64 = 64;
@@ -66,16 +67,6 @@ fn install_stop_handlers() {
             on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
         );
     }
-}
-
-/// This process as a scheduler instance (overlap on).
-struct Instance {
-    id: i64,
-    draining: bool,
-    /// The last beat that landed, by this process's monotonic clock.
-    last_beat: Instant,
-    /// Whether "waiting for the lead" was logged since the last change.
-    said_waiting: bool,
 }
 
 struct Sensor {
@@ -167,20 +158,13 @@ pub struct Scheduler {
     db: Db,
     timing: Timing,
     host: String,
-    /// This process's `application_name` (see [`application_name`]).
-    app: String,
     /// Whether this process leads now (the alert thread sends only then).
     leads_now: Arc<AtomicBool>,
-    /// The session number that holds `LEAD_LOCK`, and since when.
-    lead: Option<(u64, Instant)>,
-    /// Another process took the lead while this one was cut off.
-    lost_to: Option<String>,
-    /// This process's instance row, with overlap on.
-    instance: Option<Instance>,
+    /// Whether this process leads, on which session, since when; its
+    /// instance row with overlap on.
+    lead: Leadership,
     /// A config to register once this process leads (`-c`, overlap on).
     register: Option<config::Config>,
-    /// The instance drained and ended its row: time to exit 0.
-    ended: bool,
     /// Pipelines whose stored spec this binary can't read (logged once).
     unreadable: HashSet<String>,
     /// The processes of the runs this scheduler started.
@@ -200,112 +184,6 @@ pub struct Scheduler {
     stats: Option<(String, Vec<Figure>, Vec<Figure>)>,
 }
 
-/// Who holds `LEAD_LOCK`, as `host H pid P`, if anyone.
-pub fn lead_holder(client: &mut postgres::Client) -> Option<String> {
-    let row = client.query_opt(sql::LEAD_HOLDER, &[&LEAD_LOCK]).ok()??;
-    let app: Option<String> = row.get(0);
-    let addr: Option<String> = row.get(1);
-    let backend: i32 = row.get(2);
-    Some(match app {
-        Some(a) if a.starts_with(SCHEDULER_APP) => a
-            .trim_start_matches(SCHEDULER_APP)
-            .split(" tag ")
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
-        _ => format!(
-            "a session from {} (backend pid {backend})",
-            addr.unwrap_or_else(|| "a local socket".into())
-        ),
-    })
-}
-
-/// The `application_name` of this process's sessions: host and pid for
-/// people, and a random tag that tells this very process apart from any
-/// other (pids repeat across containers, hosts share names).
-pub fn application_name(host: &str) -> String {
-    use std::hash::BuildHasher;
-    let tag = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
-    format!(
-        "{SCHEDULER_APP} host {host} pid {} tag {:08x}",
-        std::process::id(),
-        tag as u32
-    )
-}
-
-/// Who holds `LEAD_LOCK`, for a message ("another process" if that can't
-/// be told).
-fn who_leads(db: &mut Db) -> String {
-    db.run(|c| Ok(lead_holder(c)))
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| "another process".into())
-}
-
-/// If `LEAD_LOCK` is held by an older session of this very process (left
-/// behind by a network cut the server has not noticed yet), ends that
-/// session so the lock is free. Returns whether it did.
-pub fn free_own_stale_lead(client: &mut postgres::Client, app: &str) -> bool {
-    let Ok(Some(row)) = client.query_opt(sql::LEAD_HOLDER, &[&LEAD_LOCK]) else {
-        return false;
-    };
-    let holder: Option<String> = row.get(0);
-    let backend: i32 = row.get(2);
-    if holder.as_deref() != Some(app) {
-        return false;
-    }
-    log::warn!("the lead is held by an older session of this process: ending it");
-    client
-        .query_one(sql::LEAD_TERMINATE, &[&backend])
-        .is_ok_and(|r| r.get::<_, bool>(0))
-}
-
-/// The application_name every scheduler's sessions start with (see
-/// [`application_name`]).
-pub const SCHEDULER_APP: &str = "orca scheduler";
-
-/// Ends the sessions holding `LEAD_LOCK` that are not orca schedulers, with
-/// an event each; true if there were any.
-pub fn end_lead_intruders(client: &mut postgres::Client) -> Result<bool, postgres::Error> {
-    let sessions =
-        crate::db::locks::end_intruders(client, LEAD_LOCK, "the lead lock", SCHEDULER_APP, true)?;
-    let prepared = crate::db::locks::free_from_prepared(client, LEAD_LOCK)?;
-    for why in &prepared {
-        crate::db::locks::record(client, &format!("the lead lock: {why}"))?;
-    }
-    Ok(!sessions.is_empty() || !prepared.is_empty())
-}
-
-/// Whether `lead` is held on `session`; forgets a lead held on an older
-/// session (its lock went with it).
-fn holds_lead(lead: &mut Option<(u64, Instant)>, session: u64) -> bool {
-    match lead {
-        Some((s, _)) if *s == session => true,
-        _ => {
-            *lead = None;
-            false
-        }
-    }
-}
-
-/// Takes `LEAD_LOCK` on this session if it is free, or held by an older
-/// session of this process's (see [`free_own_stale_lead`]).
-/// A session holding it that is not an orca scheduler (another role, or
-/// another `application_name`: a machine login, say) is ended first.
-fn take_lead(client: &mut postgres::Client, app: &str) -> Result<bool, postgres::Error> {
-    let got: bool = client.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])?.get(0);
-    if got {
-        return Ok(true);
-    }
-    if !end_lead_intruders(client)? && !free_own_stale_lead(client, app) {
-        return Ok(false);
-    }
-    client
-        .query_one(sql::LEAD_TRY, &[&LEAD_LOCK])
-        .map(|r| r.get(0))
-}
-
 /// `orca scheduler`: runs until SIGTERM or SIGINT.
 pub fn main(config_path: Option<&str>) -> Outcome {
     let timing = Timing::from_env().map_err(bad)?;
@@ -315,7 +193,7 @@ pub fn main(config_path: Option<&str>) -> Outcome {
         .transpose()
         .map_err(Failure::config)?;
     let host = runs::hostname();
-    let app = application_name(&host);
+    let app = lock::application_name(&host);
     let target = Target::from_env().map_err(bad)?.with_application_name(&app);
     let overlap = crate::lead::overlap_on().map_err(bad)?;
     install_stop_handlers();
@@ -363,12 +241,7 @@ pub fn main(config_path: Option<&str>) -> Outcome {
             crate::lead::image(),
             target.shown()
         );
-        let instance = Instance {
-            id,
-            draining: false,
-            last_beat: Instant::now(),
-            said_waiting: false,
-        };
+        let instance = Instance::new(id);
         return exit::status(run(
             db,
             target,
@@ -383,10 +256,10 @@ pub fn main(config_path: Option<&str>) -> Outcome {
         ));
     }
     let session = db.sessions;
-    match db.run(|c| take_lead(c, &app)) {
+    match db.run(|c| lock::take(c, &app)) {
         Ok(true) => {}
         Ok(false) => {
-            let who = who_leads(&mut db);
+            let who = lock::who_leads(&mut db);
             return Err(no(format!(
                 "another scheduler is running ({who}); it holds the lead"
             )));
@@ -394,7 +267,7 @@ pub fn main(config_path: Option<&str>) -> Outcome {
         Err(e) => return Err(no(e.to_string())),
     }
     if let Some(config) = &config
-        && let Err(e) = db.run_fenced(session, |c| crate::commands::register_config(c, config))
+        && let Err(e) = db.run_fenced(session, |c| config::register::register(c, config))
     {
         return Err(no(format!("register: {e}")));
     }
@@ -452,13 +325,9 @@ fn run(
         db,
         timing,
         host,
-        app,
         leads_now,
-        lead: lead_session.map(|s| (s, Instant::now())),
-        lost_to: None,
-        instance,
+        lead: Leadership::new(app, lead_session, instance),
         register,
-        ended: false,
         unreadable: HashSet::new(),
         sup,
         scaler,
@@ -488,7 +357,7 @@ impl Scheduler {
         let mut next = Instant::now();
         loop {
             let signals = stops();
-            if signals > 0 && (self.instance.is_none() || signals > 1) {
+            if signals > 0 && (self.lead.instance.is_none() || signals > 1) {
                 return self.stop();
             }
             let (began, calls) = (Instant::now(), self.db.calls);
@@ -499,14 +368,14 @@ impl Scheduler {
                     self.db.calls - calls,
                 ));
             }
-            if self.ended {
+            if self.lead.ended {
                 log::info!("drained: exiting");
                 return 0;
             }
-            if self.lost_to.is_some() && self.sup.idle() {
+            if self.lead.lost_to.is_some() && self.sup.idle() {
                 log::error!(
                     "exiting: the lead was taken by {}",
-                    self.lost_to.as_deref().unwrap_or("?")
+                    self.lead.lost_to.as_deref().unwrap_or("?")
                 );
                 return 1;
             }
@@ -527,11 +396,15 @@ impl Scheduler {
         self.sup.reap();
         self.sup.enforce(&mut self.db);
         self.sup.flush(&mut self.db);
-        let lead = if self.instance.is_some() {
-            self.overlap_step()
-        } else {
-            self.leading()
+        let ours = self.sup.ours();
+        let sup = Supervised {
+            ours: &ours,
+            running: self.sup.running(),
+            idle: self.sup.idle(),
         };
+        let lead = self
+            .lead
+            .step(&mut self.db, self.timing.stale, || stops() > 0, sup);
         self.leads_now.store(lead.is_some(), Ordering::SeqCst);
         let Some(session) = lead else {
             // Sensors are decisions: only the leader runs them.
@@ -546,7 +419,7 @@ impl Scheduler {
         if let Some(config) = self.register.take() {
             match self
                 .db
-                .run_fenced(session, |c| crate::commands::register_config(c, &config))
+                .run_fenced(session, |c| config::register::register(c, &config))
             {
                 Ok(retired) => log::info!(
                     "registered {}; retired {retired:?}",
@@ -564,7 +437,7 @@ impl Scheduler {
         {
             Ok(rows) => rows,
             Err(e) => {
-                Self::complain(e);
+                e.complain();
                 self.sup.publish();
                 return;
             }
@@ -606,7 +479,7 @@ impl Scheduler {
                 .db
                 .run_fenced(session, |c| crate::db::locks::end_stuck_logins(c, secs))
             {
-                Self::complain(e);
+                e.complain();
             }
         }
         if let Some(now) = now {
@@ -621,7 +494,7 @@ impl Scheduler {
             self.start(session, &pipelines, "ec2");
             let judge = self.judge_silence(began);
             if let Err(e) = self.ec2_runs.watch(&mut self.db, session, judge) {
-                Self::complain(e);
+                e.complain();
             }
         }
         if self.scaler.due() {
@@ -632,7 +505,7 @@ impl Scheduler {
                         passes.push(figures);
                     }
                 }
-                Err(e) => Self::complain(e),
+                Err(e) => e.complain(),
             }
         }
         if began.elapsed().as_secs_f64() > self.timing.stale / 2.0 {
@@ -643,9 +516,7 @@ impl Scheduler {
                 "a tick took {:.1}s: no sweep for one stale limit",
                 began.elapsed().as_secs_f64()
             );
-            if let Some((s, _)) = self.lead {
-                self.lead = Some((s, Instant::now()));
-            }
+            self.lead.restart_clock();
         } else {
             self.sweep(session);
         }
@@ -657,151 +528,9 @@ impl Scheduler {
     /// stall; after an outage, their beats need a moment to land again.
     fn judge_silence(&self, began: Instant) -> bool {
         self.lead
-            .is_some_and(|(_, since)| since.elapsed().as_secs_f64() >= self.timing.stale)
+            .since()
+            .is_some_and(|since| since.elapsed().as_secs_f64() >= self.timing.stale)
             && began.elapsed().as_secs_f64() <= self.timing.stale / 2.0
-    }
-
-    /// The session that holds the lead, taking the lock again after a
-    /// reconnect; `None` while not leading.
-    fn leading(&mut self) -> Option<u64> {
-        if self.lost_to.is_some() || stops() > 0 {
-            return None;
-        }
-        if !self.db.ensure() {
-            return None;
-        }
-        let session = self.db.sessions;
-        if holds_lead(&mut self.lead, session) {
-            return Some(session);
-        }
-        let app = self.app.clone();
-        match self.db.run_fenced(session, |c| take_lead(c, &app)) {
-            Ok(true) => {
-                log::info!("lead taken again on a new session");
-                self.lead = Some((session, Instant::now()));
-                Some(session)
-            }
-            Ok(false) => {
-                let who = who_leads(&mut self.db);
-                log::error!(
-                    "the lead was taken by {who} while this scheduler was cut off; \
-                     starting nothing more, finishing the {} it supervises",
-                    crate::plural::count(self.sup.running() as i64, "run")
-                );
-                self.lost_to = Some(who);
-                None
-            }
-            Err(e) => {
-                Self::complain(e);
-                None
-            }
-        }
-    }
-
-    /// With overlap on: beats this instance, drains when a newer one is live
-    /// or it is asked to (or got SIGTERM), and otherwise takes the lead when
-    /// it is free, or held by a gone instance. Returns the leading session.
-    fn overlap_step(&mut self) -> Option<u64> {
-        let stale = self.timing.stale;
-        let ours = self.sup.ours();
-        let inst = self.instance.as_mut()?;
-        let id = inst.id;
-        // A leader that could not beat for the stale limit stops deciding by
-        // itself: another instance may have taken over meanwhile.
-        if self.lead.is_some() && inst.last_beat.elapsed().as_secs_f64() > stale {
-            log::warn!("no beat landed for over {stale}s: giving up the lead");
-            self.lead = None;
-            let _ = self.db.run(|c| c.query_one(sql::LEAD_RELEASE, &[]));
-        }
-        let beat = match self.db.run(|c| crate::lead::beat(c, id, &ours, stale)) {
-            Ok(Some(b)) => b,
-            Ok(None) => {
-                log::error!("instance {id}'s row has ended: draining");
-                crate::lead::Beat {
-                    drain_asked: true,
-                    newer: None,
-                }
-            }
-            Err(e) => {
-                Self::complain(e);
-                return None;
-            }
-        };
-        let inst = self.instance.as_mut().expect("checked above");
-        inst.last_beat = Instant::now();
-        let why = if stops() > 0 {
-            Some("got SIGTERM or SIGINT".to_string())
-        } else if beat.drain_asked {
-            Some("asked to drain (orca scheduler drain)".to_string())
-        } else {
-            beat.newer
-                .map(|n| format!("a newer instance ({n}) is live"))
-        };
-        if let Some(why) = why
-            && !inst.draining
-        {
-            // Decide nothing more from here on, whatever the step down comes to.
-            self.lead = None;
-            match self.db.run(|c| crate::lead::step_down(c, id, &why)) {
-                Ok(()) => {
-                    log::info!(
-                        "draining: {why}; supervising {} to their end",
-                        crate::plural::count(self.sup.running() as i64, "run")
-                    );
-                    inst.draining = true;
-                    self.lead = None;
-                }
-                Err(e) => {
-                    Self::complain(e);
-                    return None;
-                }
-            }
-        }
-        if inst.draining {
-            if self.sup.idle() {
-                match self.db.run(|c| crate::lead::end(c, id)) {
-                    Ok(()) => self.ended = true,
-                    Err(e) => Self::complain(e),
-                }
-            }
-            return None;
-        }
-        let session = self.db.sessions;
-        if holds_lead(&mut self.lead, session) {
-            return Some(session);
-        }
-        let app = self.app.clone();
-        match self.db.run_fenced(session, |c| {
-            free_own_stale_lead(c, &app);
-            crate::lead::try_lead(c, id, stale)
-        }) {
-            Ok(crate::lead::Lead::Taken) => {
-                log::info!("instance {id} leads");
-                inst.said_waiting = false;
-                self.lead = Some((session, Instant::now()));
-                Some(session)
-            }
-            Ok(crate::lead::Lead::Held) => {
-                if !inst.said_waiting {
-                    let who = who_leads(&mut self.db);
-                    log::info!("instance {id} waits for the lead, held by {who}");
-                    inst.said_waiting = true;
-                }
-                None
-            }
-            Err(e) => {
-                Self::complain(e);
-                None
-            }
-        }
-    }
-
-    fn complain(e: Fault) {
-        match e {
-            // Said once when the outage starts and once when it ends.
-            Fault::Down | Fault::Refused(_) => {}
-            Fault::Sql(_) | Fault::Data(_) | Fault::Other(_) => log::error!("{e}"),
-        }
     }
 
     /// Fires due schedules: one run per slot; one catch-up after downtime.
@@ -827,7 +556,7 @@ impl Scheduler {
                     if let Err(e) = self.db.run_fenced(session, |c| {
                         c.execute(sql::NEXT_FIRE_SET, &[name, &after_now])
                     }) {
-                        Self::complain(e);
+                        e.complain();
                     }
                     continue;
                 }
@@ -864,7 +593,7 @@ impl Scheduler {
                     log::info!("fired {name}: run {} ({why})", row.get::<_, i64>(0))
                 }
                 Ok(None) => {}
-                Err(e) => Self::complain(e),
+                Err(e) => e.complain(),
             }
         }
     }
@@ -923,7 +652,7 @@ impl Scheduler {
                             log::info!("sensor of {name} queued run {}", row.get::<_, i64>(0));
                         }
                     }
-                    Err(e) => Self::complain(e),
+                    Err(e) => e.complain(),
                 }
             }
             if s.child.is_some() {
@@ -950,7 +679,7 @@ impl Scheduler {
             self.ec2_runs.begin_tick();
             let short = match self.ec2_runs.short(&mut self.db, session) {
                 Ok(short) => short,
-                Err(e) => return Self::complain(e),
+                Err(e) => return e.complain(),
             };
             for s in short {
                 if stops() > 0 || !self.ec2_runs.can_make() {
@@ -968,7 +697,7 @@ impl Scheduler {
                     s.made,
                     &s.head_host,
                 ) {
-                    return Self::complain(e);
+                    return e.complain();
                 }
             }
             if !self.ec2_runs.can_make() {
@@ -982,7 +711,7 @@ impl Scheduler {
             c.query(sql::STARTABLE, &[&placement, &STARTS_PER_TICK])
         }) {
             Ok(rows) => rows,
-            Err(e) => return Self::complain(e),
+            Err(e) => return e.complain(),
         };
         for row in rows {
             if stops() > 0 || (placement == "ec2" && !self.ec2_runs.can_make()) {
@@ -997,16 +726,16 @@ impl Scheduler {
             let start: i32 = match self.db.run_fenced(session, |c| {
                 c.query_opt(
                     sql::RUN_START,
-                    &[&id, &host, &self.instance.as_ref().map(|i| i.id)],
+                    &[&id, &host, &self.lead.instance.as_ref().map(|i| i.id)],
                 )
             }) {
                 Ok(Some(row)) => row.get(0),
                 Ok(None) => continue,
-                Err(e) => return Self::complain(e),
+                Err(e) => return e.complain(),
             };
             if placement == "ec2" {
                 if let Err(e) = self.ec2_runs.start(&mut self.db, session, id, start, p) {
-                    return Self::complain(e);
+                    return e.complain();
                 }
             } else {
                 self.sup.launch(id, start, p, &args, &[]);
@@ -1018,7 +747,9 @@ impl Scheduler {
     /// live process supervises. Not in the first stale limit after taking the
     /// lead: a gone process can't be told from one that shared an outage.
     fn sweep(&mut self, session: u64) {
-        let Some((_, since)) = self.lead else { return };
+        let Some(since) = self.lead.since() else {
+            return;
+        };
         if since.elapsed().as_secs_f64() < self.timing.stale {
             return;
         }
@@ -1034,7 +765,7 @@ impl Scheduler {
                     );
                 }
             }
-            Err(e) => Self::complain(e),
+            Err(e) => e.complain(),
         }
     }
 
@@ -1056,7 +787,7 @@ impl Scheduler {
                 "{left} run ends could not be written; the next scheduler queues them again"
             );
         }
-        if let Some(instance) = &self.instance {
+        if let Some(instance) = &self.lead.instance {
             let id = instance.id;
             if let Err(e) = self.db.run(|c| crate::lead::end(c, id)) {
                 log::warn!("can't end instance {id}'s row ({e}); it goes stale by itself");

@@ -1,0 +1,154 @@
+//! The lead lock: `LEAD_LOCK`, a session advisory lock only the leading
+//! scheduler holds, on the session it decides on. Its key, taking it, who
+//! holds it, and freeing one held by a session that can't lead any more (an
+//! older session of this very process, or a session that is no scheduler).
+//!
+//! Invariants:
+//! * Only a session whose `application_name` starts with [`SCHEDULER_APP`]
+//!   may hold the lock; any other holder is ended, with an event.
+//! * A session of this process is told apart from any other by its whole
+//!   `application_name` ([`application_name`]: host, pid and a random tag).
+
+use postgres::Client;
+
+use crate::db::Db;
+use crate::db::sql;
+
+/// The session advisory lock the leading scheduler holds.
+pub const LEAD_LOCK: i64 = 1869767525;
+
+/// The application_name every scheduler's sessions start with (see
+/// [`application_name`]).
+pub const SCHEDULER_APP: &str = "orca scheduler";
+
+/// The `application_name` of this process's sessions: host and pid for
+/// people, and a random tag that tells this very process apart from any
+/// other (pids repeat across containers, hosts share names).
+pub fn application_name(host: &str) -> String {
+    use std::hash::BuildHasher;
+    let tag = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
+    format!(
+        "{SCHEDULER_APP} host {host} pid {} tag {:08x}",
+        std::process::id(),
+        tag as u32
+    )
+}
+
+/// Who holds `LEAD_LOCK`, as `host H pid P`, if anyone.
+pub fn holder(client: &mut Client) -> Option<String> {
+    let row = client.query_opt(sql::LEAD_HOLDER, &[&LEAD_LOCK]).ok()??;
+    let app: Option<String> = row.get(0);
+    let addr: Option<String> = row.get(1);
+    let backend: i32 = row.get(2);
+    Some(holder_named(app.as_deref(), addr.as_deref(), backend))
+}
+
+/// A holder as people read it: a scheduler by its host and pid (its tag
+/// left off), any other session by where it connects from.
+fn holder_named(app: Option<&str>, addr: Option<&str>, backend: i32) -> String {
+    match app {
+        Some(a) if a.starts_with(SCHEDULER_APP) => a
+            .trim_start_matches(SCHEDULER_APP)
+            .split(" tag ")
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        _ => format!(
+            "a session from {} (backend pid {backend})",
+            addr.unwrap_or("a local socket")
+        ),
+    }
+}
+
+/// Who holds `LEAD_LOCK`, for a message ("another process" if that can't
+/// be told).
+pub fn who_leads(db: &mut Db) -> String {
+    db.run(|c| Ok(holder(c)))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| "another process".into())
+}
+
+/// If `LEAD_LOCK` is held by an older session of this very process (left
+/// behind by a network cut the server has not noticed yet), ends that
+/// session so the lock is free. Returns whether it did.
+pub fn free_own_stale(client: &mut Client, app: &str) -> bool {
+    let Ok(Some(row)) = client.query_opt(sql::LEAD_HOLDER, &[&LEAD_LOCK]) else {
+        return false;
+    };
+    let holder: Option<String> = row.get(0);
+    let backend: i32 = row.get(2);
+    if holder.as_deref() != Some(app) {
+        return false;
+    }
+    log::warn!("the lead is held by an older session of this process: ending it");
+    client
+        .query_one(sql::LEAD_TERMINATE, &[&backend])
+        .is_ok_and(|r| r.get::<_, bool>(0))
+}
+
+/// Ends the sessions holding `LEAD_LOCK` that are not orca schedulers, with
+/// an event each; true if there were any.
+pub fn end_intruders(client: &mut Client) -> Result<bool, postgres::Error> {
+    let sessions =
+        crate::db::locks::end_intruders(client, LEAD_LOCK, "the lead lock", SCHEDULER_APP, true)?;
+    let prepared = crate::db::locks::free_from_prepared(client, LEAD_LOCK)?;
+    for why in &prepared {
+        crate::db::locks::record(client, &format!("the lead lock: {why}"))?;
+    }
+    Ok(!sessions.is_empty() || !prepared.is_empty())
+}
+
+/// Tries `LEAD_LOCK` once on this session: whether it holds it now.
+pub fn try_take(client: &mut Client) -> Result<bool, postgres::Error> {
+    Ok(client.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])?.get(0))
+}
+
+/// Takes `LEAD_LOCK` on this session if it is free, or held by an older
+/// session of this process's (see [`free_own_stale`]).
+/// A session holding it that is not an orca scheduler (another role, or
+/// another `application_name`: a machine login, say) is ended first.
+pub fn take(client: &mut Client, app: &str) -> Result<bool, postgres::Error> {
+    if try_take(client)? {
+        return Ok(true);
+    }
+    if !end_intruders(client)? && !free_own_stale(client, app) {
+        return Ok(false);
+    }
+    try_take(client)
+}
+
+/// Gives up `LEAD_LOCK` (every advisory lock of this session).
+pub fn release(client: &mut Client) -> Result<(), postgres::Error> {
+    client.query_one(sql::LEAD_RELEASE, &[]).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holders_as_people_read_them() {
+        let app = "orca scheduler host h pid 7 tag 0badf00d";
+        assert_eq!(holder_named(Some(app), None, 1), "host h pid 7");
+        assert_eq!(
+            holder_named(Some("psql"), Some("10.0.0.9/32"), 42),
+            "a session from 10.0.0.9/32 (backend pid 42)"
+        );
+        assert_eq!(
+            holder_named(None, None, 42),
+            "a session from a local socket (backend pid 42)"
+        );
+    }
+
+    #[test]
+    fn application_names_start_with_the_scheduler_prefix() {
+        let app = application_name("h");
+        assert!(app.starts_with(SCHEDULER_APP), "{app}");
+        assert_eq!(
+            holder_named(Some(&app), None, 1),
+            format!("host h pid {}", std::process::id())
+        );
+    }
+}
