@@ -45,20 +45,8 @@ pub const HEARTBEAT: &str = include_str!("../../sql/heartbeat.sql");
 /// See `sql/instance_add.sql`.
 pub const INSTANCE_ADD: &str = include_str!("../../sql/instance_add.sql");
 
-/// See `sql/instance_ask_drain.sql`.
-pub const INSTANCE_ASK_DRAIN: &str = include_str!("../../sql/instance_ask_drain.sql");
-
-/// See `sql/instance_beat.sql`.
-pub const INSTANCE_BEAT: &str = include_str!("../../sql/instance_beat.sql");
-
 /// See `sql/instance_cluster.sql`.
 pub const INSTANCE_CLUSTER: &str = include_str!("../../sql/instance_cluster.sql");
-
-/// See `sql/instance_drain.sql`.
-pub const INSTANCE_DRAIN: &str = include_str!("../../sql/instance_drain.sql");
-
-/// See `sql/instance_end.sql`.
-pub const INSTANCE_END: &str = include_str!("../../sql/instance_end.sql");
 
 /// See `sql/instance_hand_over.sql`.
 pub const INSTANCE_HAND_OVER: &str = include_str!("../../sql/instance_hand_over.sql");
@@ -78,12 +66,6 @@ pub const INSTANCE_HEAD_REQUEUE: &str = include_str!("../../sql/instance_head_re
 /// See `sql/instance_idle.sql`.
 pub const INSTANCE_IDLE: &str = include_str!("../../sql/instance_idle.sql");
 
-/// See `sql/instance_join.sql`.
-pub const INSTANCE_JOIN: &str = include_str!("../../sql/instance_join.sql");
-
-/// See `sql/instance_lead.sql`.
-pub const INSTANCE_LEAD: &str = include_str!("../../sql/instance_lead.sql");
-
 /// See `sql/instance_logins_orphaned.sql`.
 pub const INSTANCE_LOGINS_ORPHANED: &str = include_str!("../../sql/instance_logins_orphaned.sql");
 
@@ -101,9 +83,6 @@ pub const INSTANCE_RUN_OVER: &str = include_str!("../../sql/instance_run_over.sq
 
 /// See `sql/instance_serve.sql`.
 pub const INSTANCE_SERVE: &str = include_str!("../../sql/instance_serve.sql");
-
-/// See `sql/instances_list.sql`.
-pub const INSTANCES_LIST: &str = include_str!("../../sql/instances_list.sql");
 
 /// See `sql/instances_live_names.sql`.
 pub const INSTANCES_LIVE_NAMES: &str = include_str!("../../sql/instances_live_names.sql");
@@ -248,6 +227,27 @@ pub const RUN_WAITS: &str = include_str!("../../sql/run_waits.sql");
 
 /// See `sql/runs_list.sql`.
 pub const RUNS_LIST: &str = include_str!("../../sql/runs_list.sql");
+
+/// See `sql/scheduler_ask_drain.sql`.
+pub const SCHEDULER_ASK_DRAIN: &str = include_str!("../../sql/scheduler_ask_drain.sql");
+
+/// See `sql/scheduler_beat.sql`.
+pub const SCHEDULER_BEAT: &str = include_str!("../../sql/scheduler_beat.sql");
+
+/// See `sql/scheduler_drain.sql`.
+pub const SCHEDULER_DRAIN: &str = include_str!("../../sql/scheduler_drain.sql");
+
+/// See `sql/scheduler_end.sql`.
+pub const SCHEDULER_END: &str = include_str!("../../sql/scheduler_end.sql");
+
+/// See `sql/scheduler_join.sql`.
+pub const SCHEDULER_JOIN: &str = include_str!("../../sql/scheduler_join.sql");
+
+/// See `sql/scheduler_lead.sql`.
+pub const SCHEDULER_LEAD: &str = include_str!("../../sql/scheduler_lead.sql");
+
+/// See `sql/schedulers_list.sql`.
+pub const SCHEDULERS_LIST: &str = include_str!("../../sql/schedulers_list.sql");
 
 /// See `sql/schema_present.sql`.
 pub const SCHEMA_PRESENT: &str = include_str!("../../sql/schema_present.sql");

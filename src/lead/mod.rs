@@ -58,7 +58,7 @@ pub fn image() -> String {
 pub fn join(client: &mut Client, host: &str, migrations: i32) -> Result<i64, postgres::Error> {
     let pid = std::process::id() as i32;
     client
-        .query_one(sql::INSTANCE_JOIN, &[&host, &pid, &image(), &migrations])
+        .query_one(sql::SCHEDULER_JOIN, &[&host, &pid, &image(), &migrations])
         .map(|r| r.get(0))
 }
 
@@ -79,7 +79,7 @@ pub fn beat(
     stale: f64,
 ) -> Result<Option<Beat>, postgres::Error> {
     Ok(client
-        .query_opt(sql::INSTANCE_BEAT, &[&id, &running, &stale])?
+        .query_opt(sql::SCHEDULER_BEAT, &[&id, &running, &stale])?
         .map(|r| Beat {
             drain_asked: r.get(0),
             newer: r.get(1),
@@ -107,7 +107,7 @@ pub fn try_lead(client: &mut Client, id: i64, stale: f64) -> Result<Lead, postgr
         taken = lock::try_take(client)?;
     }
     if taken {
-        client.execute(sql::INSTANCE_LEAD, &[&id])?;
+        client.execute(sql::SCHEDULER_LEAD, &[&id])?;
         Ok(Lead::Taken)
     } else {
         Ok(Lead::Held)
@@ -117,13 +117,13 @@ pub fn try_lead(client: &mut Client, id: i64, stale: f64) -> Result<Lead, postgr
 /// Instance `id` drains: gives up the lead (if it held it) and records why.
 pub fn step_down(client: &mut Client, id: i64, why: &str) -> Result<(), postgres::Error> {
     lock::release(client)?;
-    client.execute(sql::INSTANCE_DRAIN, &[&id, &why])?;
+    client.execute(sql::SCHEDULER_DRAIN, &[&id, &why])?;
     Ok(())
 }
 
 /// Instance `id` has ended: gone at once.
 pub fn end(client: &mut Client, id: i64) -> Result<(), postgres::Error> {
-    client.execute(sql::INSTANCE_END, &[&id]).map(|_| ())
+    client.execute(sql::SCHEDULER_END, &[&id]).map(|_| ())
 }
 
 /// Asks live instance `id` (the leader when `None`) to drain; the id asked,
@@ -135,7 +135,7 @@ pub fn ask_drain(
     by: &str,
 ) -> Result<Option<i64>, postgres::Error> {
     Ok(client
-        .query_opt(sql::INSTANCE_ASK_DRAIN, &[&id, &stale, &by])?
+        .query_opt(sql::SCHEDULER_ASK_DRAIN, &[&id, &stale, &by])?
         .map(|r| r.get(0)))
 }
 
@@ -165,7 +165,7 @@ pub struct InstanceRow {
 /// Every instance not long gone (ended or unseen within the last hour), oldest first.
 pub fn instances(client: &mut Client, stale: f64) -> Result<Vec<InstanceRow>, postgres::Error> {
     Ok(client
-        .query(sql::INSTANCES_LIST, &[&stale])?
+        .query(sql::SCHEDULERS_LIST, &[&stale])?
         .iter()
         .map(|r| {
             let live: bool = r.get(7);
