@@ -8,5 +8,6 @@
 //! memory and the machine's user-data; the database holds its verifier.
 
 pub mod boot;
+pub mod fleet;
 pub mod logins;
 pub mod stack;
