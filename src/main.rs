@@ -20,6 +20,7 @@ mod scheduler;
 mod secrets;
 mod settings;
 mod supervise;
+mod url;
 mod warm_pool;
 
 use clap::Parser;

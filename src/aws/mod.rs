@@ -224,13 +224,12 @@ impl Client {
         )))
     }
 
-    /// The endpoint's host, for messages.
+    /// The endpoint's host, for messages (never its user info).
     fn host(&self) -> &str {
-        let rest = self
-            .endpoint
-            .split_once("://")
-            .map_or(self.endpoint.as_str(), |(_, r)| r);
-        rest.split('/').next().unwrap_or(rest)
+        match crate::url::split(&self.endpoint) {
+            Some(u) => u.host,
+            None => self.endpoint.split('/').next().unwrap_or(&self.endpoint),
+        }
     }
 }
 

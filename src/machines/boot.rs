@@ -65,21 +65,12 @@ pub fn without_credentials(url: &str) -> String {
         let key = kv.split('=').next().unwrap_or("").trim();
         key == "user" || key == "password"
     };
-    if let Some(scheme_end) = url.find("://") {
-        let (scheme, rest) = url.split_at(scheme_end + 3);
-        let (authority_path, query) = match rest.split_once('?') {
-            Some((a, q)) => (a, Some(q)),
-            None => (rest, None),
-        };
-        let (authority, path) = match authority_path.find('/') {
-            Some(i) => authority_path.split_at(i),
-            None => (authority_path, ""),
-        };
-        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-        let query: Vec<&str> = query
+    if let Some(u) = crate::url::split(url) {
+        let query: Vec<&str> = u
+            .query
             .map(|q| q.split('&').filter(|kv| !drop_key(kv)).collect())
             .unwrap_or_default();
-        let mut out = format!("{scheme}{host}{path}");
+        let mut out = format!("{}://{}{}", u.scheme, u.host, u.path);
         if !query.is_empty() {
             out.push('?');
             out.push_str(&query.join("&"));

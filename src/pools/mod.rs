@@ -37,15 +37,16 @@ pub mod worker;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::config::{Pool, PoolType, Provider as Kind};
+use crate::config::{Pool, PoolType};
 use crate::db::sql;
 use crate::db::{Db, Fault};
 use crate::machines::boot::{self, Boot};
+use crate::machines::fleet::{self, AtProvider, Fleet};
 use crate::machines::logins::{self, Machine};
 use crate::pools::decide::{
     Decided, Grow, PoolView, TypeWalk, Walk, say_no_capacity, try_locations,
 };
-use crate::providers::{Make, MakeError, Provider, ec2::Ec2, local::Local};
+use crate::providers::{Make, MakeError, Provider};
 use crate::settings::PoolTiming;
 
 /// Records a scaler decision of `kind` that has no other write, with `why`.
@@ -60,18 +61,13 @@ fn event(db: &mut Db, session: u64, kind: &str, why: &str) -> Result<(), Fault> 
 }
 
 /// The autoscaler's state between passes: when it last ran, this stack's
-/// id, the worker images' architectures (read again after
-/// `ORCA_POOL_IMAGE_SECONDS`), and the providers.
+/// id and the providers (the fleet), the worker images' architectures (read
+/// again after `ORCA_POOL_IMAGE_SECONDS`).
 pub struct PoolScaler {
     timing: PoolTiming,
     last: Option<Instant>,
-    stack: Option<String>,
     images: HashMap<String, (Result<Vec<String>, String>, Instant)>,
-    local: Local,
-    /// EC2, by region ("" for the AWS chain's own).
-    ec2: HashMap<String, Ec2>,
-    /// EC2 clients that could not be made, by region: why, and when.
-    ec2_failed: HashMap<String, (String, Instant)>,
+    fleet: Fleet,
     /// Orphan roles that could not be dropped (said once each).
     undroppable: std::collections::HashSet<String>,
     /// The pool the next pass starts with: a pass that ran out of time
@@ -147,13 +143,10 @@ impl PoolScaler {
     /// A scaler with `timing`; its first pass is due at once.
     pub fn new(timing: PoolTiming) -> PoolScaler {
         PoolScaler {
+            fleet: Fleet::new(timing.try_every),
             timing,
             last: None,
-            stack: None,
             images: HashMap::new(),
-            local: Local::default(),
-            ec2: HashMap::new(),
-            ec2_failed: HashMap::new(),
             undroppable: Default::default(),
             resume: 0,
         }
@@ -181,31 +174,19 @@ impl PoolScaler {
     ) -> Result<(f64, u64), Fault> {
         let (began, calls) = (Instant::now(), db.calls);
         self.last = Some(Instant::now());
-        let stack = match &self.stack {
-            Some(s) => s.clone(),
-            None => {
-                let s = db
-                    .run_fenced(session, |c| Ok(crate::machines::stack::stack_id(c)))?
-                    .map_err(Fault::Other)?;
-                log::info!("this stack's id is {s} (it labels this stack's machines)");
-                self.stack = Some(s.clone());
-                s
-            }
-        };
-        self.local.begin_pass();
-        for e in self.ec2.values_mut() {
-            e.begin_pass();
+        let read = self.fleet.stack(db, session)?;
+        let stack = read.id;
+        if read.fresh {
+            log::info!("this stack's id is {stack} (it labels this stack's machines)");
         }
+        self.fleet.begin_pass();
         let grow_after = self.timing.grow_after;
         let rows = db.run_fenced(session, |c| c.query(sql::POOLS_VIEW, &[&grow_after]))?;
         let machines = db.run_fenced(session, logins::live)?;
         for role in db.run_fenced(session, |c| logins::orphaned_roles(c, &stack))? {
             // Best effort: a role that can't be dropped yet is shut out and
             // tried again on the next pass.
-            let dropped = db.run_fenced(session, |c| {
-                logins::revoke(c, &role)?;
-                logins::drop_role(c, &role)
-            });
+            let dropped = db.run_fenced(session, |c| fleet::revoke_and_drop(c, &role));
             match dropped {
                 Ok(true) => log::debug!("dropped role {role}: no live machine holds it"),
                 Ok(false) => {
@@ -276,40 +257,10 @@ impl PoolScaler {
         Ok((began.elapsed().as_secs_f64() * 1000.0, db.calls - calls))
     }
 
-    /// The provider of pool `p`'s machines. An EC2 region's client is made
-    /// once; one that can't be made (no region, say) is tried again after
-    /// `ORCA_POOL_TRY_SECONDS`, saying why meanwhile.
+    /// The provider of pool `p`'s machines (see [`Fleet::provider`]).
     fn provider(&mut self, p: &Pool) -> Result<&mut dyn Provider, String> {
-        self.provider_in(p, p.machines.region.as_deref())
-    }
-
-    /// The provider of pool `p`'s machines in `region` (EC2; `None`: the AWS
-    /// chain's region).
-    fn provider_in(&mut self, p: &Pool, region: Option<&str>) -> Result<&mut dyn Provider, String> {
-        match p.machines.provider {
-            Kind::Local => Ok(&mut self.local),
-            Kind::Ec2 => {
-                let key = region.unwrap_or_default().to_string();
-                if let Some((why, at)) = self.ec2_failed.get(&key)
-                    && at.elapsed().as_secs_f64() < self.timing.try_every
-                {
-                    return Err(why.clone());
-                }
-                if !self.ec2.contains_key(&key) {
-                    match Ec2::new(region) {
-                        Ok(e) => {
-                            self.ec2_failed.remove(&key);
-                            self.ec2.insert(key.clone(), e);
-                        }
-                        Err(why) => {
-                            self.ec2_failed.insert(key, (why.clone(), Instant::now()));
-                            return Err(why);
-                        }
-                    }
-                }
-                Ok(self.ec2.get_mut(&key).expect("made above"))
-            }
-        }
+        self.fleet
+            .provider(&p.machines.provider, p.machines.region.as_deref())
     }
 
     /// The architectures of `image`, read again once they are older than
@@ -561,18 +512,20 @@ impl PoolScaler {
             return Ok(false);
         }
         log::info!("{}", say_removing(&p.name, &m.name, why));
-        db.run_fenced(session, |c| logins::revoke(c, &m.role))?;
-        if let Some(id) = &m.provider_id {
-            // Where it was made: the pool's region may have changed since.
-            let region = m.region.clone().or_else(|| p.machines.region.clone());
-            self.provider_in(p, region.as_deref())
-                .and_then(|pr| pr.delete(id, &m.name))
-                .map_err(|e| Fault::Other(format!("{}: can't delete it: {e}", m.name)))?;
-        }
+        // Where it was made: the pool's region may have changed since.
+        let at = AtProvider {
+            kind: &p.machines.provider,
+            region: m.region.as_deref().or(p.machines.region.as_deref()),
+            id: m.provider_id.as_deref(),
+            name: &m.name,
+        };
+        self.fleet
+            .revoke_and_delete(db, session, &m.role, &at)?
+            .map_err(|e| Fault::Other(format!("{}: can't delete it: {e}", m.name)))?;
         let requeued = db.run_fenced(session, |c| c.query(sql::MACHINE_END, &[&m.id, &why]))?;
         log::info!("{}", say_removed(&p.name, &m.name, requeued.len()));
         // A role that can't be dropped now is an orphan: dropped on a later pass.
-        let _ = db.run_fenced(session, |c| logins::drop_role(c, &m.role));
+        fleet::drop_login(db, session, &m.role);
         Ok(true)
     }
 }

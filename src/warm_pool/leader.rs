@@ -30,14 +30,13 @@
 //!   row `FOR UPDATE SKIP LOCKED` and ends it in the statement that inserts
 //!   the new one.
 
-use std::collections::HashMap;
-
-use crate::config::{MachineSettings, Pipeline, Provider as Kind};
+use crate::config::{MachineSettings, Pipeline};
 use crate::db::sql;
 use crate::db::{Db, Fault};
+use crate::machines::fleet::{self, AtProvider, Fleet};
 use crate::machines::logins;
 use crate::pools::decide::try_locations;
-use crate::providers::{Make, MakeError, Provider, ec2::Ec2, local::Local};
+use crate::providers::{Make, MakeError};
 use crate::settings::PoolTiming;
 use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget};
 
@@ -59,9 +58,8 @@ pub struct Ec2Runs {
     timing: PoolTiming,
     /// `ORCA_EC2_POOL_SECONDS`: how long an instance stays warm (0: none).
     pool_seconds: f64,
-    local: Local,
-    ec2: HashMap<String, Ec2>,
-    stack: Option<String>,
+    /// Providers by kind and region, and this stack's id.
+    fleet: Fleet,
     /// When strays were last looked for (every `ORCA_POOL_SCALE_SECONDS`).
     strays_at: Option<std::time::Instant>,
     /// New instances this tick may still make.
@@ -90,38 +88,11 @@ impl Ec2Runs {
             budget: MakeBudget::new(decide::make_per_tick(
                 std::env::var("ORCA_EC2_MAKE_PER_TICK").ok().as_deref(),
             )?),
+            fleet: Fleet::new(timing.try_every),
             timing,
             pool_seconds: crate::settings::seconds("ORCA_EC2_POOL_SECONDS", 0.0)?,
-            local: Local::default(),
-            ec2: HashMap::new(),
-            stack: None,
             strays_at: None,
         })
-    }
-
-    fn provider(&mut self, kind: &Kind, region: Option<&str>) -> Result<&mut dyn Provider, String> {
-        match kind {
-            Kind::Local => Ok(&mut self.local),
-            Kind::Ec2 => {
-                let key = region.unwrap_or_default().to_string();
-                if !self.ec2.contains_key(&key) {
-                    let e = Ec2::new(region)?;
-                    self.ec2.insert(key.clone(), e);
-                }
-                Ok(self.ec2.get_mut(&key).expect("made above"))
-            }
-        }
-    }
-
-    fn stack(&mut self, db: &mut Db, session: u64) -> Result<String, Fault> {
-        if let Some(s) = &self.stack {
-            return Ok(s.clone());
-        }
-        let s = db
-            .run_fenced(session, |c| Ok(crate::machines::stack::stack_id(c)))?
-            .map_err(Fault::Other)?;
-        self.stack = Some(s.clone());
-        Ok(s)
     }
 
     /// A new tick: its budget of new instances is whole again.
@@ -255,7 +226,7 @@ impl Ec2Runs {
         address: &str,
         fresh: bool,
     ) -> Result<Result<String, String>, Fault> {
-        let stack = self.stack(db, session)?;
+        let stack = self.fleet.stack(db, session)?.id;
         let n: i64 = db
             .run_fenced(session, |c| c.query_one(sql::INSTANCE_NEXT_ID, &[]))?
             .get(0);
@@ -282,7 +253,7 @@ impl Ec2Runs {
         ];
         let region = settings.region.clone();
         let tried = try_locations::<_, Fault>(&settings.locations, |location, _| {
-            let provider = match self.provider(&settings.provider, region.as_deref()) {
+            let provider = match self.fleet.provider(&settings.provider, region.as_deref()) {
                 Ok(pr) => pr,
                 Err(e) => return Ok(Err(MakeError::Failed(e))),
             };
@@ -299,16 +270,10 @@ impl Ec2Runs {
             Ok(provider.make(&req).map(|m| (m, provider.region())))
         })?;
         let Some((_, (m, made_in))) = tried.made else {
-            db.run_fenced(session, |c| {
-                logins::revoke(c, &login)?;
-                logins::drop_role(c, &login)
-            })?;
+            db.run_fenced(session, |c| fleet::revoke_and_drop(c, &login))?;
             return Ok(Err(tried.why()));
         };
-        let provider = match settings.provider {
-            Kind::Local => "local",
-            Kind::Ec2 => "ec2",
-        };
+        let provider = fleet::stored_kind(&settings.provider);
         db.run_fenced(session, |c| {
             c.execute(
                 sql::INSTANCE_ADD,
@@ -380,21 +345,16 @@ impl Ec2Runs {
         let due = self
             .strays_at
             .is_none_or(|t| t.elapsed().as_secs_f64() >= self.timing.scale);
-        if let Some(stack) = self.stack.clone().filter(|_| due) {
+        if let Some(stack) = self.fleet.known_stack().map(str::to_string).filter(|_| due) {
             self.strays_at = Some(std::time::Instant::now());
             let live: std::collections::HashSet<String> = db
                 .run_fenced(session, |c| c.query(sql::INSTANCES_LIVE_NAMES, &[]))?
                 .iter()
                 .map(|r| r.get(0))
                 .collect();
-            self.local.begin_pass();
-            let mut providers: Vec<&mut dyn Provider> = vec![&mut self.local];
-            for e in self.ec2.values_mut() {
-                e.begin_pass();
-                providers.push(e);
-            }
+            self.fleet.begin_pass();
             let mut strays = Vec::new();
-            for pr in providers {
+            for pr in self.fleet.in_use() {
                 match pr.list(GROUP, &stack) {
                     Ok(found) => {
                         let held = |name: &str| live.contains(name);
@@ -417,10 +377,7 @@ impl Ec2Runs {
                 c.query(sql::INSTANCE_LOGINS_ORPHANED, &[&prefix])
             })? {
                 let login: String = row.get(0);
-                let _ = db.run_fenced(session, |c| {
-                    logins::revoke(c, &login)?;
-                    logins::drop_role(c, &login)
-                });
+                let _ = db.run_fenced(session, |c| fleet::revoke_and_drop(c, &login));
             }
             for name in strays {
                 log::warn!("deleted stray instance {name}: no live row held it");
@@ -439,20 +396,16 @@ impl Ec2Runs {
     /// Deletes ended instances and revokes their logins.
     fn delete(&mut self, db: &mut Db, session: u64, ended: Vec<Ended>) -> Result<(), Fault> {
         for (name, provider, provider_id, region, login) in ended {
-            db.run_fenced(session, |c| logins::revoke(c, &login))?;
-            let kind = if provider == "ec2" {
-                Kind::Ec2
-            } else {
-                Kind::Local
+            let at = AtProvider {
+                kind: &fleet::kind_of_stored(&provider),
+                region: region.as_deref(),
+                id: provider_id.as_deref(),
+                name: &name,
             };
-            if let Some(id) = provider_id
-                && let Err(e) = self
-                    .provider(&kind, region.as_deref())
-                    .and_then(|pr| pr.delete(&id, &name))
-            {
+            if let Err(e) = self.fleet.revoke_and_delete(db, session, &login, &at)? {
                 log::error!("instance {name}: can't delete it: {e}");
             }
-            let _ = db.run_fenced(session, |c| logins::drop_role(c, &login));
+            fleet::drop_login(db, session, &login);
             log::info!("instance {name} ended");
         }
         Ok(())

@@ -1,0 +1,216 @@
+//! The providers a leader's machines come from, as the pool scaler and EC2
+//! runs both keep them: one local provider, EC2 clients by region (made
+//! once; one that can't be made is tried again only after a back-off), this
+//! stack's id (read once), and the steps of retiring a machine's login.
+//!
+//! Invariants:
+//! * A login is revoked (no more logins, its sessions ended) before it is
+//!   dropped, and before its machine is deleted at its provider.
+//! * An EC2 client that could not be made is not tried again for
+//!   `ORCA_POOL_TRY_SECONDS`: meanwhile the same why is said.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use postgres::Client;
+
+use crate::config::Provider as Kind;
+use crate::db::{Db, Fault};
+use crate::machines::logins;
+use crate::providers::{Provider, ec2::Ec2, local::Local};
+
+/// Providers by kind and region, and this stack's id.
+pub struct Fleet {
+    /// How long (s) an EC2 client that could not be made is not tried again.
+    retry: f64,
+    local: Local,
+    /// EC2, by region ("" for the AWS chain's own).
+    ec2: HashMap<String, Ec2>,
+    /// EC2 clients that could not be made, by region: why, and when.
+    ec2_failed: HashMap<String, (String, Instant)>,
+    stack: Option<String>,
+}
+
+/// A machine (or an instance) as its provider knows it.
+pub struct AtProvider<'a> {
+    /// Its provider's kind.
+    pub kind: &'a Kind,
+    /// The region it was made in (EC2; `None`: the AWS chain's region).
+    pub region: Option<&'a str>,
+    /// The provider's id for it, if it was ever made.
+    pub id: Option<&'a str>,
+    /// Its name.
+    pub name: &'a str,
+}
+
+/// This stack's id, and whether it was read just now (the first time).
+pub struct Stack {
+    /// The id.
+    pub id: String,
+    /// Read from the database by this call.
+    pub fresh: bool,
+}
+
+impl Fleet {
+    /// No providers made yet; an EC2 client that can't be made is tried
+    /// again after `retry` seconds (`ORCA_POOL_TRY_SECONDS`).
+    pub fn new(retry: f64) -> Fleet {
+        Fleet {
+            retry,
+            local: Local::default(),
+            ec2: HashMap::new(),
+            ec2_failed: HashMap::new(),
+            stack: None,
+        }
+    }
+
+    /// The provider of `kind` in `region` (EC2; `None`: the AWS chain's
+    /// region). An EC2 region's client is made once; one that can't be made
+    /// (no region, say) is tried again after the back-off, saying why
+    /// meanwhile.
+    pub fn provider(
+        &mut self,
+        kind: &Kind,
+        region: Option<&str>,
+    ) -> Result<&mut dyn Provider, String> {
+        match kind {
+            Kind::Local => Ok(&mut self.local),
+            Kind::Ec2 => {
+                let key = region.unwrap_or_default().to_string();
+                if let Some((why, at)) = self.ec2_failed.get(&key)
+                    && at.elapsed().as_secs_f64() < self.retry
+                {
+                    return Err(why.clone());
+                }
+                if !self.ec2.contains_key(&key) {
+                    match Ec2::new(region) {
+                        Ok(e) => {
+                            self.ec2_failed.remove(&key);
+                            self.ec2.insert(key.clone(), e);
+                        }
+                        Err(why) => {
+                            self.ec2_failed.insert(key, (why.clone(), Instant::now()));
+                            return Err(why);
+                        }
+                    }
+                }
+                Ok(self.ec2.get_mut(&key).expect("made above"))
+            }
+        }
+    }
+
+    /// A pass begins: every provider made so far may list once for it.
+    pub fn begin_pass(&mut self) {
+        self.local.begin_pass();
+        for e in self.ec2.values_mut() {
+            e.begin_pass();
+        }
+    }
+
+    /// Every provider made so far: the local one, then EC2's by region.
+    pub fn in_use(&mut self) -> Vec<&mut dyn Provider> {
+        let mut all: Vec<&mut dyn Provider> = vec![&mut self.local];
+        for e in self.ec2.values_mut() {
+            all.push(e);
+        }
+        all
+    }
+
+    /// Retiring machine `m` begins: its login `login` revoked (no more
+    /// logins, its sessions ended), then the machine deleted where it was
+    /// made, if the provider ever gave it an id. Err: the database's fault
+    /// (nothing deleted); `Ok(Err(why))`: revoked, but not deleted. Its
+    /// login is dropped after ([`drop_login`]), once nothing holds it.
+    pub fn revoke_and_delete(
+        &mut self,
+        db: &mut Db,
+        session: u64,
+        login: &str,
+        m: &AtProvider,
+    ) -> Result<Result<(), String>, Fault> {
+        db.run_fenced(session, |c| logins::revoke(c, login))?;
+        let Some(id) = m.id else {
+            return Ok(Ok(()));
+        };
+        Ok(self
+            .provider(m.kind, m.region)
+            .and_then(|pr| pr.delete(id, m.name)))
+    }
+
+    /// This stack's id, read (or made) once on session `session`.
+    pub fn stack(&mut self, db: &mut Db, session: u64) -> Result<Stack, Fault> {
+        if let Some(id) = &self.stack {
+            return Ok(Stack {
+                id: id.clone(),
+                fresh: false,
+            });
+        }
+        let id = db
+            .run_fenced(session, |c| Ok(crate::machines::stack::stack_id(c)))?
+            .map_err(Fault::Other)?;
+        self.stack = Some(id.clone());
+        Ok(Stack { id, fresh: true })
+    }
+
+    /// This stack's id if it was read already.
+    pub fn known_stack(&self) -> Option<&str> {
+        self.stack.as_deref()
+    }
+}
+
+/// The provider kind stored in a row (`orca.instances.provider`): `ec2` or
+/// `local`.
+pub fn stored_kind(kind: &Kind) -> &'static str {
+    match kind {
+        Kind::Local => "local",
+        Kind::Ec2 => "ec2",
+    }
+}
+
+/// The provider kind a row's `stored` text names ([`stored_kind`]); anything
+/// but `ec2` is local.
+pub fn kind_of_stored(stored: &str) -> Kind {
+    if stored == "ec2" {
+        Kind::Ec2
+    } else {
+        Kind::Local
+    }
+}
+
+/// Revokes login `role` and drops it (in this order, on one connection);
+/// false if it can't be dropped now (it stays shut out, an orphan dropped on
+/// a later pass).
+pub fn revoke_and_drop(client: &mut Client, role: &str) -> Result<bool, postgres::Error> {
+    logins::revoke(client, role)?;
+    logins::drop_role(client, role)
+}
+
+/// Drops revoked login `login`, best effort: one that can't be dropped now
+/// stays shut out, an orphan dropped on a later pass.
+pub fn drop_login(db: &mut Db, session: u64, login: &str) {
+    let _ = db.run_fenced(session, |c| logins::drop_role(c, login));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_kinds_round_trip_through_their_stored_names() {
+        for kind in [Kind::Local, Kind::Ec2] {
+            assert_eq!(kind_of_stored(stored_kind(&kind)), kind);
+        }
+        assert_eq!(stored_kind(&Kind::Ec2), "ec2");
+        assert_eq!(stored_kind(&Kind::Local), "local");
+        assert_eq!(kind_of_stored("anything else"), Kind::Local);
+    }
+
+    #[test]
+    fn the_local_provider_is_one_and_always_there() {
+        let mut f = Fleet::new(60.0);
+        assert!(f.provider(&Kind::Local, None).is_ok());
+        assert!(f.provider(&Kind::Local, Some("eu-west-1")).is_ok());
+        assert_eq!(f.in_use().len(), 1);
+        assert!(f.known_stack().is_none());
+    }
+}
