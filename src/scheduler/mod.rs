@@ -40,6 +40,25 @@ use crate::supervise::child::Child;
 use crate::supervise::{self, Supervisor};
 use crate::warm_pool::leader::Ec2Runs;
 
+/// The placements whose runs the scheduler starts itself (a `worker:`
+/// run is claimed by a worker of its pool).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Starts {
+    /// Processes on this host.
+    Local,
+    /// Instances of the run's own.
+    Ec2,
+}
+
+impl Starts {
+    /// The placement, as `orca.pipelines.placement` has it.
+    fn placement(self) -> config::Placement {
+        match self {
+            Starts::Local => config::Placement::Local,
+            Starts::Ec2 => config::Placement::Ec2,
+        }
+    }
+}
 /// How many runs one tick starts at most (the rest wait a tick).
 const STARTS_PER_TICK: i64 = 64;
 
@@ -486,12 +505,12 @@ impl Scheduler {
             self.fire(session, now, &pipelines);
         }
         self.sense(session, &pipelines);
-        self.start(session, &pipelines, "local");
+        self.start(session, &pipelines, Starts::Local);
         if pipelines
             .values()
             .any(|v| v.p.placement == config::Placement::Ec2)
         {
-            self.start(session, &pipelines, "ec2");
+            self.start(session, &pipelines, Starts::Ec2);
             let judge = self.judge_silence(began);
             if let Err(e) = self.ec2_runs.watch(&mut self.db, session, judge) {
                 e.complain();
@@ -670,12 +689,12 @@ impl Scheduler {
         }
     }
 
-    /// Starts queued runs placed on `placement` (`local`: processes here;
-    /// `ec2`: instances of their own), oldest first, within `max_runs`.
+    /// Starts queued runs placed on `placement` (`Local`: processes here;
+    /// `Ec2`: instances of their own), oldest first, within `max_runs`.
     /// EC2 runs started before that still lack instances get them first,
     /// and no new one is claimed once the tick may make no more instances.
-    fn start(&mut self, session: u64, pipelines: &Views, placement: &str) {
-        let host = if placement == "ec2" {
+    fn start(&mut self, session: u64, pipelines: &Views, placement: Starts) {
+        let host = if placement == Starts::Ec2 {
             self.ec2_runs.begin_tick();
             let short = match self.ec2_runs.short(&mut self.db, session) {
                 Ok(short) => short,
@@ -708,13 +727,16 @@ impl Scheduler {
             self.host.clone()
         };
         let rows = match self.db.run_fenced(session, |c| {
-            c.query(sql::STARTABLE, &[&placement, &STARTS_PER_TICK])
+            c.query(
+                sql::STARTABLE,
+                &[&placement.placement().as_text(), &STARTS_PER_TICK],
+            )
         }) {
             Ok(rows) => rows,
             Err(e) => return e.complain(),
         };
         for row in rows {
-            if stops() > 0 || (placement == "ec2" && !self.ec2_runs.can_make()) {
+            if stops() > 0 || (placement == Starts::Ec2 && !self.ec2_runs.can_make()) {
                 return;
             }
             let id: i64 = row.get(0);
@@ -733,7 +755,7 @@ impl Scheduler {
                 Ok(None) => continue,
                 Err(e) => return e.complain(),
             };
-            if placement == "ec2" {
+            if placement == Starts::Ec2 {
                 if let Err(e) = self.ec2_runs.start(&mut self.db, session, id, start, p) {
                     return e.complain();
                 }
