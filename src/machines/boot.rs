@@ -2,8 +2,13 @@
 //! the same for every provider) and the settings it gets, as a provider
 //! passes them (the local provider: the environment; EC2: user-data).
 
-/// The boot script, embedded.
-pub const BOOT_SCRIPT: &str = include_str!("../../scripts/boot.sh");
+/// The boot script, embedded after the machine prelude
+/// (`scripts/machine-prelude.sh`: the token file, `ORCA_RUN_AS`, the
+/// metadata block), which every machine and instance runs first.
+pub const BOOT_SCRIPT: &str = concat!(
+    include_str!("../../scripts/machine-prelude.sh"),
+    include_str!("../../scripts/boot.sh")
+);
 
 /// What a machine boots with: its pool, name, credentials and the database.
 pub struct Boot {

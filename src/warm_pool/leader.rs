@@ -40,8 +40,12 @@ use crate::providers::{Make, MakeError};
 use crate::settings::PoolTiming;
 use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget};
 
-/// The instance script, embedded.
-pub const INSTANCE_SCRIPT: &str = include_str!("../../scripts/instance.sh");
+/// The instance script, embedded after the machine prelude
+/// (`scripts/machine-prelude.sh`), as [`crate::machines::boot::BOOT_SCRIPT`].
+pub const INSTANCE_SCRIPT: &str = concat!(
+    include_str!("../../scripts/machine-prelude.sh"),
+    include_str!("../../scripts/instance.sh")
+);
 
 /// An idle instance is handed over only if it polled this recently (s).
 const POLL_FRESH: f64 = 5.0;

@@ -367,7 +367,7 @@ fn machine_script_with_fake_iptables(script: &str, env: &[(&str, &str)]) -> (Str
     }
     let path = format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", dir.0.display());
     let out = std::process::Command::new("sh")
-        .arg(format!("{}/scripts/{script}", env!("CARGO_MANIFEST_DIR")))
+        .arg(machine_script(&dir, script))
         .env_clear()
         .env("PATH", path)
         .env("ORCA_BIN", &orca)

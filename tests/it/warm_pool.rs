@@ -435,9 +435,9 @@ fn the_instance_script_serves_a_run_waits_warm_and_serves_the_next() {
         "",
         true,
     );
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/instance.sh");
+    let script = machine_script(&dir, "instance.sh");
     let mut c = Command::new("/bin/sh");
-    c.arg(script)
+    c.arg(&script)
         .env("ORCA_DATABASE_URL", db.url_without_user())
         .env("ORCA_TOKEN", format!("{login}:pw"))
         .env("ORCA_INSTANCE", "i-1")

@@ -69,3 +69,16 @@ pub fn text(b: &[u8]) -> String {
 pub fn toml_str(text: &str) -> String {
     format!("{text:?}")
 }
+
+/// `scripts/NAME` as orca embeds it (after `scripts/machine-prelude.sh`),
+/// written into `dir`; its path, to run with `sh`.
+pub fn machine_script(dir: &TempDir, name: &str) -> String {
+    let read = |f: &str| {
+        let path = format!("{}/scripts/{f}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    dir.write(
+        &format!("embedded-{name}"),
+        &(read("machine-prelude.sh") + &read(name)),
+    )
+}
