@@ -171,10 +171,11 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpt
 }
 
 /// One look at a followed run.
-struct Look {
+struct Look<'a> {
     state: String,
     start: i32,
-    output: Vec<u8>,
+    /// Its output (only for `logs -f`; empty for `run --wait`).
+    output: &'a [u8],
     why: Option<String>,
 }
 
@@ -184,23 +185,27 @@ struct Look {
 /// Outages are waited through (the `Db` logs when one starts and ends); a
 /// login refused for good ends it at once with exit 1. While the run is
 /// queued it says on stderr why, when the database can tell, once each
-/// time the cause changes. With `until_reader_gone`, it ends (exit 0) once
-/// stdout is a pipe with no reader left.
+/// time the cause changes. With `until_reader_gone` (`logs -f`), it reads
+/// the run's output, each time it changed, and ends (exit 0) once stdout is
+/// a pipe with no reader left.
 fn follow_run(
     target: Target,
     who: &'static str,
     id: i64,
     until_reader_gone: bool,
-    mut each: impl FnMut(Look) -> Option<Outcome>,
+    mut each: impl FnMut(Look<'_>) -> Option<Outcome>,
 ) -> Outcome {
     let stale = stale()?;
     let mut db = Db::new(target.with_application_name(who), who);
     let mut said: Option<runs::Waiting> = None;
+    // The output read last and its md5: the database sends it again only
+    // once it changed (`logs -f` looks twice a second at up to 64 KiB).
+    let (mut output, mut md5): (Vec<u8>, Option<String>) = (Vec::new(), None);
     loop {
         if until_reader_gone && stdout_reader_gone() {
             return Ok(());
         }
-        let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&id])) {
+        let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&id, &until_reader_gone, &md5])) {
             Ok(Some(row)) => row,
             Ok(None) => return Err(no(format!("run {id} is gone from the database"))),
             Err(Fault::Refused(r)) => return Err(no(r.to_string())),
@@ -210,10 +215,17 @@ fn follow_run(
             }
             Err(e) => return Err(no(e.to_string())),
         };
+        md5 = row.get(4);
+        match row.get::<_, Option<Vec<u8>>>(2) {
+            Some(changed) => output = changed,
+            // No output (a new attempt's, or `run --wait`): none kept either.
+            None if md5.is_none() => output.clear(),
+            None => {}
+        }
         let look = Look {
             state: row.get(0),
             start: row.get(1),
-            output: row.get(2),
+            output: &output,
             why: row.get(3),
         };
         let queued = look.state == "queued";
@@ -353,7 +365,7 @@ pub fn logs(run: i64, follow: bool, opts: &DbOpts) -> Outcome {
     drop(client);
     let mut shown = crate::follow::Follow::default();
     follow_run(target, "orca logs -f", run, true, |look| {
-        let new = shown.next(look.start, &look.output);
+        let new = shown.next(look.start, look.output);
         if !new.is_empty() {
             let mut stdout = std::io::stdout().lock();
             // A reader gone (`| head`): nothing more to do.
