@@ -17,7 +17,7 @@ use crate::exit::{Failure, Outcome, bad, no};
 use crate::lead::{self, DeployVerdict};
 use crate::plural::count;
 use crate::printable;
-use crate::runs::{self, Cancelled, STATES};
+use crate::runs::{self, Cancelled, RunState, STATES};
 
 /// How often `orca logs -f` and `orca run --wait` look at the run. Its
 /// output reaches the database about once a second while it runs.
@@ -156,7 +156,7 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpt
     }
     drop(client);
     follow_run(target, "orca run --wait", id, false, |look| {
-        let done = ended(&look.state)?;
+        let done = look.state.ended()?;
         Some(if done {
             Ok(())
         } else {
@@ -172,7 +172,7 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpt
 
 /// One look at a followed run.
 struct Look<'a> {
-    state: String,
+    state: RunState,
     start: i32,
     /// Its output (only for `logs -f`; empty for `run --wait`).
     output: &'a [u8],
@@ -228,7 +228,7 @@ fn follow_run(
             output: &output,
             why: row.get(3),
         };
-        let queued = look.state == "queued";
+        let queued = look.state == RunState::Queued;
         if let Some(outcome) = each(look) {
             return outcome;
         }
@@ -262,16 +262,6 @@ fn stdout_reader_gone() -> bool {
             revents: 0,
         };
         libc::poll(&mut p, 1, 0) == 1 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0
-    }
-}
-
-/// Whether a run in `state` has ended, and if so whether it succeeded:
-/// `None` while it is queued (a retry among them) or running.
-pub fn ended(state: &str) -> Option<bool> {
-    match state {
-        "queued" | "running" => None,
-        "succeeded" => Some(true),
-        _ => Some(false),
     }
 }
 
@@ -373,7 +363,7 @@ pub fn logs(run: i64, follow: bool, opts: &DbOpts) -> Outcome {
                 return Some(Ok(()));
             }
         }
-        ended(&look.state).map(|_| Ok(()))
+        look.state.ended().map(|_| Ok(()))
     })
 }
 
@@ -646,18 +636,14 @@ mod tests {
 
     #[test]
     fn a_run_has_ended_once_it_is_neither_queued_nor_running() {
-        assert_eq!(ended("queued"), None);
-        assert_eq!(ended("running"), None);
-        assert_eq!(ended("succeeded"), Some(true));
-        for state in ["failed", "cancelled"] {
-            assert_eq!(ended(state), Some(false), "{state}");
-        }
-        for state in STATES {
+        for state in RunState::ALL {
+            let ended = state.ended();
             assert_eq!(
-                ended(state).is_none(),
-                ["queued", "running"].contains(state),
+                ended.is_none(),
+                matches!(state, RunState::Queued | RunState::Running),
                 "{state}"
             );
+            assert_eq!(ended == Some(true), state == RunState::Succeeded, "{state}");
         }
     }
 }

@@ -58,6 +58,16 @@ impl RunState {
             RunState::Cancelled => "cancelled",
         }
     }
+
+    /// Whether a run in this state has ended, and if so whether it
+    /// succeeded: `None` while it is queued (a retry among them) or running.
+    pub const fn ended(self) -> Option<bool> {
+        match self {
+            RunState::Queued | RunState::Running => None,
+            RunState::Succeeded => Some(true),
+            RunState::Failed | RunState::Cancelled => Some(false),
+        }
+    }
 }
 
 impl std::fmt::Display for RunState {
