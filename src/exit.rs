@@ -4,7 +4,12 @@
 //!
 //! Exit codes: 0 done; 1 it ran and the answer is no (or the database
 //! can't be reached); 2 bad input; 3 a pool machine's credentials revoked
-//! ([`crate::pools::worker::REVOKED`]); 127 the shim couldn't run its command.
+//! ([`REVOKED`]); 127 the shim couldn't run its command.
+
+/// The exit code when a machine's or instance's credentials are refused
+/// (`orca worker`, `ec2-serve`): the boot script shuts the machine down on
+/// it instead of starting the worker again.
+pub const REVOKED: i32 = 3;
 
 /// A command's result.
 pub type Outcome = Result<(), Failure>;

@@ -11,7 +11,57 @@ use serde::Serialize;
 
 use crate::config::Pipeline;
 use crate::db::sql;
-use crate::supervise::child::Exit;
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it.
+    Signal(i32),
+}
+
+impl Exit {
+    /// From a process's wait status.
+    pub fn from_status(s: std::process::ExitStatus) -> Exit {
+        use std::os::unix::process::ExitStatusExt;
+        match (s.code(), s.signal()) {
+            (Some(c), _) => Exit::Code(c),
+            (None, Some(sig)) => Exit::Signal(sig),
+            _ => Exit::Code(-1),
+        }
+    }
+
+    /// Whether it exited 0.
+    pub fn success(self) -> bool {
+        self == Exit::Code(0)
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exit::Code(c) => write!(f, "exit code {c}"),
+            Exit::Signal(s) => write!(f, "signal {s} ({})", signal_name(*s)),
+        }
+    }
+}
+
+/// The usual name of a signal.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGBUS => "SIGBUS",
+        _ => "signal",
+    }
+}
 
 /// The states a run can be in, as text (`orca runs --state`).
 pub const STATES: &[&str] = &[

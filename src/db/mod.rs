@@ -228,7 +228,12 @@ impl Target {
             }
             Err(e) => return Err(e),
         };
-        login.rotate_if_pending(&mut client);
+        login.rotate_if_pending(|verifier| {
+            client
+                .execute(sql::LOGIN_ROTATE, &[&verifier])
+                .map(drop)
+                .map_err(|e| plain(&e))
+        });
         Ok(client)
     }
 

@@ -34,10 +34,6 @@ impl Boot {
     }
 }
 
-/// The environment variable with a machine's (or an instance's) own
-/// credentials, `ROLE:SECRET`.
-pub const TOKEN_VAR: &str = "ORCA_TOKEN";
-
 /// Where a machine's or instance's process (`who`: "worker", "pool-next")
 /// reaches the database: `ORCA_DATABASE_URL` with the credentials of
 /// `ORCA_TOKEN`. The error never shows the token.

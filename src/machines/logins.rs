@@ -16,7 +16,7 @@
 use postgres::Client;
 
 use crate::db::sql;
-use crate::machines::stack::random_hex;
+use crate::secrets::scram;
 
 /// A machine as the scaler sees it, by the database's clock.
 #[derive(Clone, Debug)]
@@ -140,9 +140,7 @@ pub fn make_role(client: &mut Client, stack: &str, id: i64) -> Result<Token, Str
 /// secret, sent as a SCRAM verifier.
 pub fn make_login(client: &mut Client, role: &str, statement: &str) -> Result<Token, String> {
     let role = role.to_string();
-    let secret = random_hex(24).map_err(|e| format!("can't read /dev/urandom: {e}"))?;
-    let salt = random_hex(16).map_err(|e| format!("can't read /dev/urandom: {e}"))?;
-    let verifier = scram_verifier(&secret, salt.as_bytes(), 4096);
+    let (secret, verifier) = scram::new_secret()?;
     client
         .execute(statement, &[&role, &verifier])
         .map_err(|e| format!("can't make role {role}: {}", crate::db::plain(&e)))?;
@@ -184,44 +182,9 @@ pub fn orphaned_roles(client: &mut Client, stack: &str) -> Result<Vec<String>, p
         .collect())
 }
 
-/// The SCRAM-SHA-256 verifier Postgres stores for `password` (RFC 5802 and
-/// 7677, as `pg_authid.rolpassword` spells it).
-pub fn scram_verifier(password: &str, salt: &[u8], iterations: u32) -> String {
-    use base64::Engine;
-    use ring::{digest, hmac, pbkdf2};
-    let mut salted = [0u8; 32];
-    pbkdf2::derive(
-        pbkdf2::PBKDF2_HMAC_SHA256,
-        std::num::NonZeroU32::new(iterations).expect("iterations > 0"),
-        salt,
-        password.as_bytes(),
-        &mut salted,
-    );
-    let key = hmac::Key::new(hmac::HMAC_SHA256, &salted);
-    let client_key = hmac::sign(&key, b"Client Key");
-    let stored_key = digest::digest(&digest::SHA256, client_key.as_ref());
-    let server_key = hmac::sign(&key, b"Server Key");
-    let b64 = base64::engine::general_purpose::STANDARD;
-    format!(
-        "SCRAM-SHA-256${iterations}:{}${}:{}",
-        b64.encode(salt),
-        b64.encode(stored_key.as_ref()),
-        b64.encode(server_key.as_ref())
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn scram_verifier_has_postgres_form() {
-        // The keys themselves are checked by a server: workers log in with
-        // their secret over scram-sha-256 in the integration tests.
-        let v = scram_verifier("secret", b"0123456789abcdef", 4096);
-        assert!(v.starts_with("SCRAM-SHA-256$4096:MDEyMzQ1Njc4OWFiY2RlZg==$"));
-        assert_eq!(v.split('$').count(), 3);
-    }
 
     #[test]
     fn a_token_does_not_show_its_secret() {

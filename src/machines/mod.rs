@@ -4,7 +4,8 @@
 //! boots with (`boot`: the boot script and its settings), the stack id
 //! that labels every machine this stack makes (`stack`), and the providers
 //! the pool scaler and EC2 runs make and delete them with, by kind and
-//! region (`fleet`).
+//! region (`fleet`), and the decisions they share, pure: the location walk
+//! and strays (`walk`).
 //!
 //! Invariant: a machine's secret exists in clear only in the scheduler's
 //! memory and the machine's user-data; the database holds its verifier.
@@ -13,3 +14,4 @@ pub mod boot;
 pub mod fleet;
 pub mod logins;
 pub mod stack;
+pub mod walk;

@@ -6,17 +6,10 @@ use postgres::Client;
 
 use crate::db::sql;
 
-/// `bytes` random bytes from the kernel, as lowercase hex.
-pub fn random_hex(bytes: usize) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut buf = vec![0u8; bytes];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 /// This stack's id, made now if there is none yet (the first writer wins).
 pub fn stack_id(client: &mut Client) -> Result<String, String> {
-    let fresh = random_hex(6).map_err(|e| format!("can't read /dev/urandom: {e}"))?;
+    let fresh = crate::secrets::scram::random_hex(6)
+        .map_err(|e| format!("can't read /dev/urandom: {e}"))?;
     client
         .query_one(sql::STACK_ID, &[&fresh])
         .map(|r| r.get(0))

@@ -43,9 +43,8 @@ use crate::db::{Db, Fault};
 use crate::machines::boot::{self, Boot};
 use crate::machines::fleet::{self, AtProvider, Fleet};
 use crate::machines::logins::{self, Machine};
-use crate::pools::decide::{
-    Decided, Grow, PoolView, TypeWalk, Walk, say_no_capacity, try_locations,
-};
+use crate::machines::walk::{strays, try_locations};
+use crate::pools::decide::{Decided, Grow, PoolView, TypeWalk, Walk, say_no_capacity};
 use crate::providers::{Make, MakeError, Provider};
 use crate::settings::PoolTiming;
 
@@ -321,7 +320,7 @@ impl PoolScaler {
             Ok(provider) => match provider.list(&p.name, stack) {
                 Ok(found) => {
                     let held = |name: &str| machines.iter().any(|m| m.name == name);
-                    for s in decide::strays(found, |s| &s.name, held) {
+                    for s in strays(found, |s| &s.name, held) {
                         log::warn!(
                             "deleting stray machine {} ({}) of pool {}: no live row holds it",
                             s.name,

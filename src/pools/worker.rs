@@ -18,13 +18,9 @@ use std::time::{Duration, Instant};
 use crate::config::Pipeline;
 use crate::db::sql;
 use crate::db::{Db, Fault, Refusal, codes};
-use crate::exit::{Failure, Outcome, bad, no};
+use crate::exit::{Failure, Outcome, REVOKED, bad, no};
 use crate::settings::Timing;
 use crate::supervise::{self, Supervisor};
-
-/// The exit code when the machine's credentials are refused: the boot
-/// script shuts the machine down on it instead of starting the worker again.
-pub const REVOKED: i32 = 3;
 
 static STOPS: AtomicUsize = AtomicUsize::new(0);
 

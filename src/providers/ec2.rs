@@ -165,7 +165,8 @@ impl Provider for Ec2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machines::boot::BOOT_SCRIPT;
+
+    const BOOT_SCRIPT: &str = "#!/bin/sh\necho boot\n";
 
     #[test]
     fn client_tokens_differ_by_location_and_fit_ec2s_limit() {

@@ -27,6 +27,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::runs::Exit;
+
 /// How much of a run's output is kept: the last 64 KiB.
 pub const TAIL_BYTES: usize = 64 * 1024;
 
@@ -44,14 +46,6 @@ const SHIM_PARENT: &str = "ORCA_SHIM_PARENT";
 
 /// `UID:GID` the shim's command runs as (`ORCA_RUN_AS`), when set.
 const SHIM_RUN_AS: &str = "ORCA_SHIM_RUN_AS";
-
-static RUN_AS: std::sync::OnceLock<Option<crate::secrets::RunAs>> = std::sync::OnceLock::new();
-
-/// Every command this process starts from now on runs as `user` (`None`:
-/// as orca's own user). Set once, at start.
-pub fn set_run_as(user: Option<crate::secrets::RunAs>) {
-    let _ = RUN_AS.set(user);
-}
 
 /// The last [`TAIL_BYTES`] of a child's stdout and stderr, interleaved.
 #[derive(Default)]
@@ -109,55 +103,6 @@ pub struct Child {
     killing: Option<(Instant, bool)>,
 }
 
-/// How a child ended.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Exit {
-    /// It exited with this code.
-    Code(i32),
-    /// A signal ended it.
-    Signal(i32),
-}
-
-impl Exit {
-    fn from_status(s: ExitStatus) -> Exit {
-        match (s.code(), s.signal()) {
-            (Some(c), _) => Exit::Code(c),
-            (None, Some(sig)) => Exit::Signal(sig),
-            _ => Exit::Code(-1),
-        }
-    }
-
-    /// Whether it exited 0.
-    pub fn success(self) -> bool {
-        self == Exit::Code(0)
-    }
-}
-
-impl std::fmt::Display for Exit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Exit::Code(c) => write!(f, "exit code {c}"),
-            Exit::Signal(s) => write!(f, "signal {s} ({})", signal_name(*s)),
-        }
-    }
-}
-
-/// The usual name of a signal.
-pub fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGBUS => "SIGBUS",
-        _ => "signal",
-    }
-}
-
 impl Child {
     /// Starts `argv` under the shim with `env` added, in a new process group.
     /// Of orca's own environment only what [`passed_on`] allows reaches it
@@ -178,7 +123,7 @@ impl Child {
             .envs(env.iter().map(|(k, v)| (k, v)))
             .env(SHIM_PARENT, std::process::id().to_string())
             .stdin(Stdio::null());
-        if let Some(Some(user)) = RUN_AS.get() {
+        if let Some(user) = crate::secrets::run_as() {
             cmd.env(SHIM_RUN_AS, format!("{}:{}", user.uid, user.gid))
                 .env("HOME", &user.home)
                 .env("USER", &user.name)

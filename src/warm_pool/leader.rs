@@ -35,7 +35,7 @@ use crate::db::sql;
 use crate::db::{Db, Fault};
 use crate::machines::fleet::{self, AtProvider, Fleet};
 use crate::machines::logins;
-use crate::pools::decide::try_locations;
+use crate::machines::walk::try_locations;
 use crate::providers::{Make, MakeError};
 use crate::settings::PoolTiming;
 use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget};
@@ -362,7 +362,7 @@ impl Ec2Runs {
                 match pr.list(GROUP, &stack) {
                     Ok(found) => {
                         let held = |name: &str| live.contains(name);
-                        for f in crate::pools::decide::strays(found, |f| &f.name, held) {
+                        for f in crate::machines::walk::strays(found, |f| &f.name, held) {
                             match pr.delete(&f.id, &f.name) {
                                 Ok(()) => strays.push(f.name),
                                 Err(e) => {

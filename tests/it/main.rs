@@ -9,6 +9,7 @@ mod engine;
 mod fake_aws;
 mod hardening;
 mod harness;
+mod layers;
 mod outage;
 mod overlap;
 mod pools;

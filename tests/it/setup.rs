@@ -5,13 +5,14 @@
 use crate::harness::*;
 use std::process::Command;
 
-fn repo_file(path: &str) -> String {
+/// The text of `path` in the repository.
+pub(crate) fn repo_file(path: &str) -> String {
     let full = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
 }
 
 /// The fenced blocks of `lang` (`""`: none given) in a Markdown page.
-fn blocks(page: &str, lang: &str) -> Vec<String> {
+pub(crate) fn blocks(page: &str, lang: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current: Option<(String, String)> = None;
     for line in page.lines() {

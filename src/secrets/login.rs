@@ -1,110 +1,13 @@
-//! What keeps orca's secrets out of its runs' reach (docs/security.md):
-//! long-lived processes that can't be dumped or read through `/proc`, a
-//! machine's single-use boot token replaced at its first login and handed
-//! on in a file only orca's user reads, and runs as another Unix user
-//! (`ORCA_RUN_AS`).
+//! A machine's or instance's login: its role and live secret, the boot
+//! token replaced at the first login (single use), and the token file that
+//! hands the live secret to the next orca process on the machine.
 
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::machines::boot::TOKEN_VAR;
-
-/// Where a machine or instance keeps its live secret (`ROLE:SECRET`), set
-/// by the boot and instance scripts: a file only orca's user can read.
-pub const TOKEN_FILE_VAR: &str = "ORCA_TOKEN_FILE";
-
-/// The Unix user runs execute as (unset: orca's own).
-pub const RUN_AS_VAR: &str = "ORCA_RUN_AS";
-
-/// Sets up a long-lived orca process before it reads a secret: it is
-/// [`protect`]ed, and, for one that starts runs (`starts_runs`), the user
-/// runs execute as is read from `ORCA_RUN_AS` (bad input: an error).
-pub fn guard(starts_runs: bool) -> Result<(), String> {
-    protect();
-    if starts_runs {
-        crate::supervise::child::set_run_as(run_as_from_env()?);
-    }
-    Ok(())
-}
-
-/// [`undumpable`], and the secrets in `/proc/PID/environ` blanked: called
-/// first thing in `main`, before anything reads the environment (again by
-/// [`guard`], which is idempotent). A process of the same user that stops
-/// orca before then (having restarted it) still reads them: with one Unix
-/// user, runs are trusted with orca's secrets (docs/security.md).
-pub fn protect() {
-    static DONE: std::sync::Once = std::sync::Once::new();
-    DONE.call_once(|| {
-        undumpable();
-        scrub_environ();
-    });
-}
-
-/// Variables whose values are secrets (or hold one: a URL's password).
-const SECRET_VARS: &[&str] = &[
-    "ORCA_DATABASE_URL",
-    "ORCA_POOL_DATABASE_URL",
-    "ORCA_TOKEN",
-    "PGPASSWORD",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-];
-
-/// Blanks the secrets in the environment block the kernel shows as
-/// `/proc/PID/environ` (the strings this process was started with), keeping
-/// them for `std::env::var` in copies of libc's. A process of the same user
-/// that may read that file (root, without `ORCA_RUN_AS`) sees `*`s.
-/// Call first thing in `main`, while the process has one thread.
-fn scrub_environ() {
-    unsafe extern "C" {
-        static mut environ: *mut *mut libc::c_char;
-    }
-    // SAFETY: single-threaded at this point (called first in main): nothing
-    // else reads or writes the environment meanwhile. `environ` is a NULL-
-    // terminated array of NUL-terminated strings; each secret's value is
-    // copied out (setenv makes libc keep its own copy and point `environ`
-    // at it) before the original bytes are overwritten in place, keeping
-    // their length and terminator.
-    unsafe {
-        let mut originals: Vec<*mut libc::c_char> = Vec::new();
-        let mut p = environ;
-        while !p.is_null() && !(*p).is_null() {
-            let entry = std::ffi::CStr::from_ptr(*p).to_bytes();
-            if SECRET_VARS.iter().any(|v| {
-                entry.len() > v.len() && entry.starts_with(v.as_bytes()) && entry[v.len()] == b'='
-            }) {
-                originals.push(*p);
-            }
-            p = p.add(1);
-        }
-        for ptr in originals {
-            let entry = std::ffi::CStr::from_ptr(ptr).to_bytes().to_vec();
-            let Some(eq) = entry.iter().position(|&b| b == b'=') else {
-                continue;
-            };
-            use std::os::unix::ffi::OsStrExt;
-            let name = std::ffi::OsStr::from_bytes(&entry[..eq]);
-            let value = std::ffi::OsStr::from_bytes(&entry[eq + 1..]);
-            std::env::set_var(name, value);
-            for i in eq + 1..entry.len() {
-                *ptr.add(i) = b'*' as libc::c_char;
-            }
-        }
-    }
-}
-
-/// Makes this process non-dumpable: no core dump, no ptrace, and its
-/// `/proc/PID/environ`, `mem` and `fd` unreadable to other processes of its
-/// user that lack `CAP_SYS_PTRACE`. Called first thing by every long-lived
-/// orca process, before it reads a secret.
-pub fn undumpable() {
-    // SAFETY: prctl(2) with PR_SET_DUMPABLE only changes this process's flag.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-    }
-}
+use super::{TOKEN_FILE_VAR, TOKEN_VAR, scram};
 
 /// A machine's or instance's login: its role and current secret, and, where
 /// the secret came from its boot token, the file to keep the one that
@@ -217,12 +120,13 @@ impl Login {
         );
     }
 
-    /// After a login with [`Login::secret`] on `client`: if that secret
-    /// was the boot token's, replaces it with a new random one (its SCRAM
-    /// verifier set by `orca.login_rotate`), kept in the token file for the
-    /// next orca process on this machine. The boot token logs nobody in
-    /// after this. A failure is logged and tried again at the next login.
-    pub fn rotate_if_pending(&self, client: &mut postgres::Client) {
+    /// After a login with [`Login::secret`]: if that secret was the boot
+    /// token's, replaces it with a new random one, whose SCRAM verifier
+    /// `store` gives the database (`orca.login_rotate` on the new
+    /// connection), kept in the token file for the next orca process on
+    /// this machine. The boot token logs nobody in after this. A failure is
+    /// logged and tried again at the next login.
+    pub fn rotate_if_pending(&self, store: impl FnOnce(&str) -> Result<(), String>) {
         let mut pending = self.pending.lock().expect("pending lock");
         if !*pending {
             return;
@@ -231,7 +135,7 @@ impl Login {
             *pending = false;
             return;
         };
-        match self.rotate(client, file) {
+        match self.rotate(store, file) {
             Ok(()) => {
                 *pending = false;
                 log::info!(
@@ -246,21 +150,21 @@ impl Login {
         }
     }
 
-    fn rotate(&self, client: &mut postgres::Client, file: &Path) -> Result<(), String> {
-        let random =
-            |n| crate::machines::stack::random_hex(n).map_err(|e| format!("/dev/urandom: {e}"));
-        let secret = random(24)?;
-        let salt = random(16)?;
-        let verifier = crate::machines::logins::scram_verifier(&secret, salt.as_bytes(), 4096);
+    fn rotate(
+        &self,
+        store: impl FnOnce(&str) -> Result<(), String>,
+        file: &Path,
+    ) -> Result<(), String> {
+        let (secret, verifier) = scram::new_secret()?;
         // The new secret is on disk before the database takes it; it
         // replaces the file only once the database has it.
         let tmp = pending_path(file);
         write_private(&tmp, &format!("{}:{secret}", self.role))?;
-        if let Err(e) = client.execute(crate::db::sql::LOGIN_ROTATE, &[&verifier]) {
+        if let Err(e) = store(&verifier) {
             // It may have committed with its answer lost: the boot token
             // may be refused from now on, and this secret taken instead.
             *self.fallback.lock().expect("fallback lock") = Some(secret);
-            return Err(crate::db::plain(&e));
+            return Err(e);
         }
         std::fs::rename(&tmp, file).map_err(|e| format!("{}: {e}", file.display()))?;
         *self.secret.lock().expect("secret lock") = secret;
@@ -307,68 +211,6 @@ fn write_private(path: &Path, text: &str) -> Result<(), String> {
     f.write_all(text.as_bytes())
         .and_then(|_| f.sync_all())
         .map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// The Unix user runs execute as.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunAs {
-    /// Its name.
-    pub name: String,
-    /// Its uid.
-    pub uid: u32,
-    /// Its primary gid.
-    pub gid: u32,
-    /// Its home directory.
-    pub home: String,
-}
-
-/// `ORCA_RUN_AS`, looked up: `None` when unset or empty; an error (bad
-/// input) for an unknown user, or when this process can't switch users
-/// (it isn't root).
-pub fn run_as_from_env() -> Result<Option<RunAs>, String> {
-    let Some(name) = std::env::var(RUN_AS_VAR)
-        .ok()
-        .filter(|n| !n.trim().is_empty())
-    else {
-        return Ok(None);
-    };
-    let name = name.trim().to_string();
-    let Ok(cname) = std::ffi::CString::new(name.clone()) else {
-        return Err(format!("{RUN_AS_VAR}: not a user name"));
-    };
-    // SAFETY: getpwnam(3) returns a pointer into static storage or NULL; its
-    // fields are copied out at once, on this thread, before any other call.
-    let found = unsafe {
-        let pw = libc::getpwnam(cname.as_ptr());
-        if pw.is_null() {
-            None
-        } else {
-            let home = std::ffi::CStr::from_ptr((*pw).pw_dir)
-                .to_string_lossy()
-                .into_owned();
-            Some(((*pw).pw_uid, (*pw).pw_gid, home))
-        }
-    };
-    let Some((uid, gid, home)) = found else {
-        return Err(format!("{RUN_AS_VAR}={name}: no such user"));
-    };
-    // SAFETY: geteuid(2) can't fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(format!(
-            "{RUN_AS_VAR}={name}: orca must run as root to start runs as another user"
-        ));
-    }
-    if uid == 0 {
-        return Err(format!(
-            "{RUN_AS_VAR}={name}: runs as root would reach orca's secrets; name an unprivileged user"
-        ));
-    }
-    Ok(Some(RunAs {
-        name,
-        uid,
-        gid,
-        home,
-    }))
 }
 
 #[cfg(test)]

@@ -1,0 +1,116 @@
+//! What keeps orca's secrets out of its runs' reach (docs/security.md):
+//! long-lived processes that can't be dumped or read through `/proc`, a
+//! machine's single-use boot token replaced at its first login and handed
+//! on in a file only orca's user reads, and runs as another Unix user
+//! (`ORCA_RUN_AS`).
+
+//!
+//! The bottom layer: it imports no other part of orca. `db` logs in with a
+//! [`Login`]; `machines` makes secrets and verifiers with [`scram`];
+//! `supervise` starts runs as [`run_as`].
+
+mod login;
+pub mod run_as;
+pub mod scram;
+
+pub use login::Login;
+pub use run_as::{run_as, run_as_from_env};
+
+/// The environment variable with a machine's (or an instance's) own
+/// credentials, `ROLE:SECRET`.
+pub const TOKEN_VAR: &str = "ORCA_TOKEN";
+
+/// Where a machine or instance keeps its live secret (`ROLE:SECRET`), set
+/// by the boot and instance scripts: a file only orca's user can read.
+pub const TOKEN_FILE_VAR: &str = "ORCA_TOKEN_FILE";
+
+/// The Unix user runs execute as (unset: orca's own).
+pub const RUN_AS_VAR: &str = "ORCA_RUN_AS";
+
+/// Sets up a long-lived orca process before it reads a secret: it is
+/// [`protect`]ed, and, for one that starts runs (`starts_runs`), the user
+/// runs execute as is read from `ORCA_RUN_AS` (bad input: an error).
+pub fn guard(starts_runs: bool) -> Result<(), String> {
+    protect();
+    if starts_runs {
+        run_as::set(run_as_from_env()?);
+    }
+    Ok(())
+}
+
+/// [`undumpable`], and the secrets in `/proc/PID/environ` blanked: called
+/// first thing in `main`, before anything reads the environment (again by
+/// [`guard`], which is idempotent). A process of the same user that stops
+/// orca before then (having restarted it) still reads them: with one Unix
+/// user, runs are trusted with orca's secrets (docs/security.md).
+pub fn protect() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        undumpable();
+        scrub_environ();
+    });
+}
+
+/// Variables whose values are secrets (or hold one: a URL's password).
+const SECRET_VARS: &[&str] = &[
+    "ORCA_DATABASE_URL",
+    "ORCA_POOL_DATABASE_URL",
+    "ORCA_TOKEN",
+    "PGPASSWORD",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+];
+
+/// Blanks the secrets in the environment block the kernel shows as
+/// `/proc/PID/environ` (the strings this process was started with), keeping
+/// them for `std::env::var` in copies of libc's. A process of the same user
+/// that may read that file (root, without `ORCA_RUN_AS`) sees `*`s.
+/// Call first thing in `main`, while the process has one thread.
+fn scrub_environ() {
+    unsafe extern "C" {
+        static mut environ: *mut *mut libc::c_char;
+    }
+    // SAFETY: single-threaded at this point (called first in main): nothing
+    // else reads or writes the environment meanwhile. `environ` is a NULL-
+    // terminated array of NUL-terminated strings; each secret's value is
+    // copied out (setenv makes libc keep its own copy and point `environ`
+    // at it) before the original bytes are overwritten in place, keeping
+    // their length and terminator.
+    unsafe {
+        let mut originals: Vec<*mut libc::c_char> = Vec::new();
+        let mut p = environ;
+        while !p.is_null() && !(*p).is_null() {
+            let entry = std::ffi::CStr::from_ptr(*p).to_bytes();
+            if SECRET_VARS.iter().any(|v| {
+                entry.len() > v.len() && entry.starts_with(v.as_bytes()) && entry[v.len()] == b'='
+            }) {
+                originals.push(*p);
+            }
+            p = p.add(1);
+        }
+        for ptr in originals {
+            let entry = std::ffi::CStr::from_ptr(ptr).to_bytes().to_vec();
+            let Some(eq) = entry.iter().position(|&b| b == b'=') else {
+                continue;
+            };
+            use std::os::unix::ffi::OsStrExt;
+            let name = std::ffi::OsStr::from_bytes(&entry[..eq]);
+            let value = std::ffi::OsStr::from_bytes(&entry[eq + 1..]);
+            std::env::set_var(name, value);
+            for i in eq + 1..entry.len() {
+                *ptr.add(i) = b'*' as libc::c_char;
+            }
+        }
+    }
+}
+
+/// Makes this process non-dumpable: no core dump, no ptrace, and its
+/// `/proc/PID/environ`, `mem` and `fd` unreadable to other processes of its
+/// user that lack `CAP_SYS_PTRACE`. Called first thing by every long-lived
+/// orca process, before it reads a secret.
+pub fn undumpable() {
+    // SAFETY: prctl(2) with PR_SET_DUMPABLE only changes this process's flag.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
