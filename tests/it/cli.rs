@@ -86,9 +86,7 @@ fn check_reports_every_problem_with_its_line() {
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let (db, _dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
     for args in [
         vec!["run", "nope"],
         vec!["logs", "999999"],
@@ -144,10 +142,7 @@ fn an_unreachable_database_is_named_without_its_password() {
 
 #[test]
 fn register_upserts_and_retires() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
+    let (db, dir) = setup(
         "[pipelines.a]\ncommand = \"true\"\n[pipelines.b]\ncommand = \"true\"\nmax_runs = 3\n",
     );
     let id = db.queue("b");
@@ -171,9 +166,7 @@ fn register_upserts_and_retires() {
 
 #[test]
 fn runs_logs_events_cancel_pause() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let (db, _dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
     let fill_out = db.ok(&["run", "a", "--fill", "--", "x", "y z"]);
     let id: i64 = fill_out.trim().parse().unwrap();
     let json: serde_json::Value = serde_json::from_str(&db.ok(&["runs", "--json"])).unwrap();
@@ -761,9 +754,7 @@ fn read_one_line_and_go(db: &TestDb, args: &[&str]) -> (std::process::Output, St
 
 #[test]
 fn a_listing_whose_reader_goes_ends_quietly() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let (db, _dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
     // More than a pipe holds (64 KiB) and more than the reader buffers.
     db.client()
         .batch_execute(
@@ -811,9 +802,7 @@ fn a_missing_argument_is_named() {
 
 #[test]
 fn hostile_text_in_listings_is_escaped() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let (db, _dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
     let id = db.queue("a");
     let hostile = "\u{1b}[31mred\nsecond line\u{7}";
     let mut c = db.client();
@@ -852,9 +841,7 @@ fn hostile_text_in_listings_is_escaped() {
 
 #[test]
 fn runs_shows_the_host_a_run_runs_on() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let (db, _dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
     let queued = db.queue("a");
     let running = db.queue("a");
     db.client()
@@ -913,9 +900,7 @@ fn logs_follow_ends_when_its_reader_goes() {
 
 #[test]
 fn run_wait_and_logs_follow_say_why_a_queued_run_waits() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(&dir, "[pipelines.a]\ncommand = \"echo done\"\n");
+    let (db, dir) = setup("[pipelines.a]\ncommand = \"echo done\"\n");
     db.ok(&["pause", "a"]);
     let mut wait = Running::start(&db, &dir, &["run", "a", "--wait"]);
     wait_until("run --wait printed the run's id", 60.0, || {
@@ -953,9 +938,7 @@ fn run_wait_and_logs_follow_say_why_a_queued_run_waits() {
 
 #[test]
 fn run_wait_and_logs_follow_exit_at_once_when_their_login_is_refused() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(&dir, "[pipelines.a]\ncommand = \"true\"\n");
+    let (db, dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
     let role = format!("orca_op_{}", std::process::id());
     let secret = "op-pw-hunter4";
     db.owner_member_role(&role, secret);

@@ -76,15 +76,10 @@ fn an_ec2_pool_walks_locations_and_types_with_signed_calls() {
         // The first calls are throttled: retried within the pass.
         st.throttle_next = 2;
     }
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &ec2_pool(
-            r#"{ type = "c7g.large", wait = 2 }, { type = "m7i.large", wait = 0 }"#,
-            r#""subnet-a", "eu-west-1b""#,
-        ),
-    );
+    let (db, dir) = setup(&ec2_pool(
+        r#"{ type = "c7g.large", wait = 2 }, { type = "m7i.large", wait = 0 }"#,
+        r#""subnet-a", "eu-west-1b""#,
+    ));
     db.queue("job");
     let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
     wait_until("an instance is made", 40.0, || !ec2.live().is_empty());
@@ -160,12 +155,10 @@ fn an_ec2_pool_walks_locations_and_types_with_signed_calls() {
 fn a_lost_run_instances_answer_makes_one_instance() {
     let ec2 = FakeEc2::start(KEY, SECRET);
     ec2.state.lock().unwrap().drop_next_run_answer = true;
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &ec2_pool(r#"{ type = "m7i.large", wait = 0 }"#, r#""subnet-a""#),
-    );
+    let (db, dir) = setup(&ec2_pool(
+        r#"{ type = "m7i.large", wait = 0 }"#,
+        r#""subnet-a""#,
+    ));
     db.queue("job");
     let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
     wait_until("the machine's row is written", 40.0, || {
@@ -189,12 +182,10 @@ fn an_auth_failure_is_shown_and_nothing_is_made() {
         "AuthFailure".into(),
         "AWS was not able to validate the provided access credentials".into(),
     ));
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &ec2_pool(r#"{ type = "m7i.large", wait = 0 }"#, r#""subnet-a""#),
-    );
+    let (db, dir) = setup(&ec2_pool(
+        r#"{ type = "m7i.large", wait = 0 }"#,
+        r#""subnet-a""#,
+    ));
     db.queue("job");
     let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
     wait_until("orca pools says why", 40.0, || {
@@ -226,12 +217,10 @@ fn an_auth_failure_is_shown_and_nothing_is_made() {
 #[test]
 fn strays_are_found_across_pages_and_terminated() {
     let ec2 = FakeEc2::start(KEY, SECRET);
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &ec2_pool(r#"{ type = "m7i.large", wait = 0 }"#, r#""subnet-a""#),
-    );
+    let (db, dir) = setup(&ec2_pool(
+        r#"{ type = "m7i.large", wait = 0 }"#,
+        r#""subnet-a""#,
+    ));
     let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
     let mut stack = String::new();
     wait_until("the stack id is made", 20.0, || {
@@ -335,12 +324,10 @@ fn credentials_and_region_from_imdsv2_are_refreshed_before_they_expire() {
             ("AKIDROLE2".into(), "role-secret-2".into(), 3600),
         ],
     );
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &ec2_pool(r#"{ type = "m7i.large", wait = 0 }"#, r#""subnet-a""#),
-    );
+    let (db, dir) = setup(&ec2_pool(
+        r#"{ type = "m7i.large", wait = 0 }"#,
+        r#""subnet-a""#,
+    ));
     let mut env = ec2_env(&ec2);
     env.retain(|(k, _)| *k != "AWS_EC2_METADATA_DISABLED");
     env.push(("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url.clone()));
@@ -374,12 +361,10 @@ fn credentials_and_region_from_imdsv2_are_refreshed_before_they_expire() {
 fn a_wrong_secret_fails_the_endpoint_s_signature_check() {
     // The fake knows another secret for the key: every signature is wrong.
     let ec2 = FakeEc2::start(KEY, "not-the-secret-the-scheduler-has");
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &ec2_pool(r#"{ type = "m7i.large", wait = 0 }"#, r#""subnet-a""#),
-    );
+    let (db, dir) = setup(&ec2_pool(
+        r#"{ type = "m7i.large", wait = 0 }"#,
+        r#""subnet-a""#,
+    ));
     db.queue("job");
     let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
     wait_until("orca pools says the credentials were refused", 40.0, || {
@@ -500,10 +485,7 @@ fn a_machine_is_removed_in_the_region_it_was_made_in() {
 #[test]
 fn an_ec2_run_s_instances_are_made_on_ec2_and_the_run_fails_when_its_head_never_serves() {
     let ec2 = FakeEc2::start(KEY, SECRET);
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
+    let (db, dir) = setup(
         r#"
 [pipelines.train]
 command = "true"

@@ -77,9 +77,7 @@ fn nasty_runs_end(db: &TestDb) {
 
 #[test]
 fn nul_bytes_bad_utf8_and_floods_in_output_never_wedge_a_local_run() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(&dir, &nasty_output_pipelines("local"));
+    let (db, dir) = setup(&nasty_output_pipelines("local"));
     let mut s = db.scheduler(&dir, &[]);
     nasty_runs_end(&db);
     s.stop();
@@ -92,15 +90,10 @@ fn nul_bytes_bad_utf8_and_floods_in_output_never_wedge_a_local_run() {
 
 #[test]
 fn nul_bytes_bad_utf8_and_floods_in_output_never_wedge_a_worker_s_run() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &with_pool(
-            "p",
-            &format!("slots = 3\n{}", nasty_output_pipelines("worker:p")),
-        ),
-    );
+    let (db, dir) = setup(&with_pool(
+        "p",
+        &format!("slots = 3\n{}", nasty_output_pipelines("worker:p")),
+    ));
     let role = format!("orca_m_nasty_{}", std::process::id());
     hand_made_machine(&db, "p", &role, "s3cret");
     db.client()
@@ -350,9 +343,7 @@ const MIGRATE_LOCK: i64 = 1869767524;
 
 #[test]
 fn a_machine_login_holding_the_lead_lock_is_ended_and_the_scheduler_leads() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(&dir, "[pipelines.job]\ncommand = \"echo ran\"\n");
+    let (db, dir) = setup("[pipelines.job]\ncommand = \"echo ran\"\n");
     let name = format!("orca_m_lead_{}", std::process::id());
     let mut held = squatter(
         &db,
@@ -467,10 +458,7 @@ fn machine_and_instance_logins_can_make_no_temporary_objects() {
 
 #[test]
 fn a_run_has_no_controlling_terminal_even_when_orca_has_one() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
+    let (db, dir) = setup(
         "[pipelines.tty]\ncommand = \"if (exec 3</dev/tty) 2>/dev/null; then echo HAS_TTY; else echo NO_TTY; fi\"\n",
     );
     // script(1) runs the scheduler on a terminal of its own, as an
@@ -494,9 +482,7 @@ fn a_run_has_no_controlling_terminal_even_when_orca_has_one() {
 #[test]
 fn a_machine_login_holding_any_advisory_lock_is_ended() {
     // Logins need none; thousands of them fill the server's lock table.
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(&dir, "[pipelines.job]\ncommand = \"true\"\n");
+    let (db, dir) = setup("[pipelines.job]\ncommand = \"true\"\n");
     let name = format!("orca_m_adv_{}", std::process::id());
     let mut held = squatter(&db, &name, "orca_worker", 42, "x");
     held.execute(
@@ -584,10 +570,7 @@ fn a_transaction_a_machine_login_prepared_is_rolled_back() {
 
 #[test]
 fn an_instance_login_holding_its_row_holds_up_no_other_instance_s_end() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
+    let (db, _dir) = setup(
         "[pipelines.job]\ncommand = \"true\"\nplacement = \"ec2\"\n\n[pipelines.job.ec2]\ntype = \"small\"\nlocations = [\"here\"]\n",
     );
     let evil = format!("orca_i_evil_{}", std::process::id());
@@ -646,10 +629,7 @@ fn an_attempt_s_last_output_is_recorded_with_its_end() {
     // the process was reaped; the last lines could still be in the pipe
     // (seen once in CI, under load: the reading thread had not had its turn).
     // A stress check: it fails only when that thread is slow.
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
+    let (db, dir) = setup(
         "[pipelines.chatty]\ncommand = \"seq 1 20000; echo LAST $ORCA_RUN_ID; exit 3\"\nmax_runs = 8\n",
     );
     let runs: Vec<i64> = (0..30).map(|_| db.queue("chatty")).collect();

@@ -82,10 +82,7 @@ pub fn stack(db: &TestDb) -> String {
 
 #[test]
 fn a_queued_run_grows_a_machine_that_runs_it_and_goes_when_idle() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
+    let (db, dir) = setup(
         r#"
 [pools.p]
 provider = "local"
@@ -179,10 +176,7 @@ placement = "worker:p"
 
 #[test]
 fn one_machine_boots_at_a_time_and_a_silent_boot_is_given_up() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
+    let (db, dir) = setup(
         r#"
 [pools.p]
 types = [{ type = "small", wait = 0 }]
@@ -268,10 +262,7 @@ max_runs = 5
 
 #[test]
 fn a_full_location_then_the_next_and_a_type_kept_for_its_wait() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
+    let (db, dir) = setup(
         r#"
 [pools.p]
 types = [{ type = "big", wait = 2 }, { type = "small", wait = 0 }]
@@ -312,14 +303,14 @@ placement = "worker:p"
          FROM orca.events WHERE kind = 'no capacity') x",
     );
     assert!(gap >= 1.0, "attempts {gap}s apart");
-    // After a make the walk starts again from the first type.
+    // After a make the walk starts again from the first type, and the
+    // status says so. The pool's row is written at the end of the pass that
+    // made the machine, just after the machine's: wait for it.
+    wait_until("the pass that made the machine is written", 30.0, || {
+        status(&db, "p").contains("made orca-p-")
+    });
     let walk: i32 = db.one("SELECT walk_type FROM orca.pools WHERE name = 'p'");
     assert_eq!(walk, 0);
-    assert!(
-        status(&db, "p").contains("made orca-p-"),
-        "{}",
-        status(&db, "p")
-    );
     s.stop();
 }
 
@@ -334,12 +325,8 @@ fn a_type_the_image_has_no_variant_for_is_skipped() {
         ("team/foreign", &["s390x"]),
         ("team/multi", &["ppc64le", host]),
     ]);
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &format!(
-            r#"
+    let (db, dir) = setup(&format!(
+        r#"
 [pools.foreign]
 types = [{{ type = "small", wait = 0 }}]
 locations = ["here"]
@@ -358,8 +345,7 @@ placement = "worker:foreign"
 command = "true"
 placement = "worker:multi"
 "#
-        ),
-    );
+    ));
     let (a, b) = (db.queue("a"), db.queue("b"));
     let mut s = pool_scheduler(&db, &dir, &[]);
     wait_until("the multi-arch pool's run succeeds", 40.0, || {
@@ -452,12 +438,8 @@ placement = "worker:p"
 
 #[test]
 fn a_stray_with_this_stack_s_labels_is_deleted_and_another_stack_s_kept() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        "[pools.p]\ntypes = [{ type = \"small\", wait = 0 }]\nlocations = [\"here\"]\n",
-    );
+    let (db, dir) =
+        setup("[pools.p]\ntypes = [{ type = \"small\", wait = 0 }]\nlocations = [\"here\"]\n");
     let mut s = pool_scheduler(&db, &dir, &[]);
     let stack = stack(&db);
     let spawn = |stack: &str| {
@@ -548,9 +530,7 @@ pub fn with_pool(name: &str, rest: &str) -> String {
 /// A fresh database with pool `p` (one type, one location) and `rest`
 /// registered, and a scratch directory.
 pub fn pool_test(rest: &str) -> (TestDb, TempDir) {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(&dir, &with_pool("p", rest));
+    let (db, dir) = setup(&with_pool("p", rest));
     (db, dir)
 }
 
@@ -624,10 +604,7 @@ fn a_database_outage_longer_than_the_lost_limit_removes_no_machine() {
 
 #[test]
 fn the_type_walk_starts_again_when_the_demand_goes() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
+    let (db, dir) = setup(
         r#"
 [pools.p]
 types = [{ type = "big", wait = 1 }, { type = "small", wait = 0 }]

@@ -366,15 +366,10 @@ fn an_ecr_image_is_pulled_with_a_signed_ecr_token() {
     // ECR's token, as the fake's GetAuthorizationToken gives it: AWS:<password>.
     let front = basic_front(&reg.addr, "QVdTOmZha2UtZWNyLXBhc3N3b3Jk");
     let ecr = crate::fake_aws::FakeEc2::start("AKIDECR", "ecr-secret");
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &pool(
-            "p",
-            "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/worker:v1",
-        ),
-    );
+    let (db, dir) = setup(&pool(
+        "p",
+        "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/worker:v1",
+    ));
     db.queue("p-job");
     let front_url = format!("http://{front}");
     let mut s = db.scheduler(

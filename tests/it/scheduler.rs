@@ -24,12 +24,8 @@ fn a_second_scheduler_is_refused_and_names_the_first() {
 
 #[test]
 fn a_schedule_fires_once_per_slot_across_restarts() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        "[pipelines.tick]\ncommand = \"true\"\nschedule = \"* * * * * *\"\nmax_runs = 5\n",
-    );
+    let (db, dir) =
+        setup("[pipelines.tick]\ncommand = \"true\"\nschedule = \"* * * * * *\"\nmax_runs = 5\n");
     let fired =
         |db: &TestDb| db.one::<i64>("SELECT count(*) FROM orca.runs WHERE origin = 'schedule'");
     let mut a = db.scheduler(&dir, &[]);
@@ -425,10 +421,7 @@ fn a_sensor_that_hangs_is_killed_at_its_time_limit() {
 
 #[test]
 fn output_tail_is_kept_and_live() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
+    let (db, dir) = setup(
         "[pipelines.big]\ncommand = \"seq 1 30000; echo stderr-line >&2\"\n[pipelines.live]\ncommand = \"echo early; sleep 300\"\n[pipelines.argv]\ncommand = [\"printf\", \"%s|\"]\n[pipelines.env]\ncommand = \"echo $ORCA_PIPELINE $ORCA_RUN_ID $ORCA_RUN_START $GREETING $1 ${ORCA_DATABASE_URL:-no-url}\"\nenv = { GREETING = \"hi\" }\n",
     );
     let big = db.queue("big");
@@ -469,12 +462,7 @@ fn output_tail_is_kept_and_live() {
 
 #[test]
 fn paused_pipelines_start_nothing() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        "[pipelines.p]\ncommand = \"true\"\n[pipelines.q]\ncommand = \"true\"\n",
-    );
+    let (db, dir) = setup("[pipelines.p]\ncommand = \"true\"\n[pipelines.q]\ncommand = \"true\"\n");
     db.ok(&["pause", "p"]);
     let p = db.queue("p");
     let q = db.queue("q");

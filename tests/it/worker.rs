@@ -339,19 +339,14 @@ placement = "worker:p"
 
 #[test]
 fn a_worker_whose_machine_row_is_not_live_waits_for_it_then_gives_up() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &with_pool(
-            "p",
-            r#"
+    let (db, dir) = setup(&with_pool(
+        "p",
+        r#"
 [pipelines.job]
 command = "echo job"
 placement = "worker:p"
 "#,
-        ),
-    );
+    ));
     // Logins with no machine row (orca.worker_machine() raises OR001): a
     // machine just made, whose row is on its way; or one being removed.
     let early = format!("orca_m_early_{}", std::process::id());
@@ -393,19 +388,14 @@ placement = "worker:p"
 
 #[test]
 fn a_machine_being_removed_takes_no_run_and_one_that_took_a_run_is_kept() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    db.register(
-        &dir,
-        &with_pool(
-            "p",
-            r#"
+    let (db, _dir) = setup(&with_pool(
+        "p",
+        r#"
 [pipelines.job]
 command = "true"
 placement = "worker:p"
 "#,
-        ),
-    );
+    ));
     let role = format!("orca_m_race_{}", std::process::id());
     hand_made_machine(&db, "p", &role, "pw");
     let (id, idle_since): (i64, chrono::DateTime<chrono::Utc>) = {

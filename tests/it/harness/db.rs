@@ -169,7 +169,7 @@ impl TestDb {
         text(&out.stdout)
     }
 
-    /// Registers a config given as text.
+    /// Registers a config given as text (as `orca.toml` in `dir`).
     pub fn register(&self, dir: &TempDir, toml: &str) {
         let path = dir.write("orca.toml", toml);
         self.ok(&["register", "-c", &path]);
@@ -317,6 +317,16 @@ impl Drop for TestDb {
             }
         }
     }
+}
+
+/// What most tests start from: a database of their own with `toml`
+/// registered, and the scratch directory holding it (and the logs of the
+/// processes the test starts).
+pub fn setup(toml: &str) -> (TestDb, TempDir) {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, toml);
+    (db, dir)
 }
 
 /// A plain connection (tests connect without TLS unless they test it).
