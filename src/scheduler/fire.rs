@@ -51,8 +51,8 @@ impl Schedules {
         t: &DateTime<Utc>,
     ) -> Option<DateTime<Utc>> {
         let entry = self.crons.entry(expr.to_string()).or_insert_with(|| {
-            match config::parse_stored_schedule(expr) {
-                Ok(c) if config::fires_ever(&c) => Some(c),
+            match config::cron::parse_stored_schedule(expr) {
+                Ok(c) if config::cron::fires_ever(&c) => Some(c),
                 Ok(_) => {
                     log::error!(
                         "schedule '{expr}' (pipeline {name}, and any other with it) never fires: ignored"
@@ -329,7 +329,7 @@ mod tests {
             ("1,,2 * * * *", "2026-03-01T12:01:00Z"),
             ("0 0 1, * *", "2026-04-01T00:00:00Z"),
         ] {
-            assert!(config::parse_schedule(expr).is_err(), "{expr}");
+            assert!(config::cron::parse_schedule(expr).is_err(), "{expr}");
             assert_eq!(s.next_after("p", expr, &now), Some(at(next)), "{expr}");
         }
     }
