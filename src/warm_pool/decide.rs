@@ -6,7 +6,7 @@
 //! `sql/ec2_lost_heads.sql`.) Unit-tested below.
 //!
 //! * [`Fill`]: the instances a run still needs, in order (the head, then its
-//!   workers), and the head's address each is given.
+//!   workers: [`Role`]), and the head's address each is given.
 //! * [`MakeBudget`]: how many new instances a tick may still make
 //!   (`ORCA_EC2_MAKE_PER_TICK`); warm hand-overs take none of it.
 //! * [`source`]: where an instance a run needs comes from once the
@@ -103,13 +103,47 @@ pub fn source<W>(warm: Option<W>, budget: &mut MakeBudget) -> Source<W> {
     }
 }
 
+/// An instance's part in its run, as `orca.instances.role` stores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The head: runs the driver beside the head service.
+    Head,
+    /// A worker: runs the worker service until the run is over.
+    Worker,
+}
+
+impl Role {
+    /// The stored text: `head` or `worker`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Head => "head",
+            Role::Worker => "worker",
+        }
+    }
+
+    /// The role stored as `text`, if it is one.
+    pub fn of(text: &str) -> Option<Role> {
+        match text {
+            "head" => Some(Role::Head),
+            "worker" => Some(Role::Worker),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One instance a run still needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Need {
     /// Its place: 0 the head, then the workers.
     pub n: usize,
-    /// `head` or `worker`.
-    pub role: &'static str,
+    /// The head (place 0) or a worker.
+    pub role: Role,
     /// The head's address it is given (`-` for the head itself).
     pub address: String,
 }
@@ -143,7 +177,7 @@ impl Fill {
         let n = self.roles.next()?;
         Some(Need {
             n,
-            role: if n == 0 { "head" } else { "worker" },
+            role: if n == 0 { Role::Head } else { Role::Worker },
             address: if n == 0 {
                 "-".into()
             } else {
@@ -249,7 +283,7 @@ mod tests {
 
     fn roles(made: usize, workers: i32) -> Vec<(usize, &'static str)> {
         let mut f = Fill::new(made, workers, "h");
-        std::iter::from_fn(|| f.next_need().map(|n| (n.n, n.role))).collect()
+        std::iter::from_fn(|| f.next_need().map(|n| (n.n, n.role.as_str()))).collect()
     }
 
     #[test]
@@ -295,7 +329,7 @@ mod tests {
     fn need(n: usize, role: &'static str, address: &str) -> Need {
         Need {
             n,
-            role,
+            role: Role::of(role).expect("a role"),
             address: address.into(),
         }
     }
@@ -395,5 +429,14 @@ mod tests {
         assert!(strays_due(None, 30.0));
         assert!(!strays_due(Some(29.9), 30.0));
         assert!(strays_due(Some(30.0), 30.0));
+    }
+
+    #[test]
+    fn roles_are_stored_as_head_and_worker() {
+        for role in [Role::Head, Role::Worker] {
+            assert_eq!(Role::of(role.as_str()), Some(role));
+            assert_eq!(role.to_string(), role.as_str());
+        }
+        assert_eq!(Role::of("driver"), None);
     }
 }

@@ -30,6 +30,7 @@ use crate::exit::{Failure, Outcome, bad, no};
 use crate::settings::Timing;
 use crate::supervise::child::Child;
 use crate::supervise::{self, Supervisor};
+use crate::warm_pool::decide::Role;
 
 /// `pool-next`'s output when it is handed a run.
 fn next_line(run: i64, start: i32, address: &str, fresh_code: bool) -> String {
@@ -360,7 +361,7 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
                 }
             })
     };
-    if role == "worker" {
+    if Role::of(&role) == Some(Role::Worker) {
         let service = service_of(&ec2.worker_service);
         loop {
             match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {

@@ -162,7 +162,7 @@ impl Ec2Runs {
         let fresh = decide::takes_new_code(start);
         let mut fill = Fill::new(made, ec2.workers, head_host);
         while let Some(need) = fill.next_need() {
-            let (role, address) = (need.role, &need.address);
+            let (role, address) = (need.role.as_str(), &need.address);
             let warm = db.run_fenced(session, |c| {
                 c.query_opt(
                     sql::INSTANCE_HAND_OVER,
