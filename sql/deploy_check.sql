@@ -5,14 +5,14 @@
 -- $1: the stale limit (s).
 SELECT
     EXISTS (SELECT 1 FROM orca.schedulers
-            WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1) AND leads),
+            WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1) AND leads) AS led,
     ARRAY(SELECT format('scheduler %s on %s pid %s', id, host, pid)
           FROM orca.schedulers
           WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1) AND migrations < $2
-          ORDER BY id),
+          ORDER BY id) AS names,
     ARRAY(SELECT migrations
           FROM orca.schedulers
           WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1) AND migrations < $2
-          ORDER BY id),
+          ORDER BY id) AS known,
     EXISTS (SELECT 1 FROM orca.schedulers
-            WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1))
+            WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1)) AS any_live

@@ -3,4 +3,4 @@
 -- instance joined doesn't take the old leader for it.
 SELECT coalesce((SELECT leads AND ($2 = '' OR image = $2) FROM orca.schedulers
                  WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1)
-                 ORDER BY id DESC LIMIT 1), true)
+                 ORDER BY id DESC LIMIT 1), true) AS newest_leads

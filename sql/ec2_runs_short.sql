@@ -2,7 +2,7 @@
 -- and workers (one tick makes only so many instances; the rest are made on
 -- the next ticks): run, start, pipeline, rows so far, and the head's own
 -- address ('' if it has no row yet, or none known).
-SELECT r.id, r.start, r.pipeline, n.made, coalesce(h.host, '')
+SELECT r.id, r.start, r.pipeline, n.made, coalesce(h.host, '') AS head_host
 FROM orca.runs r
 JOIN orca.pipelines p ON p.name = r.pipeline AND p.placement = 'ec2'
 CROSS JOIN LATERAL (

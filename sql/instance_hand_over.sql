@@ -25,4 +25,4 @@ WITH pick AS (
     FROM ended
     RETURNING instance, host
 )
-SELECT instance, coalesce(host, '') FROM added
+SELECT instance, coalesce(host, '') AS host FROM added

@@ -1,2 +1,2 @@
 -- The id the next instance gets (it names the instance and its login).
-SELECT nextval(pg_get_serial_sequence('orca.instances', 'id'))
+SELECT nextval(pg_get_serial_sequence('orca.instances', 'id')) AS id

@@ -2,7 +2,7 @@
 -- instance that is gone (ended, or not seen within $2 s): a hung or cut-off
 -- leader can't hold the lead forever. Waits up to 2 s for it to end.
 -- Returns the instance whose session was ended.
-SELECT s.id, pg_terminate_backend(l.pid, 2000)
+SELECT s.id, pg_terminate_backend(l.pid, 2000) AS ended
 FROM pg_locks l
 JOIN orca.schedulers s ON s.backend = l.pid
 WHERE l.locktype = 'advisory' AND l.granted

@@ -5,9 +5,9 @@
 -- could start: per pipeline at most max_runs less its running ones, plus its
 -- fill runs. (Room on the pool's workers is taken off by the caller.)
 SELECT pl.name, pl.spec, pl.retired, pl.walk_type,
-       extract(epoch FROM now() - pl.walk_since)::float8,
-       extract(epoch FROM now() - pl.tried_at)::float8,
-       pl.status, coalesce(w.n, 0)::bigint, pl.demand
+       extract(epoch FROM now() - pl.walk_since)::float8 AS walk_for,
+       extract(epoch FROM now() - pl.tried_at)::float8 AS tried_ago,
+       pl.status, coalesce(w.n, 0)::bigint AS waiting, pl.demand
 FROM orca.pools pl
 LEFT JOIN LATERAL (
     SELECT sum(x.n) AS n

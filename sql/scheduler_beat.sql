@@ -12,4 +12,4 @@ RETURNING drain_asked,
        -- that knows as many; an older binary never takes the lead back.
        AND (n.migrations > orca.schedulers.migrations
             OR (n.migrations = orca.schedulers.migrations AND n.id > $1))
-       AND n.seen_at > now() - make_interval(secs => $3))
+       AND n.seen_at > now() - make_interval(secs => $3)) AS newer

@@ -1,5 +1,5 @@
 -- The scheduler's view of its pipelines, with the database's clock.
-SELECT now(), name, spec, placement, max_runs, schedule, next_fire, paused
+SELECT now() AS now, name, spec, placement, max_runs, schedule, next_fire, paused
 FROM orca.pipelines
 WHERE NOT retired
 ORDER BY name

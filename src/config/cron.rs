@@ -13,6 +13,14 @@
 //! `@daily`, `@hourly`. Stricter: a name in a field it doesn't belong to,
 //! `*` inside a list and an empty list item are refused (croner takes them
 //! in ways no one means).
+//!
+//! Then the schedule parsed for good: [`parse_schedule`] (checked field by
+//! field first, for `orca check` and `orca register`),
+//! [`parse_stored_schedule`] (croner alone, for what is already stored, so
+//! what an older binary registered keeps firing), and [`fires_ever`]
+//! (whether any day matches, without croner's search to year 5000).
+
+use std::collections::HashSet;
 
 /// A field of a cron expression.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -309,6 +317,65 @@ fn value(field: Field, text: &str, end: bool) -> Result<u32, Problem> {
         .ok_or_else(|| Problem::NotANumber(text.to_string()))
 }
 
+/// Parses a schedule: 5 cron fields (minute first), or 6 with seconds first.
+/// Each field is checked first ([`check`]), so a mistake is
+/// named by its field and range: `schedule "61 * * * *": minute field: 61
+/// is out of range 0-59`.
+pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
+    let said = |e: CronError| format!("schedule \"{expr}\": {e}");
+    check(expr).map_err(said)?;
+    parse_stored_schedule(expr)
+}
+
+/// Parses a schedule already in the database, with croner alone: what an
+/// older binary registered keeps firing even where the field check of
+/// [`parse_schedule`] (for `orca check` and `register`) is stricter than
+/// croner (`1,,2 * * * *`).
+pub fn parse_stored_schedule(expr: &str) -> Result<croner::Cron, String> {
+    let said = |e: CronError| format!("schedule \"{expr}\": {e}");
+    croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Optional)
+        .year(croner::parser::Year::Disallowed)
+        .build()
+        .parse(expr)
+        .map_err(|e| said(CronError::Croner(e.to_string())))
+}
+
+/// Whether `cron` fires at all. Every schedule has a second, minute and
+/// hour; only its days can rule every time out (the 31st of February, or
+/// the 30th). Whether a day of a month matches depends only on the month,
+/// its length and the weekday it starts on, and 28 years (in 2001–2099)
+/// have every such month: so at most 91 months of days are looked at (some
+/// 2,800 days), where croner's search for the next time of a schedule that
+/// never fires walks years to its limit (year 5000).
+pub fn fires_ever(cron: &croner::Cron) -> bool {
+    use chrono::Datelike;
+    let p = &cron.pattern;
+    let mut seen = HashSet::new();
+    for year in 2001..2029 {
+        for month in 1..=12u32 {
+            let (Some(first), Some(next)) = (
+                chrono::NaiveDate::from_ymd_opt(year, month, 1),
+                chrono::NaiveDate::from_ymd_opt(year + i32::from(month == 12), month % 12 + 1, 1),
+            ) else {
+                return true;
+            };
+            let days = (next - first).num_days() as u32;
+            let starts = first.weekday().num_days_from_sunday();
+            if !p.month_match(month).unwrap_or(false) || !seen.insert((month, days, starts)) {
+                continue;
+            }
+            for day in 1..=days {
+                let weekday = croner::Weekday::from_days_from_sunday(starts + day - 1);
+                if p.day_match(year, month, day, weekday).unwrap_or(false) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -506,6 +573,48 @@ mod tests {
         ] {
             assert_eq!(check(expr), Ok(()), "{expr}");
             assert!(parser.parse(expr).is_ok(), "croner refuses {expr}");
+        }
+    }
+
+    #[test]
+    fn schedules_with_five_or_six_fields() {
+        assert!(parse_schedule("0 3 * * 1-5").is_ok());
+        assert!(parse_schedule("*/2 * * * * *").is_ok());
+        let three = parse_schedule("* * *").unwrap_err();
+        assert!(
+            three.starts_with("schedule \"* * *\": 5 or 6 fields are accepted"),
+            "{three}"
+        );
+        assert!(parse_schedule("0 0 0 1 1 * 2030").is_err());
+    }
+
+    #[test]
+    fn fires_ever_agrees_with_croner_s_search() {
+        let from = chrono::DateTime::parse_from_rfc3339("2026-03-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        for expr in [
+            "0 0 31 2 *",
+            "0 0 29 2 *",
+            "0 0 30 2 *",
+            "0 0 31 4,6 *",
+            "0 0 31 4,7 *",
+            "0 0 L 2 *",
+            "0 0 * * 5#5",
+            "0 0 * 2 5#5",
+            "0 0 15W 2 *",
+            "0 0 30W 2 *",
+            "0 0 LW 2 *",
+            "0 0 31 2 MON",
+            "*/5 * * * *",
+            "@monthly",
+        ] {
+            let cron = parse_schedule(expr).unwrap();
+            assert_eq!(
+                fires_ever(&cron),
+                cron.find_next_occurrence(&from, false).is_ok(),
+                "{expr}"
+            );
         }
     }
 }

@@ -19,6 +19,6 @@ pub fn register(tx: &mut Transaction, pools: &[Pool]) -> Result<Vec<String>, pos
     Ok(tx
         .query(sql::RETIRE_POOLS, &[&names])?
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| r.get("name"))
         .collect())
 }

@@ -35,7 +35,7 @@ pub fn register(client: &mut Client, config: &Config) -> Result<Vec<String>, pos
     let mut retired: Vec<String> = tx
         .query(sql::RETIRE_PIPELINES, &[&names])?
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| r.get("name"))
         .collect();
     for pool in crate::config::pools::register(&mut tx, &config.pools)? {
         retired.push(format!("pool {pool}"));

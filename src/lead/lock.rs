@@ -37,9 +37,9 @@ pub fn application_name(host: &str) -> String {
 /// Who holds `LEAD_LOCK`, as `host H pid P`, if anyone.
 pub fn holder(client: &mut Client) -> Option<String> {
     let row = client.query_opt(sql::LEAD_HOLDER, &[&LEAD_LOCK]).ok()??;
-    let app: Option<String> = row.get(0);
-    let addr: Option<String> = row.get(1);
-    let backend: i32 = row.get(2);
+    let app: Option<String> = row.get("application_name");
+    let addr: Option<String> = row.get("client_addr");
+    let backend: i32 = row.get("backend");
     Some(holder_named(app.as_deref(), addr.as_deref(), backend))
 }
 
@@ -77,15 +77,15 @@ pub fn free_own_stale(client: &mut Client, app: &str) -> bool {
     let Ok(Some(row)) = client.query_opt(sql::LEAD_HOLDER, &[&LEAD_LOCK]) else {
         return false;
     };
-    let holder: Option<String> = row.get(0);
-    let backend: i32 = row.get(2);
+    let holder: Option<String> = row.get("application_name");
+    let backend: i32 = row.get("backend");
     if holder.as_deref() != Some(app) {
         return false;
     }
     log::warn!("the lead is held by an older session of this process: ending it");
     client
         .query_one(sql::LEAD_TERMINATE, &[&backend])
-        .is_ok_and(|r| r.get::<_, bool>(0))
+        .is_ok_and(|r| r.get::<_, bool>("ended"))
 }
 
 /// Ends the sessions holding `LEAD_LOCK` that are not orca schedulers, with
@@ -102,7 +102,7 @@ pub fn end_intruders(client: &mut Client) -> Result<bool, postgres::Error> {
 
 /// Tries `LEAD_LOCK` once on this session: whether it holds it now.
 pub fn try_take(client: &mut Client) -> Result<bool, postgres::Error> {
-    Ok(client.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])?.get(0))
+    Ok(client.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])?.get("held"))
 }
 
 /// Takes `LEAD_LOCK` on this session if it is free, or held by an older

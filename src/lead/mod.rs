@@ -59,7 +59,7 @@ pub fn join(client: &mut Client, host: &str, migrations: i32) -> Result<i64, pos
     let pid = std::process::id() as i32;
     client
         .query_one(sql::SCHEDULER_JOIN, &[&host, &pid, &image(), &migrations])
-        .map(|r| r.get(0))
+        .map(|r| r.get("id"))
 }
 
 /// What a beat learned.
@@ -81,8 +81,8 @@ pub fn beat(
     Ok(client
         .query_opt(sql::SCHEDULER_BEAT, &[&id, &running, &stale])?
         .map(|r| Beat {
-            drain_asked: r.get(0),
-            newer: r.get(1),
+            drain_asked: r.get("drain_asked"),
+            newer: r.get("newer"),
         }))
 }
 
@@ -101,7 +101,7 @@ pub fn try_lead(client: &mut Client, id: i64, stale: f64) -> Result<Lead, postgr
     if !taken {
         lock::end_intruders(client)?;
         for row in client.query(sql::LEAD_TAKEOVER, &[&LEAD_LOCK, &stale])? {
-            let gone: i64 = row.get(0);
+            let gone: i64 = row.get("id");
             log::warn!("scheduler {gone} holds the lead but is gone: its session was ended");
         }
         taken = lock::try_take(client)?;
@@ -136,7 +136,7 @@ pub fn ask_drain(
 ) -> Result<Option<i64>, postgres::Error> {
     Ok(client
         .query_opt(sql::SCHEDULER_ASK_DRAIN, &[&id, &stale, &by])?
-        .map(|r| r.get(0)))
+        .map(|r| r.get("id")))
 }
 
 /// An instance as `orca instances` shows it.
@@ -168,9 +168,9 @@ pub fn instances(client: &mut Client, stale: f64) -> Result<Vec<InstanceRow>, po
         .query(sql::SCHEDULERS_LIST, &[&stale])?
         .iter()
         .map(|r| {
-            let live: bool = r.get(7);
-            let leading: bool = r.get(8);
-            let draining: bool = r.get(9);
+            let live: bool = r.get("live");
+            let leading: bool = r.get("leads");
+            let draining: bool = r.get("draining");
             let role = match (live, leading, draining) {
                 (false, _, _) => "gone",
                 (true, _, true) => "draining",
@@ -178,15 +178,15 @@ pub fn instances(client: &mut Client, stale: f64) -> Result<Vec<InstanceRow>, po
                 (true, false, false) => "standby",
             };
             InstanceRow {
-                id: r.get(0),
-                host: r.get(1),
-                pid: r.get(2),
+                id: r.get("id"),
+                host: r.get("host"),
+                pid: r.get("pid"),
                 role: role.into(),
-                image: r.get(3),
-                migrations: r.get(4),
-                runs: r.get(5),
-                seen_ago: r.get(6),
-                last_seen: r.get(11),
+                image: r.get("image"),
+                migrations: r.get("migrations"),
+                runs: r.get("runs"),
+                seen_ago: r.get("seen_ago"),
+                last_seen: r.get("last_seen"),
             }
         })
         .collect())
@@ -258,11 +258,11 @@ pub fn deploy_check(
     floor: i32,
 ) -> Result<DeployVerdict, postgres::Error> {
     let row = client.query_one(sql::DEPLOY_CHECK, &[&stale, &floor])?;
-    let led: bool = row.get(0);
-    let names: Vec<String> = row.get(1);
-    let known: Vec<i32> = row.get(2);
+    let led: bool = row.get("led");
+    let names: Vec<String> = row.get("names");
+    let known: Vec<i32> = row.get("known");
     let behind: Vec<(String, i32)> = names.into_iter().zip(known).collect();
-    let any_live: bool = row.get(3);
+    let any_live: bool = row.get("any_live");
     let overlap_off = if led || any_live {
         None
     } else {
@@ -284,7 +284,7 @@ pub fn wait_for_lead(
     loop {
         if client
             .query_one(sql::DEPLOY_WAIT, &[&stale, &image])?
-            .get::<_, bool>(0)
+            .get::<_, bool>("newest_leads")
         {
             return Ok(true);
         }

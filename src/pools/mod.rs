@@ -214,8 +214,8 @@ impl PoolScaler {
                 );
                 break;
             }
-            let name: String = row.get(0);
-            let pool: Pool = match serde_json::from_value(row.get(1)) {
+            let name: String = row.get("name");
+            let pool: Pool = match serde_json::from_value(row.get("spec")) {
                 Ok(p) => p,
                 Err(e) => {
                     log::error!(
@@ -227,13 +227,13 @@ impl PoolScaler {
             };
             let view = PoolView {
                 pool,
-                retired: row.get(2),
-                walk_type: row.get::<_, i32>(3).max(0) as usize,
-                walk_for: row.get(4),
-                tried_ago: row.get(5),
-                status: row.get(6),
-                waiting: row.get(7),
-                demand: row.get(8),
+                retired: row.get("retired"),
+                walk_type: row.get::<_, i32>("walk_type").max(0) as usize,
+                walk_for: row.get("walk_for"),
+                tried_ago: row.get("tried_ago"),
+                status: row.get("status"),
+                waiting: row.get("waiting"),
+                demand: row.get("demand"),
             };
             let mine: Vec<&Machine> = machines.iter().filter(|m| m.pool == name).collect();
             let decided = self.step(db, session, &stack, &view, &mine, judge_silence)?;
@@ -408,7 +408,7 @@ impl PoolScaler {
         walk.tried();
         let id: i64 = db
             .run_fenced(session, |c| c.query_one(sql::MACHINE_NEXT_ID, &[]))?
-            .get(0);
+            .get("id");
         let name = format!("orca-{}-{id}", p.name);
         let token = db
             .run_fenced(session, |c| Ok(logins::make_role(c, stack, id)))?

@@ -138,15 +138,15 @@ pub fn main(pool: &str) -> Outcome {
         }
         match db.run(|c| c.query_one(sql::WORKER_HELLO, &[])) {
             Ok(row) => {
-                let of: String = row.get(0);
+                let of: String = row.get("pool");
                 if of != pool {
                     return Err(bad(format!(
                         "this machine's credentials are for pool {of}, not {pool}"
                     )));
                 }
                 break Machine {
-                    name: row.get(1),
-                    slots: row.get(2),
+                    name: row.get("name"),
+                    slots: row.get("slots"),
                 };
             }
             Err(e) => match trouble(e) {
@@ -202,11 +202,11 @@ pub fn main(pool: &str) -> Outcome {
                     said.clear();
                     refusals.since = None;
                     for row in rows {
-                        let id: i64 = row.get(0);
-                        let start: i32 = row.get(1);
-                        let name: String = row.get(2);
-                        let args: Vec<String> = row.get(3);
-                        let spec: serde_json::Value = row.get(4);
+                        let id: i64 = row.get("id");
+                        let start: i32 = row.get("start");
+                        let name: String = row.get("pipeline");
+                        let args: Vec<String> = row.get("args");
+                        let spec: serde_json::Value = row.get("spec");
                         match serde_json::from_value::<Pipeline>(spec) {
                             Ok(p) => sup.launch(id, start, &Arc::new(p), &args, &[]),
                             Err(e) => {

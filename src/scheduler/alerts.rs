@@ -32,9 +32,9 @@ pub fn run(mut db: Db, leads: Arc<AtomicBool>, done: Arc<AtomicBool>) {
                 if done.load(Ordering::SeqCst) {
                     break;
                 }
-                let id: i64 = r.get(0);
-                let url: String = r.get(3);
-                let body: serde_json::Value = r.get(4);
+                let id: i64 = r.get("id");
+                let url: String = r.get("url");
+                let body: serde_json::Value = r.get("body");
                 let shown = redact_url(&url);
                 let result = agent
                     .post(&url)

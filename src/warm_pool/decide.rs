@@ -6,12 +6,15 @@
 //! `sql/ec2_lost_heads.sql`.) Unit-tested below.
 //!
 //! * [`Fill`]: the instances a run still needs, in order (the head, then its
-//!   workers), and the head's address each is given.
+//!   workers: [`Role`]), and the head's address each is given.
 //! * [`MakeBudget`]: how many new instances a tick may still make
 //!   (`ORCA_EC2_MAKE_PER_TICK`); warm hand-overs take none of it.
+//! * [`source`]: where an instance a run needs comes from once the
+//!   hand-over was tried: the warm one, a new one, or the next ticks.
 //! * [`lost_head`]: what becomes of a run whose head is lost.
 //! * [`trim`]: of the instances ended, which are deleted now and whose
 //!   login is revoked first.
+//! * [`strays_due`]: whether strays are looked for this tick.
 
 /// `ORCA_EC2_MAKE_PER_TICK`'s default: new instances one tick makes at most.
 pub const MAKE_PER_TICK: usize = 8;
@@ -76,13 +79,71 @@ pub fn takes_new_code(start: i32) -> bool {
     start == 1
 }
 
+/// Where an instance a run needs comes from, once the hand-over of a warm
+/// one was tried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source<W> {
+    /// A warm instance was handed over (what the hand-over returned): it
+    /// takes none of the budget.
+    Warm(W),
+    /// None was warm: a new one is made, taking one of the tick's budget.
+    Make,
+    /// None was warm and the tick may make no more: the run gets the rest
+    /// on the next ticks (before any new run is claimed).
+    NextTick,
+}
+
+/// Where a needed instance comes from: the warm one the hand-over gave, if
+/// it gave one; else a new one if one of `budget` is left (taken).
+pub fn source<W>(warm: Option<W>, budget: &mut MakeBudget) -> Source<W> {
+    match warm {
+        Some(w) => Source::Warm(w),
+        None if budget.take() => Source::Make,
+        None => Source::NextTick,
+    }
+}
+
+/// An instance's part in its run, as `orca.instances.role` stores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The head: runs the driver beside the head service.
+    Head,
+    /// A worker: runs the worker service until the run is over.
+    Worker,
+}
+
+impl Role {
+    /// The stored text: `head` or `worker`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Head => "head",
+            Role::Worker => "worker",
+        }
+    }
+
+    /// The role stored as `text`, if it is one.
+    pub fn of(text: &str) -> Option<Role> {
+        match text {
+            "head" => Some(Role::Head),
+            "worker" => Some(Role::Worker),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One instance a run still needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Need {
     /// Its place: 0 the head, then the workers.
     pub n: usize,
-    /// `head` or `worker`.
-    pub role: &'static str,
+    /// The head (place 0) or a worker.
+    pub role: Role,
     /// The head's address it is given (`-` for the head itself).
     pub address: String,
 }
@@ -116,7 +177,7 @@ impl Fill {
         let n = self.roles.next()?;
         Some(Need {
             n,
-            role: if n == 0 { "head" } else { "worker" },
+            role: if n == 0 { Role::Head } else { Role::Worker },
             address: if n == 0 {
                 "-".into()
             } else {
@@ -165,8 +226,21 @@ pub fn lost_head(served: bool, boot: f64) -> LostHead {
     }
 }
 
-/// An instance row ended, to delete: name, provider, provider id, region, login.
-pub type Ended = (String, String, Option<String>, Option<String>, String);
+/// An instance whose row was ended, to delete where it was made (a row of
+/// `sql/instances_to_end.sql` or `sql/instances_of_run_end.sql`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ended {
+    /// Its name (`orca-i-N`).
+    pub name: String,
+    /// The provider kind its row stores (`fleet::stored_kind`).
+    pub provider: String,
+    /// The provider's id for it.
+    pub provider_id: Option<String>,
+    /// The region it was made in, if the provider has regions.
+    pub region: Option<String>,
+    /// Its login role.
+    pub login: String,
+}
 
 /// What [`trim`] decided.
 #[derive(Debug, PartialEq)]
@@ -190,10 +264,17 @@ pub fn trim(over: Vec<(Ended, bool)>) -> Trim {
         if ended {
             t.delete.push(e);
         } else {
-            t.revoke_first.push((e.0, e.4));
+            t.revoke_first.push((e.name, e.login));
         }
     }
     t
+}
+
+/// Whether strays are looked for now: never yet (`last`: seconds since they
+/// last were, `None`), or once `every` seconds (`ORCA_POOL_SCALE_SECONDS`)
+/// have passed.
+pub fn strays_due(last: Option<f64>, every: f64) -> bool {
+    last.is_none_or(|ago| ago >= every)
 }
 
 #[cfg(test)]
@@ -202,7 +283,7 @@ mod tests {
 
     fn roles(made: usize, workers: i32) -> Vec<(usize, &'static str)> {
         let mut f = Fill::new(made, workers, "h");
-        std::iter::from_fn(|| f.next_need().map(|n| (n.n, n.role))).collect()
+        std::iter::from_fn(|| f.next_need().map(|n| (n.n, n.role.as_str()))).collect()
     }
 
     #[test]
@@ -248,7 +329,7 @@ mod tests {
     fn need(n: usize, role: &'static str, address: &str) -> Need {
         Need {
             n,
-            role,
+            role: Role::of(role).expect("a role"),
             address: address.into(),
         }
     }
@@ -309,13 +390,13 @@ mod tests {
     }
 
     fn ended(name: &str) -> Ended {
-        (
-            name.into(),
-            "ec2".into(),
-            Some(format!("i-{name}")),
-            None,
-            format!("login_{name}"),
-        )
+        Ended {
+            name: name.into(),
+            provider: "ec2".into(),
+            provider_id: Some(format!("i-{name}")),
+            region: None,
+            login: format!("login_{name}"),
+        }
     }
 
     #[test]
@@ -327,5 +408,35 @@ mod tests {
         ]);
         assert_eq!(t.delete, [ended("a"), ended("c")]);
         assert_eq!(t.revoke_first, [("b".into(), "login_b".into())]);
+    }
+
+    #[test]
+    fn a_warm_instance_takes_no_budget_and_a_new_one_waits_for_the_next_tick_once_it_is_spent() {
+        let mut b = MakeBudget::new(1);
+        assert_eq!(source(Some("orca-i-1"), &mut b), Source::Warm("orca-i-1"));
+        assert!(b.any_left(), "a hand-over made nothing");
+        assert_eq!(source(None::<&str>, &mut b), Source::Make);
+        assert!(!b.any_left());
+        assert_eq!(source(None::<&str>, &mut b), Source::NextTick);
+        // A warm one is still handed over with the budget spent.
+        assert_eq!(source(Some("orca-i-2"), &mut b), Source::Warm("orca-i-2"));
+        b.refill();
+        assert_eq!(source(None::<&str>, &mut b), Source::Make);
+    }
+
+    #[test]
+    fn strays_are_looked_for_at_once_then_once_a_scale_interval() {
+        assert!(strays_due(None, 30.0));
+        assert!(!strays_due(Some(29.9), 30.0));
+        assert!(strays_due(Some(30.0), 30.0));
+    }
+
+    #[test]
+    fn roles_are_stored_as_head_and_worker() {
+        for role in [Role::Head, Role::Worker] {
+            assert_eq!(Role::of(role.as_str()), Some(role));
+            assert_eq!(role.to_string(), role.as_str());
+        }
+        assert_eq!(Role::of("driver"), None);
     }
 }

@@ -30,10 +30,33 @@ use crate::exit::{Failure, Outcome, bad, no};
 use crate::settings::Timing;
 use crate::supervise::child::Child;
 use crate::supervise::{self, Supervisor};
+use crate::warm_pool::decide::Role;
 
 /// `pool-next`'s output when it is handed a run.
 fn next_line(run: i64, start: i32, address: &str, fresh_code: bool) -> String {
     format!("next {run} {start} {address} {}", u8::from(fresh_code))
+}
+
+/// What `orca.instance_poll` said (its `outcome`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Poll {
+    /// Handed another run (`next`).
+    Next,
+    /// No live row: shut down (`ended`).
+    Ended,
+    /// Nothing yet (`wait`, or an outcome this binary doesn't know).
+    Wait,
+}
+
+impl Poll {
+    /// The outcome as the function returns it.
+    fn of(outcome: &str) -> Poll {
+        match outcome {
+            "next" => Poll::Next,
+            "ended" => Poll::Ended,
+            _ => Poll::Wait,
+        }
+    }
 }
 
 /// Sleeps a second, or less when `deadline` is nearer.
@@ -76,7 +99,7 @@ pub fn pool_wait(instance: &str, run: i64, start: i32) -> Outcome {
     let mut said = String::new();
     loop {
         match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
-            Ok(row) if row.get::<_, bool>(0) => return Ok(()),
+            Ok(row) if row.get::<_, bool>("over") => return Ok(()),
             Ok(_) => {}
             Err(e) if revoked(&e) => {
                 log::info!("instance {instance}: its credentials were revoked: its run is over");
@@ -108,7 +131,7 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> Outcome 
     loop {
         match db.run(|c| c.query_one(sql::INSTANCE_IDLE, &[&instance, &run, &start])) {
             Ok(row) => {
-                if !row.get::<_, bool>(0) {
+                if !row.get::<_, bool>("found") {
                     log::warn!(
                         "instance {instance} has no live row for run {run} at start {start}; waiting for another"
                     );
@@ -136,19 +159,24 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> Outcome 
             c.query_one(stmt, &[&instance, &run, &start])
         });
         match polled {
-            Ok(row) => match row.get::<_, String>(0).as_str() {
-                "next" => {
+            Ok(row) => match Poll::of(row.get("outcome")) {
+                Poll::Next => {
                     println!(
                         "{}",
-                        next_line(row.get(1), row.get(2), row.get::<_, &str>(3), row.get(4))
+                        next_line(
+                            row.get("run"),
+                            row.get("start"),
+                            row.get::<_, &str>("address"),
+                            row.get("fresh_code")
+                        )
                     );
                     return Ok(());
                 }
-                "ended" => {
+                Poll::Ended => {
                     log::info!("instance {instance}: its row ended with no other: shut down");
                     return Err(Failure::quiet(1));
                 }
-                _ => {}
+                Poll::Wait => {}
             },
             Err(e) if revoked(&e) => {
                 log::info!("instance {instance}: its credentials were revoked: shut down");
@@ -211,10 +239,10 @@ fn cluster(
                 return None;
             }
             Ok(Some(row)) => {
-                let given: Vec<String> = row.get(1);
-                if given.len() >= want || row.get::<_, bool>(2) {
+                let given: Vec<String> = row.get("workers");
+                if given.len() >= want || row.get::<_, bool>("over") {
                     return Some(Cluster {
-                        head: row.get(0),
+                        head: row.get("head"),
                         workers: given,
                     });
                 }
@@ -297,10 +325,10 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
         }
         pause(None);
     };
-    let role: String = row.get(0);
-    let fresh: bool = row.get(2);
-    let args: Vec<String> = row.get(4);
-    let p: Pipeline = match serde_json::from_value(row.get(3)) {
+    let role: String = row.get("role");
+    let fresh: bool = row.get("fresh_code");
+    let args: Vec<String> = row.get("args");
+    let p: Pipeline = match serde_json::from_value(row.get("spec")) {
         Ok(p) => p,
         Err(e) => {
             return Err(no(format!(
@@ -333,11 +361,11 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
                 }
             })
     };
-    if role == "worker" {
+    if Role::of(&role) == Some(Role::Worker) {
         let service = service_of(&ec2.worker_service);
         loop {
             match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
-                Ok(row) if row.get::<_, bool>(0) => break,
+                Ok(row) if row.get::<_, bool>("over") => break,
                 Ok(_) => {}
                 Err(e) if revoked(&e) => break,
                 Err(e) => say(&mut said, &e),
@@ -374,6 +402,14 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_poll_outcome_this_binary_does_not_know_is_waited_on() {
+        assert_eq!(Poll::of("next"), Poll::Next);
+        assert_eq!(Poll::of("ended"), Poll::Ended);
+        assert_eq!(Poll::of("wait"), Poll::Wait);
+        assert_eq!(Poll::of("later"), Poll::Wait);
+    }
 
     #[test]
     fn the_next_line_says_whether_new_code_may_be_taken() {

@@ -22,7 +22,9 @@
 //!
 //! What to do, where Rust decides it, is in [`crate::warm_pool::decide`], pure over
 //! what this module read (the roles a run still needs and their head's
-//! address, the make budget, a lost head, what is trimmed).
+//! address, where each comes from: the warm one handed over, a new one
+//! within the make budget, or the next ticks; a lost head, what is trimmed,
+//! when strays are looked for).
 //!
 //! Invariants:
 //! * Every write is fenced on the leading session.
@@ -38,7 +40,7 @@ use crate::machines::logins;
 use crate::machines::walk::try_locations;
 use crate::providers::{Make, MakeError};
 use crate::settings::PoolTiming;
-use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget};
+use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget, Source};
 
 /// The instance script, embedded after the machine prelude
 /// (`scripts/machine-prelude.sh`), as [`crate::machines::boot::BOOT_SCRIPT`].
@@ -116,11 +118,11 @@ impl Ec2Runs {
             .run_fenced(session, |c| c.query(sql::EC2_RUNS_SHORT, &[]))?
             .iter()
             .map(|r| Short {
-                id: r.get(0),
-                start: r.get(1),
-                pipeline: r.get(2),
-                made: usize::try_from(r.get::<_, i64>(3)).unwrap_or(0),
-                head_host: r.get(4),
+                id: r.get("id"),
+                start: r.get("start"),
+                pipeline: r.get("pipeline"),
+                made: usize::try_from(r.get::<_, i64>("made")).unwrap_or(0),
+                head_host: r.get("head_host"),
             })
             .collect())
     }
@@ -160,20 +162,20 @@ impl Ec2Runs {
         let fresh = decide::takes_new_code(start);
         let mut fill = Fill::new(made, ec2.workers, head_host);
         while let Some(need) = fill.next_need() {
-            let (role, address) = (need.role, &need.address);
+            let (role, address) = (need.role.as_str(), &need.address);
             let warm = db.run_fenced(session, |c| {
                 c.query_opt(
                     sql::INSTANCE_HAND_OVER,
                     &[&p.name, &id, &start, &role, address, &fresh, &POLL_FRESH],
                 )
             })?;
-            let host = match warm {
-                Some(row) => {
-                    let instance: String = row.get(0);
+            let host = match decide::source(warm, &mut self.budget) {
+                Source::Warm(row) => {
+                    let instance: String = row.get("instance");
                     log::info!("run {id}: warm instance {instance} handed over as its {role}");
-                    row.get::<_, String>(1)
+                    row.get::<_, String>("host")
                 }
-                None if !self.budget.take() => {
+                Source::NextTick => {
                     log::info!(
                         "run {id}: its other instances are made on the next ticks \
                          (ORCA_EC2_MAKE_PER_TICK {})",
@@ -181,7 +183,7 @@ impl Ec2Runs {
                     );
                     return Ok(());
                 }
-                None => match self.make(
+                Source::Make => match self.make(
                     db,
                     session,
                     p,
@@ -233,7 +235,7 @@ impl Ec2Runs {
         let stack = self.fleet.stack(db, session)?.id;
         let n: i64 = db
             .run_fenced(session, |c| c.query_one(sql::INSTANCE_NEXT_ID, &[]))?
-            .get(0);
+            .get("id");
         let name = format!("orca-i-{n}");
         let login = format!("orca_i_{stack}_{n}");
         let token = db
@@ -299,8 +301,12 @@ impl Ec2Runs {
                 c.query(sql::EC2_LOST_HEADS, &[&self.timing.boot, &self.timing.lost])
             })?;
             for row in lost {
-                let (id, start, pipeline, served): (i64, i32, String, bool) =
-                    (row.get(0), row.get(1), row.get(2), row.get(3));
+                let (id, start, pipeline, served): (i64, i32, String, bool) = (
+                    row.get("id"),
+                    row.get("start"),
+                    row.get("pipeline"),
+                    row.get("served"),
+                );
                 let lost = decide::lost_head(served, self.timing.boot);
                 let why = if let LostHead::Requeue(why) = &lost {
                     // Lost under a run it served: the run is queued again.
@@ -338,7 +344,7 @@ impl Ec2Runs {
                 &[&self.pool_seconds, &POLL_GONE, &self.timing.lost],
             )
         })?;
-        let trim = decide::trim(rows.iter().map(|r| (ended_of(r), r.get(5))).collect());
+        let trim = decide::trim(rows.iter().map(|r| (ended_of(r), r.get("ended"))).collect());
         for (name, login) in trim.revoke_first {
             log::warn!("instance {name}: its login holds its row: revoking the login first");
             db.run_fenced(session, |c| logins::revoke(c, &login))?;
@@ -346,15 +352,16 @@ impl Ec2Runs {
         self.delete(db, session, trim.delete)?;
         // Strays: instances with this stack's label that no live row holds
         // (made, but the row wasn't written), with the providers in use here.
-        let due = self
-            .strays_at
-            .is_none_or(|t| t.elapsed().as_secs_f64() >= self.timing.scale);
+        let due = decide::strays_due(
+            self.strays_at.map(|t| t.elapsed().as_secs_f64()),
+            self.timing.scale,
+        );
         if let Some(stack) = self.fleet.known_stack().map(str::to_string).filter(|_| due) {
             self.strays_at = Some(std::time::Instant::now());
             let live: std::collections::HashSet<String> = db
                 .run_fenced(session, |c| c.query(sql::INSTANCES_LIVE_NAMES, &[]))?
                 .iter()
-                .map(|r| r.get(0))
+                .map(|r| r.get("instance"))
                 .collect();
             self.fleet.begin_pass();
             let mut strays = Vec::new();
@@ -380,7 +387,7 @@ impl Ec2Runs {
             for row in db.run_fenced(session, |c| {
                 c.query(sql::INSTANCE_LOGINS_ORPHANED, &[&prefix])
             })? {
-                let login: String = row.get(0);
+                let login: String = row.get("rolname");
                 let _ = db.run_fenced(session, |c| fleet::revoke_and_drop(c, &login));
             }
             for name in strays {
@@ -399,7 +406,14 @@ impl Ec2Runs {
 
     /// Deletes ended instances and revokes their logins.
     fn delete(&mut self, db: &mut Db, session: u64, ended: Vec<Ended>) -> Result<(), Fault> {
-        for (name, provider, provider_id, region, login) in ended {
+        for Ended {
+            name,
+            provider,
+            provider_id,
+            region,
+            login,
+        } in ended
+        {
             let at = AtProvider {
                 kind: &fleet::kind_of_stored(&provider),
                 region: region.as_deref(),
@@ -416,6 +430,14 @@ impl Ec2Runs {
     }
 }
 
+/// An ended instance, as `sql/instances_to_end.sql` and
+/// `sql/instances_of_run_end.sql` return it.
 fn ended_of(r: &postgres::Row) -> Ended {
-    (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))
+    Ended {
+        name: r.get("instance"),
+        provider: r.get("provider"),
+        provider_id: r.get("provider_id"),
+        region: r.get("region"),
+        login: r.get("login"),
+    }
 }

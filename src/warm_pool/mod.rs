@@ -8,7 +8,8 @@
 //! * `instance`: the instance's side, run by `scripts/instance.sh` with the
 //!   instance's own login: `ec2-serve`, `pool-wait`, `pool-next`;
 //! * `decide`: the leader's decisions as pure functions (what a run still
-//!   needs, the make budget, trimming), unit-tested.
+//!   needs and where each instance comes from, the make budget, a lost
+//!   head, trimming, strays' turn), unit-tested.
 //!
 //! Invariant: an instance's login acts only through the `orca.instance_*`
 //! functions, on its own rows and the run it serves.

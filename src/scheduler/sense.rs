@@ -1,0 +1,153 @@
+//! Sensors: a pipeline's `sensor` command, run every `sensor_every` seconds
+//! by the leader; exit 0 queues a run (`sql/sensor_queue.sql`). Which
+//! sensors stop ([`gone`]) and which start now ([`starts_now`]) are pure
+//! decisions, unit-tested below; [`Scheduler::sense`] looks at the
+//! children, queues and spawns.
+//!
+//! Invariants:
+//! * Only the leader runs sensors: a tick that does not lead kills them.
+//! * The tick never waits on a sensor: a child is looked at once a tick and
+//!   killed once over its time (`sensor_every`), its whole group if slow.
+//! * A yes is kept until its run is queued (the database may be away), and
+//!   a sensor queues at most one waiting run (the statement checks).
+//! * A paused pipeline's sensor is not started (one running is let end).
+
+use std::time::{Duration, Instant};
+
+use crate::db::sql;
+use crate::scheduler::{Scheduler, View, Views};
+use crate::supervise::child::Child;
+
+/// A pipeline's sensor between ticks.
+pub(super) struct Sensor {
+    /// When it may start again.
+    next: Instant,
+    /// Its running child, and when it is over its time.
+    child: Option<(Child, Instant)>,
+    /// It said yes and the run is not queued yet (the database was away).
+    yes: bool,
+}
+
+impl Sensor {
+    /// Kills its child, if it has one running.
+    pub(super) fn stop(self) {
+        if let Some((child, _)) = self.child {
+            child.kill();
+        }
+    }
+}
+
+/// Of the pipelines with a sensor state (`sensors`), those whose sensor
+/// stops: the pipeline is gone, or has no sensor any more.
+pub fn gone<'a>(
+    sensors: impl IntoIterator<Item = &'a String>,
+    has_sensor: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    sensors
+        .into_iter()
+        .filter(|name| !has_sensor(name))
+        .cloned()
+        .collect()
+}
+
+/// Whether a sensor starts at `now`: none of it running, its pipeline not
+/// paused, and its time (`next`) come.
+pub fn starts_now(running: bool, paused: bool, now: Instant, next: Instant) -> bool {
+    !running && !paused && now >= next
+}
+
+impl Scheduler {
+    /// Runs due sensors (never waiting on one) and queues a run for each
+    /// that said yes.
+    pub(super) fn sense(&mut self, session: u64, pipelines: &Views) {
+        let has_sensor = |name: &str| pipelines.get(name).is_some_and(|v| v.p.sensor.is_some());
+        for name in gone(self.sensors.keys(), has_sensor) {
+            if let Some(s) = self.sensors.remove(&name) {
+                s.stop();
+            }
+        }
+        for (name, View { p, paused, .. }) in pipelines {
+            let Some(sensor) = &p.sensor else { continue };
+            let every = Duration::from_secs_f64(p.sensor_every);
+            let s = self.sensors.entry(name.clone()).or_insert(Sensor {
+                next: Instant::now(),
+                child: None,
+                yes: false,
+            });
+            if let Some((child, deadline)) = &mut s.child {
+                match child.try_exit() {
+                    Some(exit) => {
+                        s.child = None;
+                        s.yes = exit.success();
+                    }
+                    None if Instant::now() >= *deadline => {
+                        if !child.killing() {
+                            log::warn!("sensor of {name} took over {every:?}: killed");
+                        }
+                        // Again each tick: the shim's group gets SIGKILL if it is slow.
+                        child.kill_all();
+                    }
+                    None => {}
+                }
+            }
+            if s.yes {
+                let why = "sensor said yes (exit 0)".to_string();
+                match self
+                    .db
+                    .run_fenced(session, |c| c.query_opt(sql::SENSOR_QUEUE, &[name, &why]))
+                {
+                    Ok(row) => {
+                        s.yes = false;
+                        if let Some(row) = row {
+                            log::info!("sensor of {name} queued run {}", row.get::<_, i64>("id"));
+                        }
+                    }
+                    Err(e) => e.complain(),
+                }
+            }
+            if !starts_now(s.child.is_some(), *paused, Instant::now(), s.next) {
+                continue;
+            }
+            s.next = Instant::now() + every;
+            let env = vec![("ORCA_PIPELINE".to_string(), name.clone())];
+            match Child::spawn(&sensor.argv(&[]), &env) {
+                Ok(child) => s.child = Some((child, Instant::now() + every)),
+                Err(e) => log::error!("sensor of {name}: can't start: {e}"),
+            }
+        }
+    }
+
+    /// Stops every sensor (this process no longer leads, or stops).
+    pub(super) fn stop_sensors(&mut self) {
+        for (_, s) in self.sensors.drain() {
+            s.stop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sensor_stops_when_its_pipeline_or_its_sensor_is_gone() {
+        let sensors: Vec<String> = ["kept", "retired", "no-sensor"].map(String::from).to_vec();
+        let mut out = gone(&sensors, |name| name == "kept");
+        out.sort();
+        assert_eq!(out, ["no-sensor", "retired"]);
+        assert!(gone(&sensors, |_| true).is_empty());
+        assert!(gone(&Vec::new(), |_| false).is_empty());
+    }
+
+    #[test]
+    fn a_sensor_starts_when_its_time_comes_and_none_of_it_runs() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(60);
+        // New: its time is now.
+        assert!(starts_now(false, false, now, now));
+        assert!(starts_now(false, false, later, now));
+        assert!(!starts_now(false, false, now, later), "not before its time");
+        assert!(!starts_now(true, false, later, now), "never two at once");
+        assert!(!starts_now(false, true, later, now), "not while paused");
+    }
+}

@@ -1,0 +1,120 @@
+//! Starting queued runs the scheduler runs itself: `local` ones as processes
+//! on this host, `ec2` ones on instances of their own (through
+//! [`crate::warm_pool::leader`]). Which runs may start is the database's to
+//! say (`sql/startable.sql`: oldest first, per pipeline at most `max_runs`
+//! less its running ones, fill runs on top, none of a paused or retired
+//! pipeline, at most [`STARTS_PER_TICK`] a tick); `worker:` runs are
+//! claimed by their pool's workers instead.
+//!
+//! Invariants:
+//! * A run is claimed (`queued` → `running`, `start` + 1,
+//!   `sql/run_start.sql`) before its process is spawned or its instances
+//!   are given; a run another took first is skipped.
+//! * EC2 runs started before that still lack instances get them first, and
+//!   no new EC2 run is claimed once the tick may make no more instances.
+//! * Nothing more starts once a SIGTERM or SIGINT came.
+
+use crate::config::Placement;
+use crate::db::sql;
+use crate::scheduler::{Scheduler, View, Views, stops};
+
+/// How many runs one tick starts at most (the rest wait a tick).
+pub const STARTS_PER_TICK: i64 = 64;
+
+/// The placements whose runs the scheduler starts itself (a `worker:`
+/// run is claimed by a worker of its pool).
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Starts {
+    /// Processes on this host.
+    Local,
+    /// Instances of the run's own.
+    Ec2,
+}
+
+impl Starts {
+    /// The placement, as `orca.pipelines.placement` has it.
+    pub fn placement(self) -> Placement {
+        match self {
+            Starts::Local => Placement::Local,
+            Starts::Ec2 => Placement::Ec2,
+        }
+    }
+}
+
+impl Scheduler {
+    /// Starts queued runs placed on `placement` (`Local`: processes here;
+    /// `Ec2`: instances of their own), oldest first, within `max_runs`.
+    /// EC2 runs started before that still lack instances get them first,
+    /// and no new one is claimed once the tick may make no more instances.
+    pub(super) fn start(&mut self, session: u64, pipelines: &Views, placement: Starts) {
+        let host = if placement == Starts::Ec2 {
+            self.ec2_runs.begin_tick();
+            let short = match self.ec2_runs.short(&mut self.db, session) {
+                Ok(short) => short,
+                Err(e) => return e.complain(),
+            };
+            for s in short {
+                if stops() > 0 || !self.ec2_runs.can_make() {
+                    return;
+                }
+                let Some(View { p, .. }) = pipelines.get(&s.pipeline) else {
+                    continue;
+                };
+                if let Err(e) = self.ec2_runs.fill(
+                    &mut self.db,
+                    session,
+                    s.id,
+                    s.start,
+                    p,
+                    s.made,
+                    &s.head_host,
+                ) {
+                    return e.complain();
+                }
+            }
+            if !self.ec2_runs.can_make() {
+                return;
+            }
+            "ec2 instances".to_string()
+        } else {
+            self.host.clone()
+        };
+        let rows = match self.db.run_fenced(session, |c| {
+            c.query(
+                sql::STARTABLE,
+                &[&placement.placement().as_text(), &STARTS_PER_TICK],
+            )
+        }) {
+            Ok(rows) => rows,
+            Err(e) => return e.complain(),
+        };
+        for row in rows {
+            if stops() > 0 || (placement == Starts::Ec2 && !self.ec2_runs.can_make()) {
+                return;
+            }
+            let id: i64 = row.get("id");
+            let name: String = row.get("pipeline");
+            let args: Vec<String> = row.get("args");
+            let Some(View { p, .. }) = pipelines.get(&name) else {
+                continue;
+            };
+            let start: i32 = match self.db.run_fenced(session, |c| {
+                c.query_opt(
+                    sql::RUN_START,
+                    &[&id, &host, &self.lead.instance.as_ref().map(|i| i.id)],
+                )
+            }) {
+                Ok(Some(row)) => row.get("start"),
+                Ok(None) => continue,
+                Err(e) => return e.complain(),
+            };
+            if placement == Starts::Ec2 {
+                if let Err(e) = self.ec2_runs.start(&mut self.db, session, id, start, p) {
+                    return e.complain();
+                }
+            } else {
+                self.sup.launch(id, start, p, &args, &[]);
+            }
+        }
+    }
+}
