@@ -5,8 +5,8 @@
 -- advisory key; holding one of orca's must not stop a scheduler or a
 -- migration. A superuser's session can't be ended by orca's role (ended:
 -- false). Returns who they were.
-SELECT a.pid, coalesce(a.usename::text, '?'), coalesce(a.application_name, ''),
-       coalesce(host(a.client_addr), 'a local socket'),
+SELECT a.pid, coalesce(a.usename::text, '?') AS role, coalesce(a.application_name, '') AS app,
+       coalesce(host(a.client_addr), 'a local socket') AS from_addr,
        CASE WHEN r.rolsuper AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
             THEN false ELSE pg_terminate_backend(a.pid, 2000) END AS ended
 FROM pg_locks l

@@ -6,7 +6,8 @@
 -- server, for `SET ROLE owner; ROLLBACK PREPARED gid` (orca's role is a
 -- member of every login it makes, and so of their groups); `can` is false
 -- where it isn't (a dropped owner, another role's).
-SELECT p.gid, coalesce(p.owner::text, '?'), quote_ident(p.owner), quote_literal(p.gid),
+SELECT p.gid, coalesce(p.owner::text, '?') AS owner, quote_ident(p.owner) AS role,
+       quote_literal(p.gid) AS literal,
        p.owner IS NOT NULL AND pg_has_role(current_user, p.owner, 'MEMBER') AS can
 FROM pg_prepared_xacts p
 WHERE p.database = current_database() AND p.prepared <= now() - make_interval(secs => $1)

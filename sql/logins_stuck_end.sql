@@ -5,12 +5,12 @@
 -- need none; a session taking thousands fills the server's shared lock
 -- table, and every session of every database then fails). Whatever
 -- timeouts such a login SET for itself. Returns who, and why in words.
-SELECT a.pid, r.rolname::text,
+SELECT a.pid, r.rolname::text AS role,
        CASE WHEN EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory')
             THEN 'held advisory locks'
             ELSE format('stayed in one transaction for %ss (over %ss)',
-                        round(extract(epoch FROM now() - a.xact_start)), $1::float8) END,
-       pg_terminate_backend(a.pid)
+                        round(extract(epoch FROM now() - a.xact_start)), $1::float8) END AS what,
+       pg_terminate_backend(a.pid) AS ended
 FROM pg_stat_activity a
 JOIN pg_roles r ON r.oid = a.usesysid
 WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND NOT r.rolsuper

@@ -215,18 +215,18 @@ fn follow_run(
             }
             Err(e) => return Err(no(e.to_string())),
         };
-        md5 = row.get(4);
-        match row.get::<_, Option<Vec<u8>>>(2) {
+        md5 = row.get("md5");
+        match row.get::<_, Option<Vec<u8>>>("output") {
             Some(changed) => output = changed,
             // No output (a new attempt's, or `run --wait`): none kept either.
             None if md5.is_none() => output.clear(),
             None => {}
         }
         let look = Look {
-            state: row.get(0),
-            start: row.get(1),
+            state: row.get("state"),
+            start: row.get("start"),
             output: &output,
-            why: row.get(3),
+            why: row.get("why"),
         };
         let queued = look.state == RunState::Queued;
         if let Some(outcome) = each(look) {
@@ -267,7 +267,7 @@ fn stdout_reader_gone() -> bool {
 
 fn unknown_pipeline(client: &mut Client, name: &str) -> Failure {
     match client.query_opt(sql::PIPELINE_GET, &[&name]) {
-        Ok(Some(r)) if r.get::<_, bool>(1) => bad(format!(
+        Ok(Some(r)) if r.get::<_, bool>("retired") => bad(format!(
             "pipeline {name} is retired (no longer in orca.toml)"
         )),
         _ => bad(format!("unknown pipeline: {name}")),
@@ -555,11 +555,11 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
         );
     }
     for p in &pools {
-        let name: String = p.get(0);
-        let retired: bool = p.get(1);
-        let demand: i32 = p.get(2);
-        let status: String = p.get(3);
-        let since: Option<f64> = p.get(4);
+        let name: String = p.get("name");
+        let retired: bool = p.get("retired");
+        let demand: i32 = p.get("demand");
+        let status: String = p.get("status");
+        let since: Option<f64> = p.get("since");
         let mine: Vec<_> = machines.iter().filter(|m| m.pool == name).collect();
         if json {
             doc.push(serde_json::json!({

@@ -58,11 +58,11 @@ pub fn end_intruders(
         .query(sql::LOCK_INTRUDERS_END, &[&key, &app_prefix])?
         .iter()
         .map(|r| Intruder {
-            pid: r.get(0),
-            role: r.get(1),
-            app: r.get(2),
-            from: r.get(3),
-            ended: r.get(4),
+            pid: r.get("pid"),
+            role: r.get("role"),
+            app: r.get("app"),
+            from: r.get("from_addr"),
+            ended: r.get("ended"),
         })
         .collect();
     for i in &found {
@@ -87,9 +87,9 @@ pub fn end_stuck_logins(client: &mut Client, secs: f64) -> Result<usize, postgre
     let rows = client.query(sql::LOGINS_STUCK_END, &[&secs])?;
     let mut n = 0;
     for r in &rows {
-        let pid: i32 = r.get(0);
-        let role: String = r.get(1);
-        let what: String = r.get(2);
+        let pid: i32 = r.get("pid");
+        let role: String = r.get("role");
+        let what: String = r.get("what");
         record(
             client,
             &format!(
@@ -141,11 +141,11 @@ pub fn record(client: &mut Client, why: &str) -> Result<(), postgres::Error> {
 pub fn rollback_prepared(client: &mut Client, secs: f64) -> Result<Vec<String>, postgres::Error> {
     let mut whys = Vec::new();
     for r in client.query(sql::LOGINS_PREPARED, &[&secs])? {
-        let gid: String = r.get(0);
-        let owner: String = r.get(1);
-        let role: Option<String> = r.get(2);
-        let literal: String = r.get(3);
-        let can: bool = r.get(4);
+        let gid: String = r.get("gid");
+        let owner: String = r.get("owner");
+        let role: Option<String> = r.get("role");
+        let literal: String = r.get("literal");
+        let can: bool = r.get("can");
         let gid: String = gid.chars().take(64).collect();
         let ended = match role {
             Some(role) if can => {
@@ -179,7 +179,8 @@ pub fn rollback_prepared(client: &mut Client, secs: f64) -> Result<Vec<String>, 
 /// close (`sql/database_warnings.sql`), one line each.
 pub fn database_warnings(client: &mut impl GenericClient) -> Result<Vec<String>, postgres::Error> {
     let row = client.query_one(sql::DATABASE_WARNINGS, &[])?;
-    let (prepared, version, advisory): (i32, i32, bool) = (row.get(0), row.get(1), row.get(2));
+    let (prepared, version, advisory): (i32, i32, bool) =
+        (row.get("prepared"), row.get("version"), row.get("advisory"));
     Ok(warnings(prepared, version, advisory))
 }
 

@@ -81,22 +81,22 @@ pub fn live(client: &mut Client) -> Result<Vec<Machine>, postgres::Error> {
         .query(sql::POOL_MACHINES_LIVE, &[])?
         .iter()
         .map(|r| Machine {
-            id: r.get(0),
-            pool: r.get(1),
-            name: r.get(2),
-            type_: r.get(3),
-            location: r.get(4),
-            role: r.get(5),
-            provider_id: r.get(6),
-            slots: r.get(7),
-            seen: r.get(8),
-            silent: r.get(9),
-            idle: r.get(10),
-            running: r.get(11),
-            age: r.get(12),
-            busy_at: r.get(13),
-            ending: r.get(14),
-            region: r.get(15),
+            id: r.get("id"),
+            pool: r.get("pool"),
+            name: r.get("name"),
+            type_: r.get("type"),
+            location: r.get("location"),
+            role: r.get("role"),
+            provider_id: r.get("provider_id"),
+            slots: r.get("slots"),
+            seen: r.get("seen"),
+            silent: r.get("silent"),
+            idle: r.get("idle"),
+            running: r.get("running"),
+            age: r.get("age"),
+            busy_at: r.get("busy_at"),
+            ending: r.get("ending"),
+            region: r.get("region"),
         })
         .collect())
 }
