@@ -1,13 +1,22 @@
--- A new instance made for run $3 at start $4: $1 its name, $2 its pipeline
--- (its kind is that pipeline's [ec2] table), $5 role,
--- $6 login, $7 head address, $8 its own address, $9 provider, $10 provider
--- id, $11 region, $12 may take new code.
-WITH i AS (
+-- A new instance made for a run: $1 one JSON object (warm_pool::leader's
+-- NewInstance), its fields by name: instance (its name), pipeline (its kind
+-- is that pipeline's [ec2] table), run and start (the attempt), role, login,
+-- address (the head's), host (its own address), provider, provider_id,
+-- region, fresh_code (may take new code).
+WITH n AS (
+    SELECT * FROM jsonb_to_record($1::jsonb) AS n(
+        instance text, pipeline text, run bigint, start integer, role text, login text,
+        address text, host text, provider text, provider_id text, region text,
+        fresh_code boolean)
+), i AS (
     INSERT INTO orca.instances (instance, kind, run, start, role, login, address, host,
                                 provider, provider_id, region, state, fresh_code)
-    VALUES ($1, (SELECT md5(coalesce(spec -> 'ec2', 'null'::jsonb)::text)
-                 FROM orca.pipelines WHERE name = $2),
-            $3, $4, $5, $6, $7, $8, $9, $10, $11, 'starting', $12)
+    SELECT n.instance,
+           (SELECT md5(coalesce(spec -> 'ec2', 'null'::jsonb)::text)
+            FROM orca.pipelines WHERE name = n.pipeline),
+           n.run, n.start, n.role, n.login, n.address, n.host, n.provider, n.provider_id,
+           n.region, 'starting', n.fresh_code
+    FROM n
     RETURNING instance, run, role
 )
 INSERT INTO orca.events (run, kind, why)

@@ -1,9 +1,13 @@
--- A machine the provider made: $1 id, $2 pool, $3 name, $4 type, $5 location,
--- $6 arch, $7 role, $8 provider id, $9 slots, $10 region (ec2). Booting until
--- its worker is seen.
-WITH m AS (
+-- A machine the provider made: $1 one JSON object (pools' NewMachine), its
+-- fields by name: id, pool, name, type, location, arch, role, provider_id,
+-- slots, region (ec2). Booting until its worker is seen.
+WITH n AS (
+    SELECT * FROM jsonb_to_record($1::jsonb) AS n(
+        id bigint, pool text, name text, type text, location text, arch text, role text,
+        provider_id text, slots integer, region text)
+), m AS (
     INSERT INTO orca.pool_machines (id, pool, name, type, location, arch, role, provider_id, slots, region)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+    SELECT id, pool, name, type, location, arch, role, provider_id, slots, region FROM n
     RETURNING name, pool, type, location
 )
 INSERT INTO orca.events (kind, why)

@@ -48,6 +48,22 @@ use crate::pools::decide::{Decided, Grow, PoolView, TypeWalk, Walk, say_no_capac
 use crate::providers::{Make, MakeError, Provider};
 use crate::settings::PoolTiming;
 
+/// A machine's row, as `sql/machine_add.sql` reads it: one JSON object,
+/// each field by its column's name.
+#[derive(serde::Serialize)]
+struct NewMachine<'a> {
+    id: i64,
+    pool: &'a str,
+    name: &'a str,
+    r#type: &'a str,
+    location: &'a str,
+    arch: &'a str,
+    role: &'a str,
+    provider_id: &'a str,
+    slots: i32,
+    region: Option<&'a str>,
+}
+
 /// Records a scaler decision of `kind` that has no other write, with `why`.
 fn event(db: &mut Db, session: u64, kind: &str, why: &str) -> Result<(), Fault> {
     db.run_fenced(session, |c| {
@@ -461,23 +477,20 @@ impl PoolScaler {
             return Ok(notes.join("; "));
         };
         let made_in = self.provider(p).ok().and_then(|pr| pr.region());
-        let written = db.run_fenced(session, |c| {
-            c.execute(
-                sql::MACHINE_ADD,
-                &[
-                    &id,
-                    &p.name,
-                    &name,
-                    &ty.name,
-                    &location,
-                    &arch,
-                    &token.role,
-                    &provider_id,
-                    &p.slots,
-                    &made_in,
-                ],
-            )
-        });
+        let row = NewMachine {
+            id,
+            pool: &p.name,
+            name: &name,
+            r#type: &ty.name,
+            location: &location,
+            arch: &arch,
+            role: &token.role,
+            provider_id: &provider_id,
+            slots: p.slots,
+            region: made_in.as_deref(),
+        };
+        let row = serde_json::to_value(&row).map_err(|e| Fault::Other(e.to_string()))?;
+        let written = db.run_fenced(session, |c| c.execute(sql::MACHINE_ADD, &[&row]));
         if let Err(e) = written {
             // The machine is a stray now: a later pass deletes it and drops its role.
             log::error!("machine {name} was made but its row was not written: {e}");

@@ -32,7 +32,8 @@
 //!   row `FOR UPDATE SKIP LOCKED` and ends it in the statement that inserts
 //!   the new one.
 
-use crate::config::{MachineSettings, Pipeline};
+use crate::config::Pipeline;
+use crate::config::spec::Ec2Spec;
 use crate::db::sql;
 use crate::db::{Db, Fault};
 use crate::machines::fleet::{self, AtProvider, Fleet};
@@ -40,7 +41,8 @@ use crate::machines::logins;
 use crate::machines::walk::try_locations;
 use crate::providers::{Make, MakeError};
 use crate::settings::PoolTiming;
-use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget, Source};
+use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget, Role, Source};
+use serde::Serialize;
 
 /// The instance script, embedded after the machine prelude
 /// (`scripts/machine-prelude.sh`), as [`crate::machines::boot::BOOT_SCRIPT`].
@@ -85,6 +87,42 @@ pub struct Short {
     pub made: usize,
     /// Its head's own address, if it has one.
     pub head_host: String,
+}
+
+/// An instance a run needs made.
+struct Want<'a> {
+    /// The run's pipeline.
+    pipeline: &'a Pipeline,
+    /// Its `[ec2]` table.
+    ec2: &'a Ec2Spec,
+    /// The run.
+    run: i64,
+    /// Its attempt.
+    start: i32,
+    /// The instance's part in it.
+    role: Role,
+    /// The head's address (`-` for the head itself, not known yet).
+    head: &'a str,
+    /// Whether it may take new code (`orca.instances.fresh_code`).
+    fresh: bool,
+}
+
+/// A new instance's row, as `sql/instance_add.sql` reads it: one JSON
+/// object, each field by its column's name.
+#[derive(Serialize)]
+struct NewInstance<'a> {
+    instance: &'a str,
+    pipeline: &'a str,
+    run: i64,
+    start: i32,
+    role: &'a str,
+    login: &'a str,
+    address: &'a str,
+    host: &'a str,
+    provider: &'a str,
+    provider_id: &'a str,
+    region: Option<&'a str>,
+    fresh_code: bool,
 }
 
 impl Ec2Runs {
@@ -186,14 +224,15 @@ impl Ec2Runs {
                 Source::Make => match self.make(
                     db,
                     session,
-                    p,
-                    &ec2.type_,
-                    &ec2.machines,
-                    id,
-                    start,
-                    role,
-                    address,
-                    fresh,
+                    &Want {
+                        pipeline: p,
+                        ec2: &ec2,
+                        run: id,
+                        start,
+                        role: need.role,
+                        head: address,
+                        fresh,
+                    },
                 )? {
                     Ok(host) => host,
                     Err(why) => {
@@ -215,23 +254,16 @@ impl Ec2Runs {
         Ok(())
     }
 
-    /// Makes a new instance for run `(id, start)` as its `role`: its login,
-    /// then the provider's instance, trying the locations in turn, then its
-    /// row. Its own address, or why none could be made.
-    #[allow(clippy::too_many_arguments)]
+    /// Makes the instance `w` wants: its login, then the provider's
+    /// instance, trying the locations in turn, then its row. Its own
+    /// address, or why none could be made.
     fn make(
         &mut self,
         db: &mut Db,
         session: u64,
-        p: &Pipeline,
-        type_: &str,
-        settings: &MachineSettings,
-        id: i64,
-        start: i32,
-        role: &str,
-        address: &str,
-        fresh: bool,
+        w: &Want,
     ) -> Result<Result<String, String>, Fault> {
+        let (id, start, settings) = (w.run, w.start, &w.ec2.machines);
         let stack = self.fleet.stack(db, session)?.id;
         let n: i64 = db
             .run_fenced(session, |c| c.query_one(sql::INSTANCE_NEXT_ID, &[]))?
@@ -267,7 +299,7 @@ impl Ec2Runs {
                 group: GROUP,
                 settings,
                 name: &name,
-                type_,
+                type_: &w.ec2.type_,
                 location,
                 stack: &stack,
                 script: INSTANCE_SCRIPT,
@@ -279,17 +311,23 @@ impl Ec2Runs {
             db.run_fenced(session, |c| fleet::revoke_and_drop(c, &login))?;
             return Ok(Err(tried.why()));
         };
-        let provider = fleet::stored_kind(&settings.provider);
-        db.run_fenced(session, |c| {
-            c.execute(
-                sql::INSTANCE_ADD,
-                &[
-                    &name, &p.name, &id, &start, &role, &login, &address, &m.address, &provider,
-                    &m.id, &made_in, &fresh,
-                ],
-            )
-        })?;
-        log::info!("run {id}: made instance {name} as its {role}");
+        let row = NewInstance {
+            instance: &name,
+            pipeline: &w.pipeline.name,
+            run: id,
+            start,
+            role: w.role.as_str(),
+            login: &login,
+            address: w.head,
+            host: &m.address,
+            provider: fleet::stored_kind(&settings.provider),
+            provider_id: &m.id,
+            region: made_in.as_deref(),
+            fresh_code: w.fresh,
+        };
+        let row = serde_json::to_value(&row).map_err(|e| Fault::Other(e.to_string()))?;
+        db.run_fenced(session, |c| c.execute(sql::INSTANCE_ADD, &[&row]))?;
+        log::info!("run {id}: made instance {name} as its {}", w.role);
         Ok(Ok(m.address))
     }
 
