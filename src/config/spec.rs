@@ -353,6 +353,27 @@ mod tests {
     }
 
     #[test]
+    fn a_spec_stored_by_a_newer_binary_still_reads() {
+        // A newer version may add fields: this one ignores what it doesn't
+        // know, in the pipeline, its ec2 table and a pool.
+        let mut newer = serde_json::to_value(pipeline()).unwrap();
+        newer["priority"] = json!(7);
+        let p: Pipeline = serde_json::from_value(newer).unwrap();
+        assert_eq!(p, pipeline());
+        let pool: Pool = serde_json::from_value(json!({
+            "name": "p",
+            "types": [{ "name": "t", "wait": 0.0, "spot": true }],
+            "max_machines": 1,
+            "idle_seconds": 300.0,
+            "slots": 1,
+            "image": null,
+            "zones": ["a"],
+        }))
+        .unwrap();
+        assert_eq!(pool.types[0].name, "t");
+    }
+
+    #[test]
     fn placements_read_and_write_their_stored_text() {
         for text in ["local", "ec2", "worker:gpu", "worker:a.b-c_1"] {
             assert_eq!(Placement::parse(text).unwrap().as_text(), text);
