@@ -55,9 +55,12 @@ deps-test:
 deps-demo:
 	@scripts/deps.sh demo
 
-# Figures, not pass/fail: tick cost, start rate, memory, binary size.
+# Figures, not pass/fail: tick cost, start rate, memory, binary size, config
+# check, pools, warm pool, overlap (bench/main.rs, a Cargo bench that drives
+# the release binary through tests/it/harness). Some sections only:
+# scripts/test-db.sh cargo bench --bench bench -- SECTION...
 bench: release
-	scripts/test-db.sh bench/bench.sh
+	scripts/test-db.sh cargo bench --bench bench
 
 lint:
 	cargo fmt --check

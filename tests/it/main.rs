@@ -8,6 +8,8 @@ mod ec2_runs;
 mod engine;
 mod fake_aws;
 mod hardening;
+// Some harness items are the bench's alone (bench/main.rs includes it too).
+#[allow(dead_code)]
 mod harness;
 mod layers;
 mod outage;

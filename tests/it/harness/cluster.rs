@@ -17,9 +17,11 @@ pub struct Cluster {
     root: bool,
 }
 
-fn bindir() -> PathBuf {
+/// Where Postgres's programs are: `ORCA_PG_BINDIR` (`scripts/test-db.sh`
+/// sets it), else the newest `/usr/lib/postgresql/*/bin`.
+pub fn pg_bindir() -> Option<PathBuf> {
     if let Ok(d) = std::env::var("ORCA_PG_BINDIR") {
-        return PathBuf::from(d);
+        return Some(PathBuf::from(d));
     }
     let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .map(|rd| {
@@ -30,7 +32,10 @@ fn bindir() -> PathBuf {
         .unwrap_or_default();
     dirs.sort();
     dirs.pop()
-        .expect("no PostgreSQL server binaries: install the postgresql package")
+}
+
+fn bindir() -> PathBuf {
+    pg_bindir().expect("no PostgreSQL server binaries: install the postgresql package")
 }
 
 /// A TCP port on 127.0.0.1 free when asked (not reserved: a test that

@@ -1,5 +1,6 @@
-//! A database of each test's own, as orca's non-superuser role, and the
-//! URLs and connections tests use to look at it.
+//! A database of each test's own (or, for the bench, of a given name), as
+//! orca's non-superuser role, and the URLs and connections tests use to
+//! look at it.
 
 use super::proc::{Proc, bin, local_machines};
 use super::util::{TempDir, text, unique};
@@ -78,6 +79,8 @@ pub struct TestDb {
     name: String,
     /// Login roles made for it (roles are the server's): dropped with it.
     roles: std::cell::RefCell<Vec<String>>,
+    /// Left in place when dropped (see [`TestDb::keep`]).
+    keep: bool,
 }
 
 impl TestDb {
@@ -97,17 +100,50 @@ impl TestDb {
     /// A fresh database with nothing in it, owned by [`OWNER`]: its URL
     /// logs in as that role, as the README tells operators to set up.
     pub fn empty_on(admin: &str) -> TestDb {
-        let name = unique("orca_t");
+        TestDb::make(admin, &unique("orca_t"))
+    }
+
+    /// A fresh, migrated database named `name` (a plain identifier) on the
+    /// server `admin` reaches: one left by an earlier run is dropped first.
+    /// For the bench, whose databases have names to look at them by.
+    pub fn named(admin: &str, name: &str) -> TestDb {
+        let db = TestDb::named_empty(admin, name);
+        let out = db.orca(&["migrate"]).output().unwrap();
+        assert!(out.status.success(), "migrate: {}", text(&out.stderr));
+        db
+    }
+
+    /// As [`TestDb::named`], with nothing in it (no orca schema).
+    pub fn named_empty(admin: &str, name: &str) -> TestDb {
+        connect(admin)
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .unwrap();
+        TestDb::make(admin, name)
+    }
+
+    fn make(admin: &str, name: &str) -> TestDb {
         let mut c = connect(admin);
         ensure_owner(&mut c);
         c.batch_execute(&format!("CREATE DATABASE {name} OWNER {OWNER}"))
             .unwrap();
         TestDb {
-            url: with_user(&with_db(admin, &name), OWNER, OWNER_PASSWORD),
+            url: with_user(&with_db(admin, name), OWNER, OWNER_PASSWORD),
             roles: Default::default(),
             admin: admin.to_string(),
-            name,
+            name: name.to_string(),
+            keep: false,
         }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Leaves the database and its login roles in place when dropped (the
+    /// bench's `ORCA_BENCH_KEEP`); its machines' processes still go.
+    pub fn keep(&mut self) {
+        self.keep = true;
     }
 
     /// A client on it, as orca's role ([`OWNER`]).
@@ -149,6 +185,17 @@ impl TestDb {
             .env("RUST_LOG", "info")
             .env_remove("ORCA_CONFIG")
             .stdin(Stdio::null());
+        c
+    }
+
+    /// `orca ARGS` as a machine or an instance runs it: logging in as
+    /// `login` with boot token secret `secret` (no token file: the secret
+    /// is not replaced), given the URL without user or password.
+    pub fn orca_as(&self, login: &str, secret: &str, args: &[&str]) -> Command {
+        let mut c = self.orca(args);
+        c.env("ORCA_DATABASE_URL", self.url_without_user())
+            .env("ORCA_TOKEN", format!("{login}:{secret}"))
+            .env_remove("ORCA_TOKEN_FILE");
         c
     }
 
@@ -293,6 +340,9 @@ impl Drop for TestDb {
                 }
             }
         }
+        if self.keep {
+            return;
+        }
         if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
             // The database first: a role that still owns something in it
             // can't be dropped before.
@@ -303,11 +353,13 @@ impl Drop for TestDb {
             for role in self.roles.borrow().iter() {
                 let _ = c.batch_execute(&format!("DROP ROLE IF EXISTS \"{role}\""));
             }
+            // Its machines' and its EC2 runs' instances' logins.
             if let Some(stack) = &stack {
                 let roles = c
                     .query(
-                        "SELECT rolname FROM pg_roles WHERE starts_with(rolname, $1)",
-                        &[&format!("orca_m_{stack}_")],
+                        "SELECT rolname FROM pg_roles
+                         WHERE starts_with(rolname, $1) OR starts_with(rolname, $2)",
+                        &[&format!("orca_m_{stack}_"), &format!("orca_i_{stack}_")],
                     )
                     .unwrap_or_default();
                 for r in roles {

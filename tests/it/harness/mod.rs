@@ -2,7 +2,8 @@
 //! each test's own as orca's role (`db`), real orca processes and what runs
 //! leave (`proc`), Postgres clusters of a test's own (`cluster`), a tiny
 //! OCI registry (`registry`), and waiting with a deadline, scratch
-//! directories and text (`util`). Tests `use crate::harness::*`.
+//! directories and text (`util`). Tests `use crate::harness::*`; the bench
+//! (`bench/main.rs`) includes this module too.
 
 mod cluster;
 mod db;

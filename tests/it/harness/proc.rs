@@ -1,13 +1,36 @@
 //! Real orca processes and the processes runs leave: spawning with a log,
-//! signals, waiting, and finding what is still alive.
+//! signals, waiting, and finding what is still alive (and how much memory
+//! it took).
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// The orca binary cargo built for these tests.
+static BIN: OnceLock<String> = OnceLock::new();
+
+/// The orca binary the processes run: the one cargo built for this target
+/// (the tests': debug; `cargo bench`: release), unless [`use_bin`] chose
+/// another.
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_orca")
+    BIN.get()
+        .map(String::as_str)
+        .unwrap_or(env!("CARGO_BIN_EXE_orca"))
+}
+
+/// Makes [`bin`] `path` from now on (the bench's `ORCA_BIN`). Once, before
+/// the first process starts.
+pub fn use_bin(path: String) {
+    BIN.set(path).expect("use_bin is called once");
+}
+
+/// An exit status as a shell reports it: the code, or 128 + the signal.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(-1)
 }
 
 /// A running orca process, its output in a log file; killed (SIGKILL) on drop.
@@ -44,20 +67,50 @@ impl Proc {
     }
 
     /// Waits for it to exit, up to `secs`; its exit status.
-    pub fn wait(&mut self, secs: f64) -> std::process::ExitStatus {
+    pub fn wait(&mut self, secs: f64) -> ExitStatus {
+        self.wait_exit(secs).unwrap_or_else(|| {
+            panic!(
+                "process did not exit within {secs}s; log:\n{}",
+                self.output()
+            )
+        })
+    }
+
+    /// Waits for it to exit, up to `secs`: its exit status, or None if it
+    /// is still running.
+    pub fn wait_exit(&mut self, secs: f64) -> Option<ExitStatus> {
         let deadline = Instant::now() + Duration::from_secs_f64(secs);
         loop {
             if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
+                return Some(s);
             }
             if Instant::now() >= deadline {
-                panic!(
-                    "process did not exit within {secs}s; log:\n{}",
-                    self.output()
-                );
+                return None;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// SIGTERM, then up to `secs` for it to exit: its exit code
+    /// ([`exit_code`]). Still running then: SIGKILL to it and to the process
+    /// groups of the children it had (a run leads a group of its own), and
+    /// 137.
+    pub fn terminate(&mut self, secs: f64) -> i32 {
+        if let Some(s) = self.child.try_wait().unwrap() {
+            return exit_code(s);
+        }
+        let kids = children(self.pid());
+        self.signal(libc::SIGTERM);
+        if let Some(s) = self.wait_exit(secs) {
+            return exit_code(s);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for k in kids {
+            // SAFETY: kill(2) on the group a child of our own child led.
+            unsafe { libc::kill(-k, libc::SIGKILL) };
+        }
+        137
     }
 
     /// SIGTERM, and an exit 0 within 30 s.
@@ -84,6 +137,13 @@ impl Proc {
     pub fn output(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// The last `n` lines it has printed.
+    pub fn tail(&self, n: usize) -> String {
+        let out = self.output();
+        let lines: Vec<&str> = out.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
 }
 
 impl Drop for Proc {
@@ -106,6 +166,46 @@ pub fn alive(pid: i32) -> bool {
         }
         Err(_) => false,
     }
+}
+
+/// The pids whose parent is `pid`.
+pub fn children(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // After the command's `(name)`: state, then the parent's pid.
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().nth(1))
+            .and_then(|s| s.parse::<i32>().ok());
+        if ppid == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The peak resident set (`VmHWM`) of process `pid` in KiB, while it lives.
+pub fn peak_rss_kib(pid: i32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// A shell command that hangs, leaving the pid of its child in `pids`.

@@ -17,16 +17,23 @@ pub(super) fn unique(prefix: &str) -> String {
 
 /// Waits until `f` holds, polling every 100 ms; panics naming `what` when
 /// `secs` pass first.
-pub fn wait_until(what: &str, secs: f64, mut f: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, secs: f64, f: impl FnMut() -> bool) {
+    if !within(secs, Duration::from_millis(100), f) {
+        panic!("timed out after {secs}s waiting for: {what}");
+    }
+}
+
+/// Whether `f` holds within `secs`, polled every `every` (at once first).
+pub fn within(secs: f64, every: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     loop {
         if f() {
-            return;
+            return true;
         }
         if Instant::now() >= deadline {
-            panic!("timed out after {secs}s waiting for: {what}");
+            return false;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(every);
     }
 }
 

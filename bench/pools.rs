@@ -1,0 +1,292 @@
+//! Pools:
+//! 1. a scaler pass with 100 pools x 20 live machines each (rows only, all
+//!    seen, at `max_machines`) and 10,000 queued runs of their pipelines:
+//!    the scheduler passes every tick (`ORCA_POOL_SCALE_SECONDS=0`) for
+//!    `ORCA_BENCH_POOL_SECONDS`; `ORCA_TICK_STATS` gives each pass's ms and
+//!    statements;
+//! 2. claims per second: 8 pgbench clients, each logged in as a pool
+//!    machine of its own, each transaction one `orca.worker_claim(1)` and
+//!    then the `orca.worker_finish` of what it claimed, as a worker does (8
+//!    pipelines, 100,000 queued); beside pgbench's own simple-update, 8
+//!    clients;
+//! 3. a worker's peak RSS while it runs 200 runs of `["true"]`.
+
+use crate::ctx::{Bench, pause, pgbench, pgbench_cmd, wait_for};
+use crate::harness::{Proc, TestDb, peak_rss_kib, text};
+use crate::out::{f2, fig, heading, or_na, since};
+use std::path::Path;
+use std::time::Instant;
+
+const POOLS: i32 = 100;
+const MACHINES: i32 = 8;
+
+/// The scaler pass's figures.
+struct Scaler {
+    stats: crate::out::Stats,
+    at_max: String,
+    made: i64,
+    exit: i32,
+}
+
+fn scaler(b: &Bench) -> Scaler {
+    progress!("pools: {POOLS} pools x 20 machines, 10000 queued runs");
+    let mut config = String::new();
+    for i in 1..=POOLS {
+        config += &format!(
+            "[pools.p{i}]\ntypes = [{{ type = \"small\", wait = 0 }}]\nlocations = [\"here\"]\nmax_machines = 20\nidle_seconds = 3600\n\n\
+             [pipelines.w{i}]\ncommand = [\"true\"]\nplacement = \"worker:p{i}\"\nmax_runs = 50\n\n"
+        );
+    }
+    let db = b.db("orca_bench_pools", &config);
+    let mut c = b.client(&db);
+    c.execute(
+        "INSERT INTO orca.runs (pipeline, queued_at, not_before)
+         SELECT 'w' || (1 + g % $1::int), now() - interval '1 hour', now() - interval '1 hour'
+         FROM generate_series(0, 9999) g",
+        &[&POOLS],
+    )
+    .unwrap();
+    c.execute(
+        "INSERT INTO orca.pool_machines (pool, name, type, location, role, slots, seen_at, busy_at)
+         SELECT 'p' || p, 'orca-p' || p || '-' || m, 'small', 'here', 'bench_p' || p || '_' || m, 1,
+                now() + interval '1 hour', now() + interval '1 hour'
+         FROM generate_series(1, $1::int) p, generate_series(1, 20) m",
+        &[&POOLS],
+    )
+    .unwrap();
+    c.batch_execute("ANALYZE").unwrap();
+    let mut s = b.scheduler(
+        &db,
+        "0.1",
+        "stats-pools",
+        &[
+            ("ORCA_POOL_SCALE_SECONDS", "0"),
+            ("ORCA_POOL_GROW_AFTER", "0"),
+        ],
+        "sched-pools.log",
+    );
+    pause(b.knobs.pool_s as f64);
+    // At max_machines: demand the last pass saw, and as many live machines
+    // as the pool may have (read from the tables, not from the status
+    // text the scaler writes for people).
+    let row = c
+        .query_one(
+            "SELECT count(*) FILTER (WHERE p.demand > 0 AND (
+                        SELECT count(*) FROM orca.pool_machines m
+                        WHERE m.pool = p.name AND m.ended_at IS NULL
+                    ) >= (p.spec->>'max_machines')::int),
+                    count(*)
+             FROM orca.pools p",
+            &[],
+        )
+        .unwrap();
+    let at_max = format!("{} of {}", row.get::<_, i64>(0), row.get::<_, i64>(1));
+    let made: i64 = c
+        .query_one("SELECT count(*) FROM orca.pool_machines", &[])
+        .unwrap()
+        .get(0);
+    let exit = s.terminate(10.0);
+    Scaler {
+        stats: b.stats("stats-pools"),
+        at_max,
+        made,
+        exit,
+    }
+}
+
+/// The last `tps = N` figure of a pgbench's output, as it printed it.
+fn tps(out: &str) -> Option<String> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("tps = "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .next_back()
+}
+
+/// The claims database: 8 pipelines on pool `c`, 100,000 queued runs, and
+/// 8 machines (rows) with logins of their own, made as orca makes them
+/// (dropped with the database). Returns it and the logins (password
+/// `bench`).
+fn claims_db(b: &Bench) -> (TestDb, Vec<String>) {
+    let mut config = String::from(
+        "[pools.c]\ntypes = [{ type = \"small\", wait = 0 }]\nlocations = [\"here\"]\n\n",
+    );
+    for i in 1..=MACHINES {
+        config += &format!(
+            "[pipelines.c{i}]\ncommand = [\"true\"]\nplacement = \"worker:c\"\nmax_runs = 10000\n\n"
+        );
+    }
+    let db = b.db("orca_bench_claims", &config);
+    let mut c = b.client(&db);
+    c.execute(
+        "INSERT INTO orca.runs (pipeline) SELECT 'c' || (1 + g % $1::int) FROM generate_series(0, 99999) g",
+        &[&MACHINES],
+    )
+    .unwrap();
+    c.batch_execute("ANALYZE").unwrap();
+    let roles: Vec<String> = (1..=MACHINES)
+        .map(|i| format!("orca_bench_claimer_{}_{i}", std::process::id()))
+        .collect();
+    for (i, role) in roles.iter().enumerate() {
+        db.login_role(role, "bench", "orca_worker");
+        c.execute(
+            "INSERT INTO orca.pool_machines (pool, name, type, location, role, slots, seen_at)
+             VALUES ('c', $1, 'small', 'here', $2, 64, now())",
+            &[&format!("orca-c-bench-{}", i + 1), role],
+        )
+        .unwrap();
+    }
+    (db, roles)
+}
+
+/// Claims per second: one pgbench per machine, each logged in as its own
+/// role, all at once; the sum of their rates (None if one failed), and how
+/// many runs they claimed and finished.
+fn claims(b: &Bench, pgbench: &Path, db: &TestDb, roles: &[String]) -> (Option<f64>, Option<i64>) {
+    let secs = b.knobs.pool_s.to_string();
+    // As a worker does: a claim, then the end of what it claimed.
+    let script = b.dir.write(
+        "claim.sql",
+        "SELECT id, start FROM orca.worker_claim(1) \\gset\n\
+         SELECT orca.worker_finish(:id, :start, 'succeeded', 0, NULL, 'bench', ''::bytea, '{}');\n",
+    );
+    let mut runs: Vec<Proc> = roles
+        .iter()
+        .enumerate()
+        .map(|(i, role)| {
+            let mut cmd = pgbench_cmd(pgbench, &db.url_as(role, "bench"));
+            cmd.args(["-n", "-c", "1", "-T", &secs, "-f", &script]);
+            Proc::spawn(cmd, &b.dir.path(&format!("pgbench-claims-{}.log", i + 1)))
+        })
+        .collect();
+    let mut sum = Some(0.0);
+    for p in &mut runs {
+        let ok = p
+            .wait_exit(b.knobs.pool_s as f64 + 60.0)
+            .is_some_and(|s| s.success());
+        match tps(&p.output()).and_then(|t| t.parse::<f64>().ok()) {
+            Some(t) if ok => sum = sum.map(|s| s + t),
+            _ => {
+                sum = None;
+                progress!("a claims pgbench failed: {}", p.tail(2));
+            }
+        }
+    }
+    let claimed = b
+        .client(db)
+        .query_one(
+            "SELECT count(*) FROM orca.runs WHERE state = 'succeeded'",
+            &[],
+        )
+        .ok()
+        .map(|r| r.get(0));
+    (sum, claimed)
+}
+
+/// pgbench's own simple-update, 8 clients, in a database of its own
+/// (scale 10): its rate as it printed it.
+fn simple_update(b: &Bench, pgbench: &Path) -> Option<String> {
+    let mut db = TestDb::named_empty(&b.admin, "orca_bench_pgbench");
+    if b.knobs.keep {
+        db.keep();
+    }
+    let init = pgbench_cmd(pgbench, &db.url)
+        .args(["-q", "-i", "-s", "10"])
+        .output()
+        .unwrap();
+    if !init.status.success() {
+        progress!("pgbench -i failed: {}", text(&init.stderr).trim());
+        return None;
+    }
+    let run = pgbench_cmd(pgbench, &db.url)
+        .args(["-n", "-b", "simple-update", "-c", "8", "-j", "2", "-T"])
+        .arg(b.knobs.pool_s.to_string())
+        .output()
+        .unwrap();
+    tps(&text(&run.stdout))
+}
+
+/// A worker logged in as `role` runs 200 runs of `["true"]` (the queue
+/// emptied first): how long it took (s) and its peak RSS (MiB).
+fn worker(b: &Bench, db: &TestDb, role: &str) -> (String, Option<f64>) {
+    progress!("worker RSS: 200 runs of [\"true\"]");
+    let mut c = b.client(db);
+    c.batch_execute("UPDATE orca.runs SET state = 'cancelled' WHERE state = 'queued'")
+        .unwrap();
+    c.batch_execute("INSERT INTO orca.runs (pipeline) SELECT 'c1' FROM generate_series(1, 200)")
+        .unwrap();
+    let mut cmd = db.orca_as(role, "bench", &["worker", "--pool", "c"]);
+    cmd.env("ORCA_TICK_SECONDS", "0.05");
+    let mut w = Proc::spawn(cmd, &b.dir.path("worker.log"));
+    let t0 = Instant::now();
+    let done = wait_for(120.0, 0.2, || {
+        w.child.try_wait().unwrap().is_some()
+            || c.query_one(
+                "SELECT count(*) FROM orca.runs WHERE state IN ('queued', 'running')",
+                &[],
+            )
+            .is_ok_and(|r| r.get::<_, i64>(0) == 0)
+    });
+    let took = since(t0);
+    if !done {
+        progress!("the worker's runs were not done within 120 s");
+    }
+    let rss = peak_rss_kib(w.pid()).map(|k| k as f64 / 1024.0);
+    w.terminate(30.0);
+    (took, rss)
+}
+
+/// The three parts, then their figures.
+pub fn run(b: &mut Bench) {
+    let s = scaler(b);
+    progress!(
+        "claims: pgbench, {MACHINES} clients, {}s each",
+        b.knobs.pool_s
+    );
+    let (db, roles) = claims_db(b);
+    let (mut claims_tps, mut claimed, mut simple_tps) = (None, None, None);
+    match pgbench() {
+        Some(pgbench) => {
+            (claims_tps, claimed) = claims(b, &pgbench, &db, &roles);
+            simple_tps = simple_update(b, &pgbench);
+        }
+        None => {
+            progress!("no pgbench (ORCA_PG_BINDIR, /usr/lib/postgresql): claim figures skipped")
+        }
+    }
+    let (worker_took, worker_rss) = worker(b, &db, &roles[0]);
+    drop(db);
+
+    heading(&format!(
+        "pools: a scaler pass, {POOLS} pools x 20 machines, 10000 queued; claims; worker"
+    ));
+    fig("scaler passes", s.stats.get("scaler_passes"));
+    fig("scaler pass p50 ms", s.stats.get("scaler_p50_ms"));
+    fig("scaler pass max ms", s.stats.get("scaler_max_ms"));
+    fig(
+        "scaler statements per pass",
+        s.stats.get("scaler_statements_per_pass"),
+    );
+    fig("pools at max_machines at stop", &s.at_max);
+    fig("machines made (rows; 2000 preloaded)", s.made);
+    fig("scheduler exit code", s.exit);
+    fig(
+        &format!(
+            "claims per second, {MACHINES} machines (pgbench: worker_claim(1), then worker_finish of it)"
+        ),
+        or_na(claims_tps.map(|t| format!("{t:.0}"))),
+    );
+    fig("runs claimed and finished", or_na(claimed));
+    fig(
+        "pgbench simple-update per second, 8 clients",
+        or_na(simple_tps.as_ref()),
+    );
+    if let (Some(c), Some(s)) = (
+        claims_tps,
+        simple_tps.as_ref().and_then(|s| s.parse::<f64>().ok()),
+    ) {
+        fig("claims / simple-update (goal >= 0.30)", f2(Some(c / s)));
+    }
+    fig("worker: 200 runs of [\"true\"] s", &worker_took);
+    fig("worker peak RSS MiB", f2(worker_rss));
+}
