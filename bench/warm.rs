@@ -39,7 +39,7 @@ fn instances(b: &Bench) {
         .map(|r| r.get(0))
         .collect();
     // A login of each instance's own, as orca makes them.
-    let login = |id: i64| format!("orca_bench_inst_{}_{id}", std::process::id());
+    let login = |id: i64| db.role_name(&format!("inst_{id}"));
     for &id in &ids {
         db.login_role(&login(id), "bench", "orca_instance");
         c.execute(

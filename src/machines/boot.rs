@@ -90,6 +90,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ec2_user_data_is_the_settings_then_the_prelude_then_the_boot_script() {
+        let ud = crate::providers::ec2::user_data(&[("ORCA_POOL".into(), "p".into())], BOOT_SCRIPT);
+        assert!(ud.starts_with("#!/bin/sh\n"));
+        assert!(ud.contains("export ORCA_POOL='p'\n"));
+        assert!(ud.ends_with(BOOT_SCRIPT));
+        let prelude = include_str!("../../scripts/machine-prelude.sh");
+        assert!(BOOT_SCRIPT.starts_with(prelude));
+        assert!(BOOT_SCRIPT.ends_with(include_str!("../../scripts/boot.sh")));
+    }
+
+    #[test]
     fn credentials_are_dropped_from_every_form() {
         assert_eq!(
             without_credentials("postgres://orca:s3cret@db.internal:5433/orca?sslmode=require"),

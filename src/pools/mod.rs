@@ -489,8 +489,9 @@ impl PoolScaler {
             slots: p.slots,
             region: made_in.as_deref(),
         };
-        let row = serde_json::to_value(&row).map_err(|e| Fault::Other(e.to_string()))?;
-        let written = db.run_fenced(session, |c| c.execute(sql::MACHINE_ADD, &[&row]));
+        let written = serde_json::to_value(&row)
+            .map_err(|e| Fault::Other(e.to_string()))
+            .and_then(|row| db.run_fenced(session, |c| c.execute(sql::MACHINE_ADD, &[&row])));
         if let Err(e) = written {
             // The machine is a stray now: a later pass deletes it and drops its role.
             log::error!("machine {name} was made but its row was not written: {e}");

@@ -2,7 +2,7 @@
 //! keeps each tick's and each pool scaler pass's cost (milliseconds and
 //! statements) and writes their summary there as it stops, one
 //! `key=value` line that `make bench` reads. Its keys are a format:
-//! `bench/bench.sh` parses them.
+//! `bench/out.rs` (`Stats`) parses them.
 //!
 //! Invariant: without `ORCA_TICK_STATS` nothing is kept.
 

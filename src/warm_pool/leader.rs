@@ -325,8 +325,14 @@ impl Ec2Runs {
             region: made_in.as_deref(),
             fresh_code: w.fresh,
         };
-        let row = serde_json::to_value(&row).map_err(|e| Fault::Other(e.to_string()))?;
-        db.run_fenced(session, |c| c.execute(sql::INSTANCE_ADD, &[&row]))?;
+        let written = serde_json::to_value(&row)
+            .map_err(|e| Fault::Other(e.to_string()))
+            .and_then(|row| db.run_fenced(session, |c| c.execute(sql::INSTANCE_ADD, &[&row])));
+        if let Err(e) = written {
+            // A stray now: a later pass deletes it and drops its login.
+            log::error!("run {id}: instance {name} was made but its row was not written: {e}");
+            return Err(e);
+        }
         log::info!("run {id}: made instance {name} as its {}", w.role);
         Ok(Ok(m.address))
     }

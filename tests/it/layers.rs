@@ -30,17 +30,87 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// The parts `text` names as `crate::PART`.
-fn named_parts(text: &str) -> Vec<String> {
-    text.match_indices("crate::")
-        .map(|(i, m)| {
-            text[i + m.len()..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect::<String>()
-        })
-        .filter(|p| !p.is_empty())
+/// An identifier at the start of `text`.
+fn ident(text: &str) -> String {
+    text.chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
         .collect()
+}
+
+/// The first names of a group's paths: `a, b::c, d as e}` → `a`, `b`, `d`.
+fn group_heads(text: &str) -> Vec<String> {
+    let mut heads = Vec::new();
+    let mut depth = 0;
+    let mut at_head = true;
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => at_head = true,
+            c if at_head && !c.is_whitespace() => {
+                heads.push(ident(&text[i..]));
+                at_head = false;
+            }
+            _ => {}
+        }
+    }
+    heads
+}
+
+/// The parts `text`, the text of a file whose module path is `module`
+/// (`src/machines/walk.rs`: `["machines", "walk"]`), names: `crate::PART`,
+/// each head of a group `crate::{A, B::…}`, and a `super::` chain that
+/// climbs to the crate's root (`super::PART` in `src/runs.rs`,
+/// `super::super::PART` in `src/machines/walk.rs`). From a `super::` chain
+/// only names in `parts` count: in a file's own `mod tests`, `super::` is
+/// the file itself, whose items aren't parts.
+fn named_parts(text: &str, module: &[String], parts: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, m) in text.match_indices("crate::") {
+        let rest = &text[i + m.len()..];
+        match rest.strip_prefix('{') {
+            Some(group) => out.extend(group_heads(group)),
+            None => out.push(ident(rest)),
+        }
+    }
+    let mut i = 0;
+    while let Some(at) = text[i..].find("super::") {
+        let begin = i + at;
+        let mut end = begin;
+        let mut climbs = 0;
+        while text[end..].starts_with("super::") {
+            climbs += 1;
+            end += "super::".len();
+        }
+        // Only a chain that starts a path: not the tail of another word.
+        let starts = !text[..begin].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+        if starts && climbs >= module.len() {
+            let rest = &text[end..];
+            let names = match rest.strip_prefix('{') {
+                Some(group) => group_heads(group),
+                None => vec![ident(rest)],
+            };
+            out.extend(names.into_iter().filter(|n| parts.contains(&n.as_str())));
+        }
+        i = end;
+    }
+    out.retain(|p| !p.is_empty() && p != "self");
+    out
+}
+
+/// The module path of a file under `src/`: `src/db/sql.rs` is
+/// `["db", "sql"]`, `src/db/mod.rs` and `src/db.rs` are `["db"]`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut path: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
+        .collect();
+    if path.last().is_some_and(|l| l == "mod") {
+        path.pop();
+    }
+    path
 }
 
 /// The top-level part a file under `src/` belongs to (`src/db/sql.rs`:
@@ -74,7 +144,8 @@ fn each_part_imports_only_parts_below_it() {
             continue;
         };
         let text = std::fs::read_to_string(file).unwrap();
-        for used in named_parts(&text) {
+        let parts: Vec<&str> = layer_of.keys().map(String::as_str).collect();
+        for used in named_parts(&text, &module_of(&src, file), &parts) {
             if used == part {
                 continue;
             }
@@ -102,13 +173,45 @@ fn each_part_imports_only_parts_below_it() {
 
 #[test]
 fn a_part_reaching_up_is_found() {
-    // The check itself: a use of a part above is seen, `crate::` inside a
-    // longer word is still a use, and the part is the path's first name.
+    // The check itself: every way a file can name another part is seen.
+    let parts = ["db", "lead", "pools", "runs", "scheduler", "warm_pool"];
+    let top = vec!["runs".to_string()];
+    let nested = vec!["machines".to_string(), "walk".to_string()];
     assert_eq!(
-        named_parts("use crate::scheduler::tick; [`crate::db::Fault`]"),
+        named_parts(
+            "use crate::scheduler::tick; [`crate::db::Fault`]",
+            &top,
+            &parts
+        ),
         ["scheduler", "db"]
     );
+    assert_eq!(
+        named_parts(
+            "use crate::{db as a, scheduler::{X, Y}, self};",
+            &top,
+            &parts
+        ),
+        ["db", "scheduler"]
+    );
+    assert_eq!(
+        named_parts(
+            "use super::warm_pool::Role; use super::{lead, db};",
+            &top,
+            &parts
+        ),
+        ["warm_pool", "lead", "db"]
+    );
+    assert_eq!(
+        named_parts("use super::super::pools::decide;", &nested, &parts),
+        ["pools"]
+    );
+    // Within its own part, `super::` names no other part.
+    assert!(named_parts("use super::fleet; use super::*;", &nested, &parts).is_empty());
+    assert!(named_parts("let x = super::helper(1);", &top, &parts).is_empty());
+    assert!(named_parts("not_super::x", &top, &parts).is_empty());
     let src = Path::new("/r/src");
     assert_eq!(part_of(src, Path::new("/r/src/db/sql.rs")), "db");
     assert_eq!(part_of(src, Path::new("/r/src/runs.rs")), "runs");
+    assert_eq!(module_of(src, Path::new("/r/src/db/mod.rs")), ["db"]);
+    assert_eq!(module_of(src, Path::new("/r/src/machines/walk.rs")), nested);
 }

@@ -113,12 +113,34 @@ impl TestDb {
         db
     }
 
-    /// As [`TestDb::named`], with nothing in it (no orca schema).
+    /// As [`TestDb::named`], with nothing in it (no orca schema). One left
+    /// by an earlier run (kept, or its run killed) goes first, as a dropped
+    /// `TestDb` goes, with its machines' and instances' logins and the
+    /// roles named after it ([`TestDb::role_name`]).
     pub fn named_empty(admin: &str, name: &str) -> TestDb {
-        connect(admin)
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .unwrap();
+        let leftover: Vec<String> = connect(admin)
+            .query(
+                "SELECT rolname::text FROM pg_roles WHERE starts_with(rolname, $1)",
+                &[&format!("{name}_")],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        drop(TestDb {
+            url: with_user(&with_db(admin, name), OWNER, OWNER_PASSWORD),
+            roles: std::cell::RefCell::new(leftover),
+            admin: admin.to_string(),
+            name: name.to_string(),
+            keep: false,
+        });
         TestDb::make(admin, name)
+    }
+
+    /// A role name of this database's own (`<database>_<what>`): dropped
+    /// with it, and with a database of its name left by an earlier run.
+    pub fn role_name(&self, what: &str) -> String {
+        format!("{}_{what}", self.name)
     }
 
     fn make(admin: &str, name: &str) -> TestDb {
