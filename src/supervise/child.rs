@@ -298,6 +298,17 @@ pub fn signal_group(pgid: i32, sig: i32) {
     }
 }
 
+/// Asks shim `pid` to kill its command and everything it started (the
+/// first step of [`Child::kill_all`]), for a thread that doesn't own the
+/// [`Child`]: the owner must not have reaped the shim (its pid is then not
+/// reused) while this may be called.
+pub fn ask_kill_all(pid: i32) {
+    if pid > 1 {
+        // SAFETY: kill(2) on a shim not reaped yet (see above).
+        unsafe { libc::kill(pid, KILL_ALL) };
+    }
+}
+
 /// The shim's children now: its command, and descendants that left their
 /// process group or session (`setsid`) and were reparented to the shim, the
 /// subreaper, when their parent ended.

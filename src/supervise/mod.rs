@@ -8,6 +8,11 @@
 //!   `start`, so it is recorded once. A process whose attempt was queued
 //!   again elsewhere (its beat no longer lands) is killed and nothing is
 //!   recorded for it.
+//! * Timeouts are held by a watchdog thread that does nothing but send
+//!   signals, so a tick held up by a hung call or a stalled connection
+//!   can't hold them up: SIGTERM to the group at the timeout, the shim
+//!   asked to kill everything after the kill grace. It signals only shims
+//!   not reaped yet (the main thread reaps under the same lock).
 //! * What the scheduler and a worker write differs only in the statements
 //!   ([`Recorder`]): a worker's go through the `orca.worker_*` functions its
 //!   credentials may execute.
@@ -22,7 +27,7 @@ use std::time::{Duration, Instant};
 use crate::config::Pipeline;
 use crate::db::sql;
 use crate::db::{Db, Fault, Target};
-use crate::runs::{Outcome, RunState};
+use crate::runs::{Exit, Outcome, RunState};
 use crate::supervise::child::{Child, Tail};
 
 /// The statements a supervisor writes with, by who it is.
@@ -106,10 +111,25 @@ struct Beat {
     tail: Arc<Tail>,
 }
 
-/// What the main thread and the heartbeat thread share.
+/// An attempt with a timeout, as the watchdog thread holds it.
+struct Watch {
+    id: i64,
+    start: i32,
+    /// Its shim's pid (and process group).
+    pid: i32,
+    /// When its timeout passes.
+    deadline: Instant,
+    /// When the watchdog sent SIGTERM, and whether it has asked the shim
+    /// to kill everything since.
+    termed: Option<(Instant, bool)>,
+}
+
+/// What the main thread, the heartbeat thread and the watchdog share.
 #[derive(Default)]
 struct Shared {
     beats: Vec<Beat>,
+    /// Attempts with a timeout whose shims are not reaped yet.
+    watches: Vec<Watch>,
     cancels: HashSet<(i64, i32)>,
     /// Attempts the heartbeat found no longer running at their start.
     lost: HashSet<(i64, i32)>,
@@ -162,6 +182,7 @@ pub struct Supervisor {
     pending: Vec<Pending>,
     shared: Arc<Mutex<Shared>>,
     beat_thread: Option<JoinHandle<()>>,
+    watchdog: Option<JoinHandle<()>>,
     kill_grace: f64,
     /// Who supervises, for the why of a requeue: "the scheduler on h1".
     who: String,
@@ -181,11 +202,21 @@ impl Supervisor {
                 .spawn(move || heartbeat_loop(db, shared, rec))
                 .expect("spawn heartbeat thread")
         };
+        let watchdog = {
+            let shared = shared.clone();
+            let grace = Duration::from_secs_f64(kill_grace);
+            std::thread::Builder::new()
+                .name("watchdog".into())
+                .stack_size(64 * 1024)
+                .spawn(move || watchdog_loop(shared, grace))
+                .expect("spawn watchdog thread")
+        };
         Supervisor {
             running: Vec::new(),
             pending: Vec::new(),
             shared,
             beat_thread: Some(beat_thread),
+            watchdog: Some(watchdog),
             kill_grace,
             who,
             rec,
@@ -232,12 +263,22 @@ impl Supervisor {
                     p.name,
                     child.pid()
                 );
+                let started = Instant::now();
+                if let Some(t) = p.timeout {
+                    self.shared.lock().expect("shared").watches.push(Watch {
+                        id,
+                        start,
+                        pid: child.pid(),
+                        deadline: started + Duration::from_secs_f64(t),
+                        termed: None,
+                    });
+                }
                 self.running.push(Supervised {
                     id,
                     start,
                     pipeline: p.clone(),
                     child,
-                    started: Instant::now(),
+                    started,
                     kill: None,
                 });
             }
@@ -271,11 +312,28 @@ impl Supervisor {
         }));
     }
 
+    /// Whether process `i` has ended, reaping it if so, under the lock the
+    /// watchdog signals under (so it never signals a reaped pid); a timeout
+    /// the watchdog held becomes its kill.
+    fn try_exit(&mut self, i: usize) -> Option<Exit> {
+        let mut shared = self.shared.lock().expect("shared");
+        let s = &mut self.running[i];
+        let exit = s.child.try_exit()?;
+        let key = (s.id, s.start);
+        if let Some(w) = shared.watches.iter().position(|w| (w.id, w.start) == key) {
+            let w = shared.watches.swap_remove(w);
+            if let (None, Some((at, asked))) = (s.kill, w.termed) {
+                s.kill = Some((Kill::Timeout, at, asked));
+            }
+        }
+        Some(exit)
+    }
+
     /// Reaps processes that ended and turns them into pending ends.
     pub fn reap(&mut self) {
         let mut i = 0;
         while i < self.running.len() {
-            let Some(exit) = self.running[i].child.try_exit() else {
+            let Some(exit) = self.try_exit(i) else {
                 i += 1;
                 continue;
             };
@@ -350,27 +408,32 @@ impl Supervisor {
         }
         let grace = Duration::from_secs_f64(self.kill_grace);
         let mut timed_out = Vec::new();
+        // What the watchdog did about timeouts, as each attempt's kill.
+        let termed: HashMap<(i64, i32), (Instant, bool)> = {
+            let shared = self.shared.lock().expect("shared");
+            shared
+                .watches
+                .iter()
+                .filter_map(|w| Some(((w.id, w.start), w.termed?)))
+                .collect()
+        };
         for s in &mut self.running {
             if s.kill.is_none() {
-                let why = if cancels.contains(&(s.id, s.start)) {
-                    Some(Kill::Cancel)
-                } else if s
-                    .pipeline
-                    .timeout
-                    .is_some_and(|t| s.started.elapsed().as_secs_f64() >= t)
-                {
-                    Some(Kill::Timeout)
-                } else {
-                    None
-                };
-                if let Some(why) = why {
-                    log::info!("run {} attempt {}: {why:?}: SIGTERM", s.id, s.start);
+                if let Some(&(at, asked)) = termed.get(&(s.id, s.start)) {
+                    s.kill = Some((Kill::Timeout, at, asked));
+                    timed_out.push((s.id, s.pipeline.name.clone(), s.pipeline.timeout));
+                } else if cancels.contains(&(s.id, s.start)) {
+                    log::info!("run {} attempt {}: Cancel: SIGTERM", s.id, s.start);
                     s.child.signal(libc::SIGTERM);
-                    s.kill = Some((why, Instant::now(), false));
-                    if why == Kill::Timeout {
-                        timed_out.push((s.id, s.pipeline.name.clone(), s.pipeline.timeout));
-                    }
+                    s.kill = Some((Kill::Cancel, Instant::now(), false));
                 }
+            }
+            if let Some((Kill::Timeout, at, false)) = s.kill
+                && termed.get(&(s.id, s.start)).is_some_and(|t| t.1)
+            {
+                // The watchdog has asked the shim: from here on as any kill.
+                s.kill = Some((Kill::Timeout, at, true));
+                s.child.kill_all();
             }
             match s.kill {
                 Some((why, at, false)) if at.elapsed() >= grace => {
@@ -547,7 +610,14 @@ impl Supervisor {
                 s.child.kill_all();
             }
             std::thread::sleep(Duration::from_millis(20));
-            self.running.retain_mut(|s| s.child.try_exit().is_none());
+            let mut i = 0;
+            while i < self.running.len() {
+                if self.try_exit(i).is_some() {
+                    self.running.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
         }
         self.pending.clear();
     }
@@ -556,9 +626,49 @@ impl Supervisor {
 impl Drop for Supervisor {
     fn drop(&mut self) {
         self.shared.lock().expect("shared").done = true;
-        if let Some(t) = self.beat_thread.take() {
+        for t in [self.beat_thread.take(), self.watchdog.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = t.join();
         }
+    }
+}
+
+/// The watchdog thread: every 50 ms, holds the timeouts of the attempts
+/// that have one, with nothing but signals (no I/O that could hang): at
+/// the timeout SIGTERM to the attempt's process group, `grace` later the
+/// shim asked to kill everything under it. Under the shared lock, so the
+/// main thread can't reap a shim (and free its pid) meanwhile.
+fn watchdog_loop(shared: Arc<Mutex<Shared>>, grace: Duration) {
+    loop {
+        {
+            let mut shared = shared.lock().expect("shared");
+            if shared.done {
+                return;
+            }
+            let now = Instant::now();
+            for w in &mut shared.watches {
+                match w.termed {
+                    None if now >= w.deadline => {
+                        log::info!("run {} attempt {}: Timeout: SIGTERM", w.id, w.start);
+                        child::signal_group(w.pid, libc::SIGTERM);
+                        w.termed = Some((now, false));
+                    }
+                    Some((at, false)) if now >= at + grace => {
+                        log::info!(
+                            "run {} attempt {}: still alive: SIGKILL to it and everything it started",
+                            w.id,
+                            w.start
+                        );
+                        child::ask_kill_all(w.pid);
+                        w.termed = Some((at, true));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
