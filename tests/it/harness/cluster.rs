@@ -170,6 +170,12 @@ impl Cluster {
         self.ctl(&["-m", "fast", "stop"]);
     }
 
+    /// Stops it at once (`-m immediate`: no shutdown checkpoint, every
+    /// session cut: a crash, as clients see it).
+    pub fn stop_immediate(&self) {
+        self.ctl(&["-m", "immediate", "stop"]);
+    }
+
     /// `pg_ctl restart`.
     pub fn restart(&self) {
         self.ctl(&["-m", "fast", "restart"]);
