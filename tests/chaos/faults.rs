@@ -74,11 +74,36 @@ pub enum Fault {
         /// Picks among them.
         pick: u64,
     },
-    /// The next machine (or instance) made never boots: stopped as it starts.
+    /// The next machine (or instance) made never boots: stopped as it
+    /// starts (local), or never booted (the fake EC2).
     NeverBoot {
-        /// An instance rather than a pool machine.
-        instance: bool,
+        /// Whose: a local pool's machine (0), an EC2 run's instance (1), a
+        /// machine of the EC2 pool (2).
+        whose: u8,
     },
+    /// Every EC2 call fails for `secs`: with a 503 (retried), or refused
+    /// (`UnauthorizedOperation`: not retried).
+    Ec2Fail {
+        /// Seconds.
+        secs: f64,
+        /// A 503 rather than a refusal.
+        retried: bool,
+    },
+    /// Every EC2 answer comes `ms` late for `secs` (past the client's 10 s
+    /// timeout: a hang).
+    Ec2Hang {
+        /// Seconds.
+        secs: f64,
+        /// How late.
+        ms: u64,
+    },
+    /// The first location has no capacity for `secs`.
+    Ec2NoCapacity {
+        /// Seconds.
+        secs: f64,
+    },
+    /// The next RunInstances that makes an instance loses its answer.
+    Ec2LostAnswer,
 }
 
 /// A fault at a time (seconds after the chaos began).
@@ -96,7 +121,7 @@ pub fn plan(rng: &mut Rng, seconds: f64) -> Vec<Planned> {
     let mut out = Vec::new();
     let mut at = 4.0;
     while at < seconds {
-        let weights = [3, 3, 2, 1, 1, 1, 1, 3, 2, 2, 2, 2];
+        let weights = [3, 3, 2, 1, 1, 1, 1, 3, 2, 2, 2, 2, 1, 1, 1, 1];
         let fault = match rng.weighted(&weights) {
             0 => Fault::KillLeader {
                 restart_after: rng.range(0.0, 3.0),
@@ -126,9 +151,21 @@ pub fn plan(rng: &mut Rng, seconds: f64) -> Vec<Planned> {
             8 => Fault::KillWorker { pick: rng.next() },
             9 => Fault::KillMachine { pick: rng.next() },
             10 => Fault::KillInstance { pick: rng.next() },
-            _ => Fault::NeverBoot {
-                instance: rng.chance(0.4),
+            11 => Fault::NeverBoot {
+                whose: rng.below(3) as u8,
             },
+            12 => Fault::Ec2Fail {
+                secs: rng.range(2.0, 8.0),
+                retried: rng.chance(0.5),
+            },
+            13 => Fault::Ec2Hang {
+                secs: rng.range(2.0, 8.0),
+                ms: rng.below(12_000),
+            },
+            14 => Fault::Ec2NoCapacity {
+                secs: rng.range(2.0, 10.0),
+            },
+            _ => Fault::Ec2LostAnswer,
         };
         out.push(Planned { at, fault });
         at += rng.range(3.0, 7.0);

@@ -27,6 +27,10 @@
 mod harness;
 
 mod check;
+mod ec2fleet;
+#[allow(dead_code)]
+#[path = "../it/fake_aws.rs"]
+mod fake_aws;
 mod faults;
 mod observe;
 mod proxy;
@@ -101,8 +105,19 @@ fn run(seed: u64, seconds: f64) -> (Vec<String>, String, bool) {
         "{{ CHAOS_TOKEN = \"{token}\", CHAOS_SEED = \"{}\" }}",
         seed % 1_000_003
     );
-    let work = workload::Mixed;
-    w.db.register(&w.dir, &work.toml(&cmd, &env));
+    let work: Vec<Box<dyn Workload>> = vec![Box::new(workload::Mixed), Box::new(workload::Ec2Pool)];
+    let file = |settled: bool| -> String {
+        work.iter()
+            .map(|w| {
+                if settled {
+                    w.settled_toml(&cmd, &env)
+                } else {
+                    w.toml(&cmd, &env)
+                }
+            })
+            .collect()
+    };
+    w.db.register(&w.dir, &file(false));
     let root = rng::Rng::new(seed);
     let plan = faults::plan(&mut root.fork(1), seconds);
     w.spawn("the first");
@@ -113,7 +128,7 @@ fn run(seed: u64, seconds: f64) -> (Vec<String>, String, bool) {
     let queuer = workload::queuer(
         w.db.url.clone(),
         root.fork(2),
-        work.queued(),
+        work.iter().flat_map(|w| w.queued()).collect(),
         stop.clone(),
         queue.clone(),
     );
@@ -141,7 +156,7 @@ fn run(seed: u64, seconds: f64) -> (Vec<String>, String, bool) {
     w.heal_all();
     w.say("faults stop; the system settles".into());
     let mut violations: Vec<String> = Vec::new();
-    w.db.register(&w.dir, &work.settled_toml(&cmd, &env));
+    w.db.register(&w.dir, &file(true));
     settle_runs(&mut w, &mut violations);
     wind_down(&mut w, &mut violations);
     w.observer.settle();
@@ -345,6 +360,14 @@ fn wind_down(w: &mut World, violations: &mut Vec<String>) {
                 .get(0);
             let why = if live > 0 { "its machine's row is live" } else { "its machine ended" };
             left.push(format!("leaked: login role {role} is left: {why}"));
+        }
+        for (id, name) in w.ec2.live() {
+            let held = if live_names.contains(&name) {
+                "its row is live"
+            } else {
+                "no live row holds it"
+            };
+            left.push(format!("EC2 instance {id} ({name}) is running: {held}"));
         }
         let alive = w.alive().len();
         if alive != 1 {

@@ -158,6 +158,44 @@ impl Workload for Mixed {
     }
 }
 
+/// A worker pool on the EC2 provider (the fake EC2 whose instances boot
+/// here: `ec2fleet.rs`), walking two types and two locations.
+pub struct Ec2Pool;
+
+impl Workload for Ec2Pool {
+    fn toml(&self, cmd: &str, env: &str) -> String {
+        format!(
+            r#"
+[pools.ep]
+provider = "ec2"
+ami = "ami-0123456789abcdef0"
+region = "eu-west-1"
+types = [{{ type = "m7i.large", wait = 0 }}, {{ type = "m6i.large", wait = 0 }}]
+locations = ["subnet-a", "subnet-b"]
+max_machines = 2
+idle_seconds = 4
+slots = 2
+
+[pipelines.epool_a]
+command = "{cmd} 5"
+placement = "worker:ep"
+max_runs = 2
+retries = 1
+retry_delay = 1
+timeout = 5
+env = {env}
+"#
+        )
+    }
+
+    fn queued(&self) -> Vec<Queued> {
+        vec![Queued {
+            name: "epool_a",
+            weight: 2,
+        }]
+    }
+}
+
 /// The command every pipeline runs (`/bin/sh SCRIPT TIMEOUT`): it appends
 /// `begin RUN START PID T SUPERVISOR SUPERVISOR_GROUP PIPELINE` to the
 /// ledger (O_APPEND, one write a line), then sleeps, fails or overruns its

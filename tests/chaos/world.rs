@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::ec2fleet::Ec2Fleet;
 use crate::faults::{Effect, Fault, Record, Side, Target};
 use crate::harness::*;
 use crate::observe::{Observer, uptime};
@@ -38,6 +39,8 @@ pub enum Later {
     Heal { rec: usize },
     /// Starts Postgres again (record `rec`).
     PgStart { rec: usize },
+    /// The fake EC2 answers as it should again (record `rec`).
+    Ec2Heal { rec: usize },
     /// Starts a scheduler (a restart after a kill).
     Spawn,
 }
@@ -52,6 +55,8 @@ pub struct World {
     pub dir: TempDir,
     /// The fleet's proxy (`ORCA_POOL_DATABASE_URL`).
     pub fleet: Proxy,
+    /// The fake EC2 of the EC2 pool, whose instances boot here.
+    pub ec2: Ec2Fleet,
     /// Schedulers, in the order started.
     pub scheds: Vec<Sched>,
     /// Faults done.
@@ -82,10 +87,13 @@ impl World {
         cluster.start();
         let db = TestDb::on(&cluster.url());
         let fleet = Proxy::start(cluster.port());
+        let dir = TempDir::new();
+        std::fs::create_dir_all(dir.path("ec2")).unwrap();
         World {
             db,
             cluster,
-            dir: TempDir::new(),
+            ec2: Ec2Fleet::start(dir.path("ec2")),
+            dir,
             fleet,
             scheds: Vec::new(),
             records: Vec::new(),
@@ -121,7 +129,8 @@ impl World {
         let url = self.via(proxy.port);
         let fleet = self.via(self.fleet.port);
         let image = format!("v{n}");
-        let env: Vec<(&str, &str)> = vec![
+        let aws = self.ec2.env();
+        let mut env: Vec<(&str, &str)> = vec![
             ("ORCA_DATABASE_URL", &url),
             ("ORCA_POOL_DATABASE_URL", &fleet),
             ("ORCA_OVERLAP", "on"),
@@ -135,6 +144,7 @@ impl World {
             ("ORCA_POOL_NEXT_GRACE_SECONDS", "2"),
             ("ORCA_WORKER_REFUSED_SECONDS", "30"),
         ];
+        env.extend(aws.iter().map(|(k, v)| (*k, v.as_str())));
         let proc = self.db.scheduler(&self.dir, &env);
         let pid = proc.pid();
         self.scheds.push(Sched {
@@ -277,6 +287,9 @@ impl World {
                 Some((pid, get("ORCA_LOCAL_MACHINE")?))
             })
             .collect();
+        if !instances {
+            out.extend(self.ec2.groups());
+        }
         out.sort();
         out
     }
@@ -481,10 +494,68 @@ impl World {
                     Some(now),
                 );
             }
-            Fault::NeverBoot { instance } => {
-                self.observer.arm_never_boot(instance);
-                let what = if instance { "instance" } else { "machine" };
+            Fault::NeverBoot { whose } => {
+                let what = match whose {
+                    0 => "local pool machine",
+                    1 => "instance",
+                    _ => "EC2 pool machine",
+                };
+                if whose == 2 {
+                    self.ec2.never_boot_next();
+                } else {
+                    self.observer.arm_never_boot(whose == 1);
+                }
                 self.say(format!("fault: the next {what} made never boots (armed)"));
+            }
+            Fault::Ec2Fail { secs, retried } => {
+                let (answer, what) = if retried {
+                    (
+                        (503, "Unavailable", "The service is unavailable."),
+                        "503 Unavailable",
+                    )
+                } else {
+                    (
+                        (403, "UnauthorizedOperation", "You are not authorized."),
+                        "UnauthorizedOperation",
+                    )
+                };
+                self.ec2.fail(Some(answer));
+                let rec = self.record(
+                    format!("EC2 answers every call {what} for {secs:.1}s"),
+                    Target::Nobody,
+                    Effect::Other,
+                    None,
+                );
+                self.later.push((now + secs, Later::Ec2Heal { rec }));
+            }
+            Fault::Ec2Hang { secs, ms } => {
+                self.ec2.delay(ms);
+                let rec = self.record(
+                    format!("EC2 answers {:.1}s late for {secs:.1}s", ms as f64 / 1000.0),
+                    Target::Nobody,
+                    Effect::Other,
+                    None,
+                );
+                self.later.push((now + secs, Later::Ec2Heal { rec }));
+            }
+            Fault::Ec2NoCapacity { secs } => {
+                self.ec2.no_capacity(Some("subnet-a"));
+                let rec = self.record(
+                    format!("EC2 has no capacity in subnet-a for {secs:.1}s"),
+                    Target::Nobody,
+                    Effect::Other,
+                    None,
+                );
+                self.later.push((now + secs, Later::Ec2Heal { rec }));
+            }
+            Fault::Ec2LostAnswer => {
+                self.ec2.drop_next_answer();
+                self.record(
+                    "EC2 loses the next RunInstances answer".into(),
+                    Target::Nobody,
+                    Effect::Other,
+                    Some(now),
+                );
             }
         }
     }
@@ -520,6 +591,14 @@ impl World {
                 self.close(rec);
                 self.say("healed: Postgres is up".into());
             }
+            Later::Ec2Heal { rec } => {
+                self.ec2.fail(None);
+                self.ec2.delay(0);
+                self.ec2.no_capacity(None);
+                self.close(rec);
+                let what = self.records[rec].what.clone();
+                self.say(format!("healed: {what}"));
+            }
             Later::Spawn => self.spawn("a restart after kill -9"),
         }
     }
@@ -528,6 +607,7 @@ impl World {
     /// stopped: orca must remove them).
     pub fn heal_all(&mut self) {
         self.observer.disarm();
+        self.ec2.disarm();
         let pending: Vec<Later> = self.later.drain(..).map(|(_, l)| l).collect();
         for l in pending {
             self.undo(l);
@@ -546,6 +626,15 @@ impl World {
                 target: Target::Group(s.pgid),
                 effect: Effect::CutOff,
                 start: s.at,
+                end: f64::INFINITY,
+            });
+        }
+        for (id, at) in self.ec2.never_booted() {
+            out.push(Record {
+                what: format!("never boots: EC2 instance {id}"),
+                target: Target::Nobody,
+                effect: Effect::Other,
+                start: at,
                 end: f64::INFINITY,
             });
         }
