@@ -242,7 +242,14 @@ struct Interval {
 
 /// Every violation, one line each naming the run and the evidence.
 pub fn check(f: &Facts) -> Vec<String> {
+    check_noting(f).0
+}
+
+/// Every violation, and what a fault excused (one line each: what the
+/// chaos made happen that orca allows).
+pub fn check_noting(f: &Facts) -> (Vec<String>, Vec<String>) {
     let mut v = Vec::new();
+    let mut notes = Vec::new();
     let t = |x: f64| format!("{x:.2}");
     let ends: HashMap<(i64, i32, i32), &End> = f
         .ends
@@ -371,7 +378,11 @@ pub fn check(f: &Facts) -> Vec<String> {
                 if a.start >= b.start || b.from >= a.to - 0.05 || a.from >= b.to - 0.05 {
                     continue;
                 }
-                if f.cut_off(a.sup, a.supg, b.from, a.to).is_some() {
+                if let Some(fault) = f.cut_off(a.sup, a.supg, b.from, a.to) {
+                    notes.push(format!(
+                        "run {run}: attempt {} (pid {}) ran until {} beside attempt {} (from {}): its supervisor {} was cut off ({})",
+                        a.start, a.pid, t(a.to), b.start, t(b.from), a.sup, fault.what
+                    ));
                     continue;
                 }
                 v.push(format!(
@@ -405,7 +416,11 @@ pub fn check(f: &Facts) -> Vec<String> {
         }
         // A service's supervisor is not in the ledger: any fleet cut-off.
         let (sup, supg) = sup_of.get(&(s.run, s.start)).copied().unwrap_or((-1, -1));
-        if f.cut_off(sup, supg, end.at, s.last).is_some() {
+        if let Some(fault) = f.cut_off(sup, supg, end.at, s.last) {
+            notes.push(format!(
+                "run {} attempt {}: pid {} ({}) lived {:.1}s past the attempt's end: its supervisor was cut off ({})",
+                s.run, s.start, s.pid, s.cmdline, s.last - end.at, fault.what
+            ));
             continue;
         }
         v.push(format!(
@@ -469,7 +484,13 @@ pub fn check(f: &Facts) -> Vec<String> {
         let want = if code == 0 { "succeeded" } else { "failed" };
         let timed_out = rec.kind == "failed" && rec.why.contains("timed out");
         if rec.kind != want && rec.kind != "cancelled" && !timed_out {
-            if rec.kind == "requeued" && f.lost_by(sup, supg, e.t, rec.at).is_some() {
+            if rec.kind == "requeued"
+                && let Some(fault) = f.lost_by(sup, supg, e.t, rec.at)
+            {
+                notes.push(format!(
+                    "run {} attempt {} exited {code} but was queued again: its supervisor {sup} was lost ({})",
+                    e.run, e.start, fault.what
+                ));
                 continue;
             }
             v.push(format!(
@@ -522,7 +543,7 @@ pub fn check(f: &Facts) -> Vec<String> {
             ));
         }
     }
-    v
+    (v, notes)
 }
 
 #[cfg(test)]

@@ -179,7 +179,8 @@ fn run(seed: u64, seconds: f64) -> (Vec<String>, String, bool) {
     violations.extend(w.problems.clone());
 
     let facts = facts(&w, &ledger, &mut violations);
-    violations.extend(check::check(&facts));
+    let (found, notes) = check::check_noting(&facts);
+    violations.extend(found);
     let q = queue.lock().unwrap();
     let records = w.all_records();
     let summary = format!(
@@ -188,10 +189,8 @@ fn run(seed: u64, seconds: f64) -> (Vec<String>, String, bool) {
         records.len(),
         violations.len()
     );
-    let mut lines: Vec<String> = violations
-        .iter()
-        .map(|v| format!("violation: {v}"))
-        .collect();
+    let mut lines: Vec<String> = notes.iter().map(|n| format!("excused: {n}")).collect();
+    lines.extend(violations.iter().map(|v| format!("violation: {v}")));
     lines.push(format!(
         "chaos: {} queued by the test ({} fills, {} cancels asked, {} refused while the database was away), {} attempts in the ledger",
         q.ids.len(),

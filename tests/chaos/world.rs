@@ -482,7 +482,7 @@ impl World {
                 let groups = self.groups(instance);
                 let what = if instance { "instance" } else { "machine" };
                 if groups.is_empty() {
-                    return self.say(format!("skipped: kill an {what}: none"));
+                    return self.say(format!("skipped: kill -9 {what}: none"));
                 }
                 let (pgid, name) = groups[(pick % groups.len() as u64) as usize].clone();
                 // SAFETY: kill(2) on a process group of this run's stack.
