@@ -223,6 +223,15 @@ fn run(seed: u64, seconds: f64) -> (Vec<String>, String, bool) {
         report.push_str(&lines.join("\n"));
         report.push_str(&format!("\n{summary}\n"));
         let _ = std::fs::write(format!("{keep}/report.txt"), report);
+        // The tables as the checker read them (times on the ledger's clock).
+        let mut tables = String::new();
+        for (id, r) in &facts.runs {
+            tables.push_str(&format!("run {id} {r:?}\n"));
+            for e in facts.events.get(id).into_iter().flatten() {
+                tables.push_str(&format!("  {:.2} {} {}\n", e.at, e.kind, e.why));
+            }
+        }
+        let _ = std::fs::write(format!("{keep}/tables.txt"), tables);
         lines.push(format!("chaos: the run's files are kept in {keep}"));
     }
     (lines, summary, failed)

@@ -248,8 +248,11 @@ impl World {
         self.scheds.iter_mut().find(|s| s.n == n).unwrap()
     }
 
+    /// Records a fault from now: an instant one (`Some`: a kill) ends now,
+    /// one with a window (`None`) when [`World::close`] says.
     fn record(&mut self, what: String, target: Target, effect: Effect, end: Option<f64>) -> usize {
         let now = uptime();
+        let end = end.map(|_| now);
         self.say(format!("fault: {what}"));
         self.records.push(Record {
             what,
