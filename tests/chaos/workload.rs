@@ -199,7 +199,8 @@ env = {env}
 /// The command every pipeline runs (`/bin/sh SCRIPT TIMEOUT`): it appends
 /// `begin RUN START PID T SUPERVISOR SUPERVISOR_GROUP PIPELINE` to the
 /// ledger (O_APPEND, one write a line), then sleeps, fails or overruns its
-/// timeout as `hash(seed, run, start)` says, and appends
+/// timeout (some deaf to SIGTERM, leaving a process of another session
+/// behind) as `hash(seed, run, start)` says, and appends
 /// `end RUN START PID T CODE` (`term` when SIGTERM stopped it). T is
 /// seconds since boot (`/proc/uptime`). A SIGKILL leaves no `end`.
 pub fn command_script(ledger: &str) -> String {
@@ -217,6 +218,12 @@ trap 'read -r up _ < /proc/uptime; echo "end $ORCA_RUN_ID $ORCA_RUN_START $$ $up
 h=$(( (ORCA_RUN_ID * 7919 + ORCA_RUN_START * 104729 + CHAOS_SEED) % 100 ))
 code=0
 if [ $h -lt 7 ]; then
+  secs=$(( T + 3 ))
+elif [ $h -lt 10 ]; then
+  # Deaf to SIGTERM, and leaves a process in a session of its own behind:
+  # the shim must kill both when the attempt ends.
+  trap '' TERM
+  setsid sleep 60 &
   secs=$(( T + 3 ))
 elif [ $h -lt 25 ]; then
   secs=0.$(( h % 10 )); code=$(( h % 5 + 1 ))
