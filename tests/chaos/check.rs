@@ -32,7 +32,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::faults::{Effect, Record};
+use crate::faults::{Effect, Record, Target};
 use crate::observe::Seen;
 
 /// How long a process may outlive its attempt's recorded end, or a cut-off
@@ -215,15 +215,36 @@ impl Facts {
         })
     }
 
-    /// A fault that killed or cut off supervisor (`sup`, `supg`) between
-    /// `from` and `to`: what it knew of an attempt may be lost.
-    fn lost_by(&self, sup: i32, supg: i32, from: f64, to: f64) -> Option<&Record> {
+    /// A fault that cut off supervisor (`sup`, `supg`) before it had to
+    /// stop a process of an attempt that ended at `ended` (within GRACE),
+    /// and ended no more than GRACE before the process was last seen at
+    /// `last`: the supervisor couldn't learn the attempt was over.
+    fn blinded(&self, sup: i32, supg: i32, ended: f64, last: f64) -> Option<&Record> {
         self.faults.iter().find(|f| {
+            f.effect == Effect::CutOff
+                && f.reaches(sup, supg, self.own_group)
+                && f.start <= ended + GRACE
+                && f.end >= ended - GRACE
+                && last <= f.end + GRACE
+        })
+    }
+
+    /// A fault that killed or cut off supervisor (`sup`, `supg`) between
+    /// `from` and `to`: what it knew of an attempt may be lost. One aimed
+    /// at it (a kill, a stop) is named before an outage of everyone's.
+    fn lost_by(&self, sup: i32, supg: i32, from: f64, to: f64) -> Option<&Record> {
+        let hit = |f: &&Record| {
             matches!(f.effect, Effect::Killed | Effect::CutOff)
                 && f.reaches(sup, supg, self.own_group)
                 && f.start <= to + 1.0
                 && f.end >= from - 1.0
-        })
+        };
+        let aimed = |f: &&Record| !matches!(f.target, Target::All | Target::Fleet);
+        self.faults
+            .iter()
+            .filter(hit)
+            .find(aimed)
+            .or_else(|| self.faults.iter().find(hit))
     }
 }
 
@@ -414,9 +435,13 @@ pub fn check_noting(f: &Facts) -> (Vec<String>, Vec<String>) {
         if s.last <= end.at + GRACE {
             continue;
         }
-        // A service's supervisor is not in the ledger: any fleet cut-off.
-        let (sup, supg) = sup_of.get(&(s.run, s.start)).copied().unwrap_or((-1, -1));
-        if let Some(fault) = f.cut_off(sup, supg, end.at, s.last) {
+        // Its own supervisor as the observer found it, else its attempt's.
+        let (sup, supg) = if s.sup > 0 {
+            (s.sup, s.supg)
+        } else {
+            sup_of.get(&(s.run, s.start)).copied().unwrap_or((-1, -1))
+        };
+        if let Some(fault) = f.blinded(sup, supg, end.at, s.last) {
             notes.push(format!(
                 "run {} attempt {}: pid {} ({}) lived {:.1}s past the attempt's end: its supervisor was cut off ({})",
                 s.run, s.start, s.pid, s.cmdline, s.last - end.at, fault.what
@@ -549,7 +574,6 @@ pub fn check_noting(f: &Facts) -> (Vec<String>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::faults::Target;
 
     const SCHED: i32 = 100;
     const OWN: i32 = 1;
@@ -730,6 +754,8 @@ mod tests {
             run: 1,
             start: 1,
             cmdline: "sleep 300".into(),
+            sup: SCHED,
+            supg: OWN,
             first: 1.1,
             last: 30.0,
             gone: Some(30.2),
@@ -740,5 +766,17 @@ mod tests {
                 .any(|l| l.starts_with("leaked: run 1 attempt 1: pid 12")),
             "{v:?}"
         );
+        // Its supervisor cut off just after the attempt ended, and for long:
+        // it couldn't stop it; it did within GRACE of coming back.
+        f.faults.push(Record {
+            what: "partition".into(),
+            target: Target::Scheduler(SCHED),
+            effect: Effect::CutOff,
+            start: 3.0,
+            end: 25.0,
+        });
+        assert!(check(&f).is_empty(), "{:?}", check(&f));
+        f.seen[0].last = 40.0;
+        assert_eq!(check(&f).len(), 1, "{:?}", check(&f));
     }
 }

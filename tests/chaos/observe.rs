@@ -33,6 +33,12 @@ pub struct Seen {
     pub start: i32,
     /// Its command line, for evidence.
     pub cmdline: String,
+    /// Its supervisor (the parent of the `orca __shim` above it: a
+    /// scheduler, a worker, `ec2-serve`) and that one's process group, when
+    /// found (-1: not).
+    pub sup: i32,
+    /// The supervisor's group.
+    pub supg: i32,
     /// First and last seen alive (uptime).
     pub first: f64,
     /// Last seen alive.
@@ -85,11 +91,40 @@ fn var<'a>(env: &'a [u8], key: &str) -> Option<&'a [u8]> {
         .find_map(|kv| kv.strip_prefix(key.as_bytes())?.strip_prefix(b"="))
 }
 
-/// The start time (field 22 of `/proc/PID/stat`) of a process, in ticks.
-fn started(pid: i32) -> Option<u64> {
+/// Field `n` (1-based, as proc(5) numbers them; from 3 on) of
+/// `/proc/PID/stat`.
+fn stat_field(pid: i32, n: usize) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = stat.rsplit_once(')')?.1;
-    rest.split_whitespace().nth(19)?.parse().ok()
+    rest.split_whitespace().nth(n - 3)?.parse().ok()
+}
+
+/// The start time of a process, in ticks.
+fn started(pid: i32) -> Option<u64> {
+    stat_field(pid, 22)
+}
+
+/// The supervisor of a run's process and its group: the parent of the
+/// nearest `orca __shim` above it.
+fn supervisor(pid: i32) -> (i32, i32) {
+    let mut p = pid;
+    for _ in 0..8 {
+        let Some(parent) = stat_field(p, 4) else {
+            break;
+        };
+        let parent = parent as i32;
+        if parent <= 1 {
+            break;
+        }
+        let cmd = std::fs::read(format!("/proc/{parent}/cmdline")).unwrap_or_default();
+        if cmd.split(|&b| b == 0).any(|a| a == b"__shim") {
+            let sup = stat_field(parent, 4).map_or(-1, |s| s as i32);
+            let supg = stat_field(sup, 5).map_or(-1, |g| g as i32);
+            return (sup, supg);
+        }
+        p = parent;
+    }
+    (-1, -1)
 }
 
 fn pids() -> Vec<i32> {
@@ -209,20 +244,33 @@ fn scan_runs(state: &Mutex<State>, token: &str) {
             .unwrap_or_default();
         alive.push(((pid, since), run, start as i32, cmdline));
     }
+    let sups: HashMap<(i32, u64), (i32, i32)> = {
+        let known = state.lock().unwrap();
+        alive
+            .iter()
+            .filter(|a| !known.procs.contains_key(&a.0))
+            .map(|a| (a.0, supervisor(a.0.0)))
+            .collect()
+    };
     let mut s = state.lock().unwrap();
     let keys: std::collections::HashSet<(i32, u64)> = alive.iter().map(|a| a.0).collect();
     for (key, run, start, cmdline) in alive {
         s.procs
             .entry(key)
             .and_modify(|p| p.last = t)
-            .or_insert(Seen {
-                pid: key.0,
-                run,
-                start,
-                cmdline,
-                first: t,
-                last: t,
-                gone: None,
+            .or_insert_with(|| {
+                let (sup, supg) = sups.get(&key).copied().unwrap_or((-1, -1));
+                Seen {
+                    pid: key.0,
+                    run,
+                    start,
+                    cmdline,
+                    sup,
+                    supg,
+                    first: t,
+                    last: t,
+                    gone: None,
+                }
             });
     }
     for (key, p) in s.procs.iter_mut() {
