@@ -182,6 +182,13 @@ fn run(seed: u64, seconds: f64) -> (Vec<String>, String, bool) {
     let (found, notes) = check::check_noting(&facts);
     violations.extend(found);
     let q = queue.lock().unwrap();
+    for id in &q.ids {
+        if !facts.runs.contains_key(id) {
+            violations.push(format!(
+                "lost: run {id} was queued (`orca run` printed its id) but orca has no such run"
+            ));
+        }
+    }
     let records = w.all_records();
     let summary = format!(
         "chaos: seed {seed}, {} runs, {} faults, {} violations",
