@@ -52,7 +52,7 @@ use world::World;
 const FIXED_SEED: u64 = 13;
 
 /// Seconds of faults `make test` runs.
-const SHORT_SECONDS: f64 = 35.0;
+const SHORT_SECONDS: f64 = 40.0;
 
 fn settings() -> (u64, f64) {
     let seed = match std::env::var("ORCA_CHAOS_SEED")
