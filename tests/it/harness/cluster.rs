@@ -171,7 +171,9 @@ impl Cluster {
     }
 
     /// Stops it at once (`-m immediate`: no shutdown checkpoint, every
-    /// session cut: a crash, as clients see it).
+    /// session cut: a crash, as clients see it). For `tests/chaos`, which
+    /// shares this harness.
+    #[allow(dead_code)]
     pub fn stop_immediate(&self) {
         self.ctl(&["-m", "immediate", "stop"]);
     }
