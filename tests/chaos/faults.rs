@@ -191,8 +191,23 @@ pub enum Target {
     Fleet,
     /// Everyone: Postgres itself.
     All,
+    /// Every scheduler's tick (EC2 calls are the leader's, made on it).
+    Schedulers,
     /// No one in particular (a deploy).
     Nobody,
+}
+
+/// Whether a fault holds up its target's loop (its tick), so that what
+/// the loop enforces without the database (timeouts) waits too.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Block {
+    /// It doesn't.
+    No,
+    /// Stopped (SIGSTOP): it can do nothing at all.
+    Stopped,
+    /// A call that doesn't answer (a stalled connection, a hung EC2
+    /// endpoint) holds up the loop: known defect D1 (see check.rs).
+    Io,
 }
 
 /// How a fault treats its target.
@@ -222,6 +237,8 @@ pub struct Record {
     pub start: f64,
     /// To.
     pub end: f64,
+    /// Whether it holds up its target's loop.
+    pub blocks: Block,
 }
 
 impl Record {
@@ -235,6 +252,7 @@ impl Record {
             Target::Group(g) => *g == supg,
             Target::Process { pid, .. } => *pid == sup,
             Target::Fleet | Target::All => supg != own_group,
+            Target::Schedulers => supg == own_group,
             Target::Nobody => false,
         }
     }

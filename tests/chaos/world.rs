@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::ec2fleet::Ec2Fleet;
-use crate::faults::{Effect, Fault, Record, Side, Target};
+use crate::faults::{Block, Effect, Fault, Record, Side, Target};
 use crate::harness::*;
 use crate::observe::{Observer, uptime};
 use crate::proxy::{Mode, Proxy};
@@ -260,6 +260,7 @@ impl World {
             effect,
             start: now,
             end: end.unwrap_or(f64::INFINITY),
+            blocks: Block::No,
         });
         self.records.len() - 1
     }
@@ -362,6 +363,7 @@ impl World {
                     Effect::CutOff,
                     None,
                 );
+                self.records[rec].blocks = Block::Stopped;
                 self.later.push((now + secs, Later::Cont { n, rec }));
                 if join {
                     self.spawn("joins while the leader is stopped");
@@ -420,6 +422,7 @@ impl World {
                     Effect::CutOff,
                     None,
                 );
+                self.records[rec].blocks = Block::Io;
                 self.partitions.insert(rec, (all, false));
                 self.apply_partitions();
                 self.later.push((now + secs, Later::Heal { rec }));
@@ -457,6 +460,9 @@ impl World {
                     Effect::CutOff,
                     None,
                 );
+                if !cut {
+                    self.records[rec].blocks = Block::Io;
+                }
                 self.partitions.insert(rec, (vec![n], cut));
                 self.apply_partitions();
                 self.later.push((now + secs, Later::Heal { rec }));
@@ -525,20 +531,24 @@ impl World {
                 self.ec2.fail(Some(answer));
                 let rec = self.record(
                     format!("EC2 answers every call {what} for {secs:.1}s"),
-                    Target::Nobody,
+                    Target::Schedulers,
                     Effect::Other,
                     None,
                 );
+                if retried {
+                    self.records[rec].blocks = Block::Io;
+                }
                 self.later.push((now + secs, Later::Ec2Heal { rec }));
             }
             Fault::Ec2Hang { secs, ms } => {
                 self.ec2.delay(ms);
                 let rec = self.record(
                     format!("EC2 answers {:.1}s late for {secs:.1}s", ms as f64 / 1000.0),
-                    Target::Nobody,
+                    Target::Schedulers,
                     Effect::Other,
                     None,
                 );
+                self.records[rec].blocks = Block::Io;
                 self.later.push((now + secs, Later::Ec2Heal { rec }));
             }
             Fault::Ec2NoCapacity { secs } => {
@@ -630,6 +640,7 @@ impl World {
                 effect: Effect::CutOff,
                 start: s.at,
                 end: f64::INFINITY,
+                blocks: Block::Stopped,
             });
         }
         for (id, at) in self.ec2.never_booted() {
@@ -639,6 +650,7 @@ impl World {
                 effect: Effect::Other,
                 start: at,
                 end: f64::INFINITY,
+                blocks: Block::No,
             });
         }
         out
