@@ -1,0 +1,88 @@
+//! Defects `make chaos` found (tests/chaos), each as the scenario that
+//! shows it, with real processes.
+
+use crate::fake_aws::FakeEc2;
+use crate::harness::*;
+
+/// Known defect D1 (tests/chaos/check.rs): a hung EC2 endpoint (answers
+/// later than the client's 10 s timeout) holds up the scheduler's tick, and
+/// with it the timeouts the tick enforces: here a local run with a 2 s
+/// timeout is killed after 43 s (four attempts of 10 s at DescribeInstances)
+/// instead of after 2 s and the 2 s kill grace. A stalled database
+/// connection holds timeouts up the same way. Found by `make chaos` (seed
+/// 505: a tick took 18.5 s while EC2 answered 503s and the leader was
+/// stopped; seed 13 has a hang). Fixing it moves timeout enforcement (or
+/// provider calls) off the tick: a change of design, not made here.
+#[test]
+#[ignore = "known defect D1: the tick enforces timeouts and waits on a hung EC2 call"]
+fn a_hung_ec2_endpoint_does_not_hold_up_a_local_run_s_timeout() {
+    let ec2 = FakeEc2::start("AKIDHANG", "hang/secret");
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pid = dir.path("pid");
+    db.register(
+        &dir,
+        &format!(
+            r#"
+[pools.p]
+provider = "ec2"
+ami = "ami-0123456789abcdef0"
+region = "eu-west-1"
+types = [{{ type = "m7i.large", wait = 0 }}]
+locations = ["subnet-a"]
+
+[pipelines.job]
+command = "true"
+placement = "worker:p"
+
+[pipelines.slow]
+command = "echo $$ > {}; exec sleep 300"
+timeout = 2
+"#,
+            pid.display()
+        ),
+    );
+    let mut s = {
+        let mut c = db.orca(&["scheduler"]);
+        c.env("ORCA_TICK_SECONDS", "0.2")
+            .env("ORCA_STALE_SECONDS", "3")
+            .env("ORCA_KILL_GRACE_SECONDS", "2")
+            .env("ORCA_POOL_SCALE_SECONDS", "0.5")
+            .env("ORCA_POOL_GROW_AFTER", "0")
+            .env("ORCA_POOL_TRY_SECONDS", "0.5")
+            .env("ORCA_EC2_ENDPOINT", &ec2.url)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+            .env("AWS_CONFIG_FILE", "/nonexistent")
+            .env("AWS_ACCESS_KEY_ID", "AKIDHANG")
+            .env("AWS_SECRET_ACCESS_KEY", "hang/secret")
+            .env("AWS_REGION", "eu-west-1")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE");
+        Proc::spawn(c, &dir.path("scheduler.log"))
+    };
+    // The pool has demand: the scaler calls EC2 on every pass.
+    db.queue("job");
+    s.wait_for("the scaler has called EC2", 30.0, || {
+        ec2.count("RunInstances") > 0
+    });
+    // EC2 hangs from now on; the local run starts and must be killed 2 s
+    // after its timeout (2 s), give or take a tick.
+    ec2.state.lock().unwrap().delay_ms = 15_000;
+    let run = db.queue("slow");
+    s.wait_for("the slow run's process", 30.0, || !pids_in(&pid).is_empty());
+    let began = std::time::Instant::now();
+    let p = pids_in(&pid)[0];
+    s.wait_for("the slow run's process is killed", 60.0, || !alive(p));
+    let took = began.elapsed().as_secs_f64();
+    assert!(
+        took <= 2.0 + 2.0 + 3.0,
+        "killed {took:.1}s after it began (timeout 2 s, kill grace 2 s); the log:\n{}",
+        s.output()
+    );
+    s.wait_for("the run is recorded timed out", 60.0, || {
+        db.state(run) == "failed"
+    });
+    ec2.state.lock().unwrap().delay_ms = 0;
+    s.stop();
+}
