@@ -168,6 +168,10 @@ pub struct Facts {
     pub timeouts: BTreeMap<String, f64>,
     /// `ORCA_KILL_GRACE_SECONDS` of every supervisor.
     pub kill_grace: f64,
+    /// retries by pipeline.
+    pub retries: BTreeMap<String, i64>,
+    /// Runs a cancel was asked for.
+    pub cancels: std::collections::BTreeSet<i64>,
     /// The runs' processes the observer saw.
     pub seen: Vec<Seen>,
     /// The faults.
@@ -345,6 +349,18 @@ pub fn check_noting(f: &Facts) -> Found {
             ));
         }
         let evs = f.events.get(id).map(Vec::as_slice).unwrap_or(&[]);
+        // Retries: a failed attempt is retried `retries` times, no more;
+        // a run fails for good after the last (or a cancel meanwhile).
+        let failed = evs.iter().filter(|e| e.kind == "failed").count() as i64;
+        let tries = f.retries.get(&r.pipeline).copied().unwrap_or(0) + 1;
+        if failed > tries || (r.state == "failed" && failed < tries && !f.cancels.contains(id)) {
+            v.push(format!(
+                "retries: run {id} ({}) is {} after {failed} failed attempts (retries {})",
+                r.pipeline,
+                r.state,
+                tries - 1
+            ));
+        }
         let finals = evs.iter().filter(|e| e.kind == "succeeded").count();
         if finals > 1 || (r.state == "succeeded" && finals != 1) {
             v.push(format!(
@@ -715,6 +731,8 @@ mod tests {
             events: BTreeMap::new(),
             max_runs: [("p".to_string(), 2)].into(),
             timeouts: [("p".to_string(), 5.0)].into(),
+            retries: BTreeMap::new(),
+            cancels: Default::default(),
             kill_grace: 2.0,
             seen: Vec::new(),
             faults: Vec::new(),
@@ -825,6 +843,14 @@ mod tests {
             .insert(2, vec![ev("started", 1.0), ev("failed", 2.1)]);
         let v = check(&f);
         assert!(v.iter().any(|l| l.starts_with("lost: run 1")), "{v:?}");
+        assert!(!v.iter().any(|l| l.starts_with("retries")), "{v:?}");
+        f.retries.insert("p".into(), 1);
+        let v = check(&f);
+        assert!(
+            v.iter().any(|l| l
+                .starts_with("retries: run 2 (p) is failed after 1 failed attempts (retries 1)")),
+            "{v:?}"
+        );
         assert!(
             v.iter().any(|l| l.contains("run 2 (p) attempt 1 exited 0")),
             "{v:?}"

@@ -178,7 +178,8 @@ fn run(seed: u64, seconds: f64) -> (Vec<String>, String, bool) {
     }
     violations.extend(w.problems.clone());
 
-    let facts = facts(&w, &ledger, &mut violations);
+    let cancels = queue.lock().unwrap().cancels.clone();
+    let facts = facts(&w, &ledger, &cancels, &mut violations);
     let found = check::check_noting(&facts);
     violations.extend(found.violations);
     let notes = found.excused;
@@ -414,7 +415,12 @@ fn wind_down(w: &mut World, violations: &mut Vec<String>) {
 
 /// What the checker reads: the ledger, orca's tables (times moved to the
 /// ledger's clock), the observer's sightings and the fault records.
-fn facts(w: &World, ledger: &std::path::Path, violations: &mut Vec<String>) -> check::Facts {
+fn facts(
+    w: &World,
+    ledger: &std::path::Path,
+    cancels: &[i64],
+    violations: &mut Vec<String>,
+) -> check::Facts {
     let (begins, ends, bad) = check::parse_ledger(&std::fs::read_to_string(ledger).unwrap());
     violations.extend(bad);
     let epoch = std::time::SystemTime::now()
@@ -478,8 +484,19 @@ fn facts(w: &World, ledger: &std::path::Path, violations: &mut Vec<String>) -> c
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
+    let retries = c
+        .query(
+            "SELECT name, coalesce((spec ->> 'retries')::int8, 0) FROM orca.pipelines",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
     check::Facts {
         timeouts,
+        retries,
+        cancels: cancels.iter().copied().collect(),
         kill_grace: 2.0,
         begins,
         ends,
