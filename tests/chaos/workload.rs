@@ -252,7 +252,7 @@ pub struct Queue {
 }
 
 /// Queues runs of `pipelines` every 0.3-1.2 s (one in ten a fill) and
-/// cancels one in thirty, until `stop`; `orca run` as an operator's shell
+/// cancels one of the last ten queued one time in thirty, until `stop`; `orca run` as an operator's shell
 /// does it, straight to Postgres.
 pub fn queuer(
     db_url: String,
@@ -277,7 +277,9 @@ pub fn queuer(
             if rng.chance(1.0 / 30.0) {
                 let known = out.lock().unwrap().ids.clone();
                 if !known.is_empty() {
-                    let id = known[rng.below(known.len() as u64) as usize];
+                    // One of the last ten: queued or running, mostly.
+                    let back = rng.below(known.len().min(10) as u64) as usize;
+                    let id = known[known.len() - 1 - back];
                     let _ = orca(&["cancel", &id.to_string(), "--db-wait", "3"]);
                     out.lock().unwrap().cancels.push(id);
                 }
