@@ -65,8 +65,9 @@ struct State {
     /// By (pid, start time in ticks): a reused pid is another process.
     procs: HashMap<(i32, u64), Seen>,
     stack: Option<String>,
-    /// Machine and instance groups seen: pgid → (name, first seen).
-    groups: HashMap<i32, (String, f64)>,
+    /// Machine and instance groups seen: (pgid, its start time) → (name,
+    /// first seen).
+    groups: HashMap<(i32, u64), (String, f64)>,
     stopped: Vec<Stopped>,
     /// When a scan last ended.
     scanned: f64,
@@ -291,7 +292,8 @@ fn scan_groups(state: &Mutex<State>, armed: &AtomicU32, armed_instance: &AtomicB
         if unsafe { libc::getpgid(pid) } != pid {
             continue;
         }
-        if state.lock().unwrap().groups.contains_key(&pid) {
+        let Some(since) = started(pid) else { continue };
+        if state.lock().unwrap().groups.contains_key(&(pid, since)) {
             continue;
         }
         let Some(env) = environ(pid) else { continue };
@@ -307,7 +309,7 @@ fn scan_groups(state: &Mutex<State>, armed: &AtomicU32, armed_instance: &AtomicB
             .unwrap_or_default();
         let instance = labels.contains("orca-pool=orca:ec2-runs");
         let mut s = state.lock().unwrap();
-        s.groups.insert(pid, (name.clone(), t));
+        s.groups.insert((pid, since), (name.clone(), t));
         if armed.load(Ordering::SeqCst) > 0 && armed_instance.load(Ordering::SeqCst) == instance {
             armed.fetch_sub(1, Ordering::SeqCst);
             // SAFETY: kill(2) on the machine's process group, which the
