@@ -74,6 +74,17 @@ pub enum Fault {
         /// Picks among them.
         pick: u64,
     },
+    /// A pool machine (or an EC2 run's instance) hangs: its process group
+    /// is stopped for `secs` (past the lost limit, 8 s, or not), then
+    /// continued if it is still there.
+    StopMachine {
+        /// Picks among them.
+        pick: u64,
+        /// An instance rather than a pool machine.
+        instance: bool,
+        /// Seconds stopped.
+        secs: f64,
+    },
     /// The next machine (or instance) made never boots: stopped as it
     /// starts (local), or never booted (the fake EC2).
     NeverBoot {
@@ -121,7 +132,7 @@ pub fn plan(rng: &mut Rng, seconds: f64) -> Vec<Planned> {
     let mut out = Vec::new();
     let mut at = 4.0;
     while at < seconds {
-        let weights = [3, 3, 2, 1, 1, 1, 1, 3, 2, 2, 2, 2, 1, 1, 1, 1];
+        let weights = [3, 3, 2, 1, 1, 1, 1, 3, 2, 2, 2, 2, 1, 1, 1, 1, 2];
         let fault = match rng.weighted(&weights) {
             0 => Fault::KillLeader {
                 restart_after: rng.range(0.0, 3.0),
@@ -165,7 +176,12 @@ pub fn plan(rng: &mut Rng, seconds: f64) -> Vec<Planned> {
             14 => Fault::Ec2NoCapacity {
                 secs: rng.range(2.0, 10.0),
             },
-            _ => Fault::Ec2LostAnswer,
+            15 => Fault::Ec2LostAnswer,
+            _ => Fault::StopMachine {
+                pick: rng.next(),
+                instance: rng.chance(0.5),
+                secs: rng.range(3.0, 14.0),
+            },
         };
         out.push(Planned { at, fault });
         at += rng.range(3.0, 7.0);

@@ -41,6 +41,13 @@ pub enum Later {
     PgStart { rec: usize },
     /// The fake EC2 answers as it should again (record `rec`).
     Ec2Heal { rec: usize },
+    /// SIGCONT machine (or instance) group `pgid`, named `name`, if it is
+    /// still that one; closes fault record `rec`.
+    ContGroup {
+        pgid: i32,
+        instance: bool,
+        rec: usize,
+    },
     /// Starts a scheduler (a restart after a kill).
     Spawn,
 }
@@ -506,6 +513,35 @@ impl World {
                     Some(now),
                 );
             }
+            Fault::StopMachine {
+                pick,
+                instance,
+                secs,
+            } => {
+                let groups = self.groups(instance);
+                let what = if instance { "instance" } else { "machine" };
+                if groups.is_empty() {
+                    return self.say(format!("skipped: stop a {what}: none"));
+                }
+                let (pgid, name) = groups[(pick % groups.len() as u64) as usize].clone();
+                // SAFETY: kill(2) on a process group of this run's stack.
+                unsafe { libc::kill(-pgid, libc::SIGSTOP) };
+                let rec = self.record(
+                    format!("SIGSTOP {what} {name} (group {pgid}) for {secs:.1}s"),
+                    Target::Group(pgid),
+                    Effect::CutOff,
+                    None,
+                );
+                self.records[rec].blocks = Block::Stopped;
+                self.later.push((
+                    now + secs,
+                    Later::ContGroup {
+                        pgid,
+                        instance,
+                        rec,
+                    },
+                ));
+            }
             Fault::NeverBoot { whose } => {
                 let what = match whose {
                     0 => "local pool machine",
@@ -611,6 +647,21 @@ impl World {
                 self.ec2.fail(None);
                 self.ec2.delay(0);
                 self.ec2.no_capacity(None);
+                self.close(rec);
+                let what = self.records[rec].what.clone();
+                self.say(format!("healed: {what}"));
+            }
+            Later::ContGroup {
+                pgid,
+                instance,
+                rec,
+            } => {
+                // Only if it is still there (orca may have removed it, and
+                // its pid be another's now).
+                if self.groups(instance).iter().any(|(g, _)| *g == pgid) {
+                    // SAFETY: kill(2) on a process group of this run's stack.
+                    unsafe { libc::kill(-pgid, libc::SIGCONT) };
+                }
                 self.close(rec);
                 let what = self.records[rec].what.clone();
                 self.say(format!("healed: {what}"));
