@@ -48,8 +48,12 @@ use observe::uptime;
 use workload::Workload;
 use world::World;
 
-/// The seed `make test` runs with.
-const FIXED_SEED: u64 = 13;
+/// The seed `make test` runs with: its first 40 s have a fault of each
+/// group (the leader stopped, then killed; a worker killed; Postgres down; an
+/// instance that never boots; EC2 hanging; an instance stopped; a
+/// scheduler's connections stalled; a deploy). A new kind of fault changes
+/// every seed's schedule: pick one again.
+const FIXED_SEED: u64 = 10988;
 
 /// Seconds of faults `make test` runs.
 const SHORT_SECONDS: f64 = 40.0;
