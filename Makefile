@@ -4,7 +4,7 @@ MUSL := x86_64-unknown-linux-musl
 STATIC := target/$(MUSL)/release/orca
 BUDGET := 4194304
 
-.PHONY: all build release test demo static install bench lint fmt clean deps-test deps-demo
+.PHONY: all build release test chaos demo static install bench lint fmt clean deps-test deps-demo
 
 # `make install` puts the binary in $(DESTDIR)$(PREFIX)/bin and the scheduler's
 # systemd unit and user-data loop in $(DESTDIR)$(PREFIX)/share/orca; BIN is the
@@ -28,6 +28,17 @@ release:
 test: deps-test
 	cargo build --all-targets
 	scripts/test-db.sh cargo test -- --test-threads=6
+
+# Random faults against a mixed workload, judged by a ledger the commands
+# write (tests/chaos): `make chaos SEED=42 MINUTES=10`. SEED defaults to a
+# random one (printed first; the same seed replays the same faults); MINUTES
+# of faults, then the system settles and the checker judges. `make test`
+# runs it too, with a fixed seed for about a minute.
+SEED ?= random
+MINUTES ?= 5
+chaos: deps-test
+	ORCA_CHAOS_SEED=$(SEED) ORCA_CHAOS_SECONDS=$$(awk "BEGIN{print $(MINUTES)*60}") \
+		cargo test --test chaos chaos -- --exact --nocapture
 
 # A throwaway Postgres, migrate, register examples/orca.toml, the scheduler
 # for about a minute (the pool grows and shrinks), the wind-down, then

@@ -175,6 +175,14 @@ impl Cluster {
         self.ctl(&["-m", "fast", "stop"]);
     }
 
+    /// Stops it at once (`-m immediate`: no shutdown checkpoint, every
+    /// session cut: a crash, as clients see it). For `tests/chaos`, which
+    /// shares this harness.
+    #[allow(dead_code)]
+    pub fn stop_immediate(&self) {
+        self.ctl(&["-m", "immediate", "stop"]);
+    }
+
     /// `pg_ctl restart`.
     pub fn restart(&self) {
         self.ctl(&["-m", "fast", "restart"]);
