@@ -2,6 +2,7 @@
 //! Postgres (see `harness`). One test crate, so the suite links once.
 
 mod cli;
+mod cost;
 mod demo;
 mod ec2;
 mod ec2_runs;

@@ -110,6 +110,16 @@ impl TestDb {
         }
     }
 
+    /// Its name on the server.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The administrator's URL of its server (not of this database).
+    pub fn admin_url(&self) -> String {
+        self.admin.clone()
+    }
+
     /// A client on it, as orca's role ([`OWNER`]).
     pub fn client(&self) -> postgres::Client {
         connect(&self.url)
