@@ -89,6 +89,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "codes",
         sql: include_str!("../../sql/migrations/0007_codes.sql"),
     },
+    Migration {
+        version: 8,
+        name: "rounds",
+        sql: include_str!("../../sql/migrations/0008_rounds.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:
