@@ -423,7 +423,7 @@ impl Scheduler {
     fn pipelines(&mut self, session: u64) -> Result<(Option<DateTime<Utc>>, Views), Fault> {
         let rows = self
             .db
-            .run_fenced(session, |c| c.query(sql::TICK_PIPELINES, &[]))?;
+            .prepared_fenced(session, sql::TICK_PIPELINES, |c, s| c.query(s, &[]))?;
         let mut now: Option<DateTime<Utc>> = None;
         let mut pipelines = HashMap::new();
         for row in &rows {

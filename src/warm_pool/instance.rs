@@ -98,7 +98,9 @@ pub fn pool_wait(instance: &str, run: i64, start: i32) -> Outcome {
     let mut db = db("pool-wait")?;
     let mut said = String::new();
     loop {
-        match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
+        match db.prepared(sql::INSTANCE_RUN_OVER, |c, s| {
+            c.query_one(s, &[&instance, &run, &start])
+        }) {
             Ok(row) if row.get::<_, bool>("over") => return Ok(()),
             Ok(_) => {}
             Err(e) if revoked(&e) => {
@@ -147,16 +149,9 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> Outcome 
         pause(Some(deadline));
     }
     // The poll is prepared once per session: one round trip a second.
-    let mut poll: Option<(u64, postgres::Statement)> = None;
     loop {
-        db.ensure();
-        let session = db.sessions;
-        let polled = db.run(|c| {
-            if poll.as_ref().is_none_or(|(s, _)| *s != session) {
-                poll = Some((session, c.prepare(sql::INSTANCE_POLL)?));
-            }
-            let stmt = &poll.as_ref().expect("prepared above").1;
-            c.query_one(stmt, &[&instance, &run, &start])
+        let polled = db.prepared(sql::INSTANCE_POLL, |c, s| {
+            c.query_one(s, &[&instance, &run, &start])
         });
         match polled {
             Ok(row) => match Poll::of(row.get("outcome")) {
@@ -233,7 +228,9 @@ fn cluster(
     let want = usize::try_from(workers).unwrap_or(0);
     let mut told = false;
     loop {
-        match db.run(|c| c.query_opt(sql::INSTANCE_CLUSTER, &[&instance, &run, &start])) {
+        match db.prepared(sql::INSTANCE_CLUSTER, |c, s| {
+            c.query_opt(s, &[&instance, &run, &start])
+        }) {
             Ok(None) => {
                 log::info!("instance {instance}: it serves run {run} at start {start} no longer");
                 return None;
@@ -364,7 +361,9 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
     if Role::of(&role) == Some(Role::Worker) {
         let service = service_of(&ec2.worker_service);
         loop {
-            match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
+            match db.prepared(sql::INSTANCE_RUN_OVER, |c, s| {
+                c.query_one(s, &[&instance, &run, &start])
+            }) {
                 Ok(row) if row.get::<_, bool>("over") => break,
                 Ok(_) => {}
                 Err(e) if revoked(&e) => break,
