@@ -11,6 +11,7 @@
 //!   once when an outage starts and once when it ends. Statements a loop
 //!   makes over and over go through [`Db::prepared`]: parsed once per
 //!   session, each costs one round trip and one transaction, not two.
+//!   Threads of one process that share its one session hold a [`Link`].
 //!
 //! Secrets never leave this module: [`Target::shown`] is `host:port/db`, and
 //! no error built here quotes the URL.
@@ -20,7 +21,7 @@ pub mod sql;
 
 use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use postgres::error::SqlState;
@@ -920,6 +921,26 @@ impl Db {
                 self.target.shown
             );
         }
+    }
+}
+
+/// One session that several threads of a process share (a machine's or an
+/// instance's process holds one connection: its main loop and its
+/// heartbeat thread take turns on it, a statement at a time). Never hold
+/// it while waiting on anything but the database.
+#[derive(Clone)]
+pub struct Link(Arc<Mutex<Db>>);
+
+impl Link {
+    /// `db`, to share.
+    pub fn new(db: Db) -> Link {
+        Link(Arc::new(Mutex::new(db)))
+    }
+
+    /// The session, once no other thread has it. (A thread that panicked
+    /// holding it left it as it was: it is used still.)
+    pub fn lock(&self) -> MutexGuard<'_, Db> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

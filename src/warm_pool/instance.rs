@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{Command, Pipeline};
 use crate::db::sql;
-use crate::db::{Db, Fault};
+use crate::db::{Db, Fault, Link};
 use crate::exit::{Failure, Outcome, bad, no};
 use crate::settings::Timing;
 use crate::supervise::child::Child;
@@ -308,7 +308,7 @@ fn run_to_end(cmd: &Command, env: &[(String, String)]) -> bool {
 pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
     let timing = Timing::from_env().map_err(bad)?;
     let target = crate::machines::boot::own_target("ec2-serve").map_err(bad)?;
-    let mut db = Db::new(target.clone(), "ec2-serve");
+    let mut db = Db::new(target, "ec2-serve");
     let mut said = String::new();
     let row = loop {
         match db.run(|c| c.query_opt(sql::INSTANCE_SERVE, &[&instance, &run, &start])) {
@@ -377,8 +377,9 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
         return Ok(());
     }
     let service = service_of(&ec2.head_service);
+    // Its one connection, which the heartbeat thread shares from here on.
     let mut sup = Supervisor::new(
-        target,
+        Link::new(db),
         format!("the head on instance {instance}"),
         timing.kill_grace,
         &supervise::HEAD,
@@ -387,8 +388,8 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
     let tick = Duration::from_secs_f64(timing.tick);
     while !sup.idle() {
         sup.reap();
-        sup.enforce(&mut db);
-        sup.flush(&mut db);
+        sup.enforce();
+        sup.flush();
         sup.publish();
         std::thread::sleep(tick);
     }
