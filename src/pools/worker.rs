@@ -10,6 +10,9 @@
 //!   wait in memory. Credentials Postgres refuses (revoked: the machine was
 //!   removed) end it at once with [`REVOKED`]: its processes are killed and
 //!   nothing is recorded, since the scheduler has queued its runs again.
+//! * It holds one connection ([`Link`]), which its main loop and its
+//!   heartbeat thread take in turn: its beat rides its claim, one
+//!   transaction a second while it has runs, every 2 s while idle.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -16,6 +16,9 @@
 //! Invariants:
 //! * Neither exits because the database can't be reached: each retries every
 //!   second, for as long as it takes (`pool-next` still ends at its deadline).
+//! * Each command holds one connection, and its every-second statement is
+//!   prepared once: one transaction a second (`ec2-serve`'s head shares its
+//!   connection with its heartbeat thread, whose beats carry its output).
 //! * `pool-next` marks the served row `idle` before it polls (the script runs
 //!   it only once the instance's work has stopped), and prints `next …` only
 //!   after the new row is `joined`.
