@@ -223,9 +223,13 @@ pub fn main(pool: &str) -> Outcome {
         let resting = sup.idle() && !took;
         sup.pace(if resting { idle } else { beat });
         // While it has runs and room for more, it looks for runs each tick
-        // (as often as it always did); otherwise on the tick a beat is due.
+        // (as often as it always did), but for the tick right after the
+        // heartbeat thread beat in its stead (a late tick) when its last look
+        // found nothing; otherwise on the tick a beat is due.
         let every = if resting { idle } else { beat };
-        let due = (room > 0 && !resting) || sup.since_beat().is_none_or(|t| t + tick / 2 >= every);
+        let since = sup.since_beat();
+        let looks = room > 0 && !resting && (took || since.is_none_or(|t| t >= tick / 2));
+        let due = looks || since.is_none_or(|t| t + tick / 2 >= every);
         if due {
             match sup.round(room.clamp(0, i32::MAX as i64) as i32) {
                 Ok(rows) => {

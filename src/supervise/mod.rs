@@ -8,10 +8,10 @@
 //! statement, one round trip and one transaction, carrying the output each
 //! attempt printed since the last ([`appends`]); a worker's beat claims its
 //! next runs too ([`Supervisor::round`], on its main loop). The heartbeat
-//! thread beats whenever a beat is late: every second when the main loop
-//! doesn't beat, and when it does (a worker's), in its stead once it is
-//! late, so that a main loop stalled (a slow spawn, a long statement ended)
-//! doesn't leave live attempts unbeaten.
+//! thread beats whenever a beat is due: every second when the main loop
+//! doesn't beat, and when it does (a worker's), in its stead once none has
+//! landed for a beat and a half, so that a main loop stalled (in a slow
+//! spawn, say) or whose rounds fail doesn't leave live attempts unbeaten.
 //!
 //! Invariants:
 //! * An attempt's end is written only if the run is still `running` at that

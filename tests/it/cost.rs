@@ -4,7 +4,8 @@
 //! two; a running attempt's stored output is the last 64 KiB of what it
 //! printed, NUL bytes and all, while it runs and at its end. Figures are
 //! the server's own (`harness::Cost`), measured over windows of many
-//! seconds with nothing else running in the test's database.
+//! seconds on a server of the test's own with nothing else running on it
+//! (autovacuum off: its transactions count as the database's).
 
 use std::process::Stdio;
 
@@ -15,6 +16,14 @@ use crate::worker::{hand_made_machine, hand_worker_with};
 
 /// How long a busy or idle process is watched.
 const WINDOW: f64 = 30.0;
+
+/// A server of the test's own, autovacuum off, and a database on it.
+fn own_server() -> (Cluster, TestDb, TempDir) {
+    let cluster = Cluster::new("autovacuum = off");
+    cluster.start();
+    let db = TestDb::on(&cluster.url());
+    (cluster, db, TempDir::new())
+}
 
 /// Record `k` of the stream [`stream_command`] prints: 16 bytes, NUL and
 /// a byte that is no UTF-8 among them.
@@ -261,15 +270,19 @@ fn appended_output_is_kept_once_within_64_kib_and_kept_when_its_attempt_ends() {
 
 #[test]
 fn a_worker_holds_one_connection_and_makes_about_a_transaction_a_second() {
-    let (db, dir) = setup(&with_pool(
-        "p",
-        r#"
+    let (_cluster, db, dir) = own_server();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            r#"
 [pipelines.busy]
 command = "while :; do echo busy; sleep 0.5; done"
 placement = "worker:p"
 max_runs = 2
 "#,
-    ));
+        ),
+    );
     let role = format!("orca_m_cost_{}", std::process::id());
     hand_made_machine(&db, "p", &role, "pw");
     // Room for one more: its rounds look for runs too.
@@ -302,8 +315,7 @@ max_runs = 2
 
 #[test]
 fn pool_wait_and_pool_next_hold_one_connection_and_poll_once_a_second() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
+    let (_cluster, db, dir) = own_server();
     let login = format!("orca_i_cost_{}", std::process::id());
     let run = instance_setup(&db, &dir, &login, "i-1");
     let run_s = run.to_string();
@@ -348,8 +360,7 @@ fn pool_wait_and_pool_next_hold_one_connection_and_poll_once_a_second() {
 
 #[test]
 fn an_ec2_head_holds_one_connection_while_its_driver_runs() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
+    let (_cluster, db, dir) = own_server();
     let login = format!("orca_i_head_cost_{}", std::process::id());
     let run = serving(
         &db,
@@ -379,8 +390,7 @@ fn an_ec2_head_holds_one_connection_while_its_driver_runs() {
 
 #[test]
 fn an_ec2_worker_holds_one_connection_while_its_service_runs() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
+    let (_cluster, db, dir) = own_server();
     let login = format!("orca_i_wcost_{}", std::process::id());
     let up = dir.path("up");
     let run = serving(
@@ -453,10 +463,7 @@ max_runs = 2
 #[test]
 #[ignore]
 fn wal_figures() {
-    let cluster = Cluster::new("");
-    cluster.start();
-    let db = TestDb::on(&cluster.url());
-    let dir = TempDir::new();
+    let (_cluster, db, dir) = own_server();
     db.register(
         &dir,
         &format!(
