@@ -205,7 +205,9 @@ fn follow_run(
         if until_reader_gone && stdout_reader_gone() {
             return Ok(());
         }
-        let row = match db.run(|c| c.query_opt(sql::RUN_FOLLOW, &[&id, &until_reader_gone, &md5])) {
+        let row = match db.prepared(sql::RUN_FOLLOW, |c, s| {
+            c.query_opt(s, &[&id, &until_reader_gone, &md5])
+        }) {
             Ok(Some(row)) => row,
             Ok(None) => return Err(no(format!("run {id} is gone from the database"))),
             Err(Fault::Refused(r)) => return Err(no(r.to_string())),

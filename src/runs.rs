@@ -332,15 +332,18 @@ impl Outcome {
     }
 
     /// Writes it with `statement` (`sql::RUN_FINISH`, or a worker's
-    /// `sql::WORKER_FINISH`): the run's new state (queued again if a retry of
+    /// `sql::WORKER_FINISH`; its text or prepared): the run's new state (queued again if a retry of
     /// its pipeline's is left), its events, and its alert. Returns the state
     /// the run is in now, or `None` if the attempt was no longer running
     /// (someone else decided already).
-    pub fn write(
+    pub fn write<S>(
         &self,
         client: &mut Client,
-        statement: &str,
-    ) -> Result<Option<RunState>, postgres::Error> {
+        statement: &S,
+    ) -> Result<Option<RunState>, postgres::Error>
+    where
+        S: postgres::ToStatement + ?Sized,
+    {
         let (code, signal) = match self.exit {
             Some(Exit::Code(c)) => (Some(c), None),
             Some(Exit::Signal(s)) => (None, Some(s)),

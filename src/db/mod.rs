@@ -8,7 +8,10 @@
 //!   the database and then gives up with one line naming host and port;
 //! * a long-lived loop keeps a [`Db`], whose [`Db::run`] reconnects on demand
 //!   and reports [`Fault::Down`] while the database can't be reached, logging
-//!   once when an outage starts and once when it ends.
+//!   once when an outage starts and once when it ends. Statements a loop
+//!   makes over and over go through [`Db::prepared`]: parsed once per
+//!   session, each costs one round trip and one transaction, not two.
+//!   Threads of one process that share its one session hold a [`Link`].
 //!
 //! Secrets never leave this module: [`Target::shown`] is `host:port/db`, and
 //! no error built here quotes the URL.
@@ -16,12 +19,13 @@
 pub mod locks;
 pub mod sql;
 
+use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use postgres::Client;
 use postgres::error::SqlState;
+use postgres::{Client, Statement};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
@@ -88,6 +92,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 7,
         name: "codes",
         sql: include_str!("../../sql/migrations/0007_codes.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "rounds",
+        sql: include_str!("../../sql/migrations/0008_rounds.sql"),
     },
 ];
 
@@ -708,6 +717,8 @@ pub struct Db {
     /// The last attempt to connect was refused for good
     /// ([`refuses_for_good`]).
     refusal: Option<Refusal>,
+    /// Statements prepared on this session ([`Db::prepared`]), by their text.
+    statements: HashMap<&'static str, Statement>,
 }
 
 impl Db {
@@ -722,6 +733,7 @@ impl Db {
             calls: 0,
             last_try: None,
             refusal: None,
+            statements: HashMap::new(),
         }
     }
 
@@ -738,6 +750,69 @@ impl Db {
             return Err(Fault::Refused(r.clone()));
         }
         self.exec(f)
+    }
+
+    /// Runs `f` with `sql` prepared on the session: prepared once per
+    /// session, so that a statement made over and over costs one round trip
+    /// and one transaction (a statement sent as text is parsed in a round
+    /// trip, and a transaction, of its own first). Otherwise as [`Db::run`].
+    pub fn prepared<T>(
+        &mut self,
+        sql: &'static str,
+        f: impl FnOnce(&mut Client, &Statement) -> Result<T, postgres::Error>,
+    ) -> Result<T, Fault> {
+        if !self.ensure()
+            && let Some(r) = &self.refusal
+        {
+            return Err(Fault::Refused(r.clone()));
+        }
+        self.exec_prepared(sql, f)
+    }
+
+    /// [`Db::prepared`] only on session number `session` (see
+    /// [`Db::run_fenced`]).
+    pub fn prepared_fenced<T>(
+        &mut self,
+        session: u64,
+        sql: &'static str,
+        f: impl FnOnce(&mut Client, &Statement) -> Result<T, postgres::Error>,
+    ) -> Result<T, Fault> {
+        if self.sessions != session {
+            return Err(Fault::Down);
+        }
+        self.exec_prepared(sql, f)
+    }
+
+    fn exec_prepared<T>(
+        &mut self,
+        sql: &'static str,
+        f: impl FnOnce(&mut Client, &Statement) -> Result<T, postgres::Error>,
+    ) -> Result<T, Fault> {
+        let mut statements = std::mem::take(&mut self.statements);
+        let result = self.exec(|c| {
+            let statement = match statements.get(sql) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = c.prepare(sql)?;
+                    statements.insert(sql, s.clone());
+                    s
+                }
+            };
+            f(c, &statement)
+        });
+        match &result {
+            // A new session prepares its own.
+            Err(Fault::Down) => statements.clear(),
+            // Prepared again next time (a schema changed under it, say).
+            Err(_) => {
+                statements.remove(sql);
+            }
+            Ok(_) => {}
+        }
+        if self.client.is_some() {
+            self.statements = statements;
+        }
+        result
     }
 
     /// Runs `f` only on session number `session` (see [`Db::sessions`]):
@@ -775,6 +850,7 @@ impl Db {
                     }
                     self.last_try = None;
                     self.client = Some(c);
+                    self.statements.clear();
                     self.sessions += 1;
                     if let Some(since) = self.down_since.take() {
                         log::warn!(
@@ -845,6 +921,26 @@ impl Db {
                 self.target.shown
             );
         }
+    }
+}
+
+/// One session that several threads of a process share (a machine's or an
+/// instance's process holds one connection: its main loop and its
+/// heartbeat thread take turns on it, a statement at a time). Never hold
+/// it while waiting on anything but the database.
+#[derive(Clone)]
+pub struct Link(Arc<Mutex<Db>>);
+
+impl Link {
+    /// `db`, to share.
+    pub fn new(db: Db) -> Link {
+        Link(Arc::new(Mutex::new(db)))
+    }
+
+    /// The session, once no other thread has it. (A thread that panicked
+    /// holding it left it as it was: it is used still.)
+    pub fn lock(&self) -> MutexGuard<'_, Db> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -39,9 +39,6 @@ pub const EVENTS_LIST: &str = include_str!("../../sql/events_list.sql");
 /// See `sql/fire.sql`.
 pub const FIRE: &str = include_str!("../../sql/fire.sql");
 
-/// See `sql/heartbeat.sql`.
-pub const HEARTBEAT: &str = include_str!("../../sql/heartbeat.sql");
-
 /// See `sql/instance_add.sql`.
 pub const INSTANCE_ADD: &str = include_str!("../../sql/instance_add.sql");
 
@@ -51,17 +48,14 @@ pub const INSTANCE_CLUSTER: &str = include_str!("../../sql/instance_cluster.sql"
 /// See `sql/instance_hand_over.sql`.
 pub const INSTANCE_HAND_OVER: &str = include_str!("../../sql/instance_hand_over.sql");
 
-/// See `sql/instance_head_beat.sql`.
-pub const INSTANCE_HEAD_BEAT: &str = include_str!("../../sql/instance_head_beat.sql");
-
 /// See `sql/instance_head_finish.sql`.
 pub const INSTANCE_HEAD_FINISH: &str = include_str!("../../sql/instance_head_finish.sql");
 
-/// See `sql/instance_head_output.sql`.
-pub const INSTANCE_HEAD_OUTPUT: &str = include_str!("../../sql/instance_head_output.sql");
-
 /// See `sql/instance_head_requeue.sql`.
 pub const INSTANCE_HEAD_REQUEUE: &str = include_str!("../../sql/instance_head_requeue.sql");
+
+/// See `sql/instance_head_round.sql`.
+pub const INSTANCE_HEAD_ROUND: &str = include_str!("../../sql/instance_head_round.sql");
 
 /// See `sql/instance_idle.sql`.
 pub const INSTANCE_IDLE: &str = include_str!("../../sql/instance_idle.sql");
@@ -162,9 +156,6 @@ pub const MIGRATIONS_TABLE: &str = include_str!("../../sql/migrations_table.sql"
 /// See `sql/next_fire_set.sql`.
 pub const NEXT_FIRE_SET: &str = include_str!("../../sql/next_fire_set.sql");
 
-/// See `sql/output_set.sql`.
-pub const OUTPUT_SET: &str = include_str!("../../sql/output_set.sql");
-
 /// See `sql/pipeline_get.sql`.
 pub const PIPELINE_GET: &str = include_str!("../../sql/pipeline_get.sql");
 
@@ -225,6 +216,9 @@ pub const RUN_STATE: &str = include_str!("../../sql/run_state.sql");
 /// See `sql/run_waits.sql`.
 pub const RUN_WAITS: &str = include_str!("../../sql/run_waits.sql");
 
+/// See `sql/runs_beat.sql`.
+pub const RUNS_BEAT: &str = include_str!("../../sql/runs_beat.sql");
+
 /// See `sql/runs_list.sql`.
 pub const RUNS_LIST: &str = include_str!("../../sql/runs_list.sql");
 
@@ -267,20 +261,14 @@ pub const SWEEP: &str = include_str!("../../sql/sweep.sql");
 /// See `sql/tick_pipelines.sql`.
 pub const TICK_PIPELINES: &str = include_str!("../../sql/tick_pipelines.sql");
 
-/// See `sql/worker_beat.sql`.
-pub const WORKER_BEAT: &str = include_str!("../../sql/worker_beat.sql");
-
-/// See `sql/worker_claim.sql`.
-pub const WORKER_CLAIM: &str = include_str!("../../sql/worker_claim.sql");
-
 /// See `sql/worker_finish.sql`.
 pub const WORKER_FINISH: &str = include_str!("../../sql/worker_finish.sql");
 
 /// See `sql/worker_hello.sql`.
 pub const WORKER_HELLO: &str = include_str!("../../sql/worker_hello.sql");
 
-/// See `sql/worker_output.sql`.
-pub const WORKER_OUTPUT: &str = include_str!("../../sql/worker_output.sql");
-
 /// See `sql/worker_requeue.sql`.
 pub const WORKER_REQUEUE: &str = include_str!("../../sql/worker_requeue.sql");
+
+/// See `sql/worker_round.sql`.
+pub const WORKER_ROUND: &str = include_str!("../../sql/worker_round.sql");

@@ -10,6 +10,9 @@
 //!   wait in memory. Credentials Postgres refuses (revoked: the machine was
 //!   removed) end it at once with [`REVOKED`]: its processes are killed and
 //!   nothing is recorded, since the scheduler has queued its runs again.
+//! * It holds one connection ([`Link`]), which its main loop and its
+//!   heartbeat thread take in turn: its beat rides its claim, one
+//!   transaction a second while it has runs, every 2 s while idle.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Pipeline;
 use crate::db::sql;
-use crate::db::{Db, Fault, Refusal, codes};
+use crate::db::{Db, Fault, Link, Refusal, codes};
 use crate::exit::{Failure, Outcome, REVOKED, bad, no};
 use crate::settings::Timing;
 use crate::supervise::{self, Supervisor};
@@ -111,12 +114,27 @@ fn revoked(sup: &mut Supervisor, machine: &str) -> Outcome {
     Err(Failure::quiet(REVOKED))
 }
 
+/// How often an idle worker (nothing running, nothing claimed at its last
+/// look) beats and looks for runs: every 2 s, or more often when
+/// `ORCA_POOL_LOST_SECONDS` (which the scheduler judges its silence by) is
+/// under 8 s, so that four beats fit in it.
+fn idle_every(lost: f64) -> Duration {
+    Duration::from_secs_f64((lost / 4.0).clamp(0.2, 2.0))
+}
+
 /// Runs the worker of pool `pool` until it is stopped (exit 0) or its
 /// credentials are refused ([`REVOKED`]).
+///
+/// Its one connection carries a round trip each tick while it has runs and
+/// room for more (its beat, its runs' output and its claim:
+/// [`Supervisor::round`]), each second while it is full, and every
+/// [`idle_every`] while idle; an attempt's end is written as soon as it is
+/// known.
 pub fn main(pool: &str) -> Outcome {
     let timing = Timing::from_env().map_err(bad)?;
     let target = crate::machines::boot::own_target("worker").map_err(bad)?;
     let window = crate::settings::seconds("ORCA_WORKER_REFUSED_SECONDS", 60.0).map_err(bad)?;
+    let lost = crate::settings::seconds("ORCA_POOL_LOST_SECONDS", 300.0).map_err(bad)?;
     let mut refusals = Refusals {
         window,
         since: None,
@@ -131,12 +149,13 @@ pub fn main(pool: &str) -> Outcome {
         libc::signal(libc::SIGTERM, handler);
         libc::signal(libc::SIGINT, handler);
     }
-    let mut db = Db::new(target.clone(), "worker");
+    let link = Link::new(Db::new(target.clone(), "worker"));
     let machine = loop {
         if stopping() {
             return Ok(());
         }
-        match db.run(|c| c.query_one(sql::WORKER_HELLO, &[])) {
+        let hello = link.lock().run(|c| c.query_one(sql::WORKER_HELLO, &[]));
+        match hello {
             Ok(row) => {
                 let of: String = row.get("pool");
                 if of != pool {
@@ -161,7 +180,8 @@ pub fn main(pool: &str) -> Outcome {
                 Trouble::Failed(m) => {
                     // Before `orca migrate` there are no orca.worker_*
                     // functions to call: say so rather than what failed.
-                    if matches!(db.run(crate::db::schema_present), Ok(false)) {
+                    let schema = link.lock().run(crate::db::schema_present);
+                    if matches!(schema, Ok(false)) {
                         return Err(no(crate::db::NO_SCHEMA));
                     }
                     return Err(no(m));
@@ -176,31 +196,46 @@ pub fn main(pool: &str) -> Outcome {
         target.shown()
     );
     let mut sup = Supervisor::new(
-        target,
+        link.clone(),
         format!("the worker on machine {}", machine.name),
         timing.kill_grace,
         &supervise::WORKER,
     );
     let tick = Duration::from_secs_f64(timing.tick);
+    let beat = Duration::from_secs_f64(supervise::BEAT_SECONDS);
+    let idle = idle_every(lost);
     let mut said = String::new();
+    // Whether its last round trip claimed a run.
+    let mut took = false;
     loop {
         let began = Instant::now();
         if stopping() {
-            let left = sup.stop_all(&mut db, timing.stop_grace, timing.stale);
+            let left = sup.stop_all(timing.stop_grace, timing.stale);
             if left > 0 {
                 log::warn!("{left} run ends could not be written; the scheduler queues them again");
             }
             return Ok(());
         }
         sup.reap();
-        sup.enforce(&mut db);
-        sup.flush(&mut db);
+        sup.enforce();
+        sup.flush();
         let room = machine.slots as i64 - (sup.running() + sup.pending()) as i64;
-        if room > 0 {
-            match db.run(|c| c.query(sql::WORKER_CLAIM, &[&(room as i32)])) {
+        let resting = sup.idle() && !took;
+        sup.pace(if resting { idle } else { beat });
+        // While it has runs and room for more, it looks for runs each tick
+        // (as often as it always did), but for the tick right after the
+        // heartbeat thread beat in its stead (a late tick) when its last look
+        // found nothing; otherwise on the tick a beat is due.
+        let every = if resting { idle } else { beat };
+        let since = sup.since_beat();
+        let looks = room > 0 && !resting && (took || since.is_none_or(|t| t >= tick / 2));
+        let due = looks || since.is_none_or(|t| t + tick / 2 >= every);
+        if due {
+            match sup.round(room.clamp(0, i32::MAX as i64) as i32) {
                 Ok(rows) => {
                     said.clear();
                     refusals.since = None;
+                    took = !rows.is_empty();
                     for row in rows {
                         let id: i64 = row.get("id");
                         let start: i32 = row.get("start");
@@ -233,25 +268,43 @@ pub fn main(pool: &str) -> Outcome {
                     Trouble::Away => {}
                     Trouble::Failed(m) => {
                         if m != said {
-                            log::error!("claim: {m}");
+                            log::error!("round: {m}");
                             said = m;
                         }
                     }
                 },
             }
-        } else if !db.ensure() {
-            if let Some(Trouble::Refused { why, definite }) = db.refusal().and_then(refused)
-                && refusals.give_up(&why, definite)
-            {
-                return revoked(&mut sup, &machine.name);
-            }
         } else {
-            refusals.since = None;
+            let mut db = link.lock();
+            if !db.ensure() {
+                let refusal = db.refusal().and_then(refused);
+                drop(db);
+                if let Some(Trouble::Refused { why, definite }) = refusal
+                    && refusals.give_up(&why, definite)
+                {
+                    return revoked(&mut sup, &machine.name);
+                }
+            } else {
+                refusals.since = None;
+            }
         }
         sup.publish();
         let next = began + tick;
         while Instant::now() < next && !stopping() {
             std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_worker_beats_four_times_within_the_lost_limit_at_most_every_2_s() {
+        assert_eq!(idle_every(300.0), Duration::from_secs(2));
+        assert_eq!(idle_every(8.0), Duration::from_secs(2));
+        assert_eq!(idle_every(3.0), Duration::from_secs_f64(0.75));
+        assert_eq!(idle_every(0.1), Duration::from_secs_f64(0.2));
     }
 }

@@ -1,15 +1,17 @@
 //! Alerts: a JSON POST to a pipeline's `alert` URL when a run fails for good.
 //!
 //! The final failure and its alert are written in one statement (the outbox,
-//! `orca.alerts`), so no alert is lost to a crash. This thread, with its own
-//! connection, sends what is due: an attempt that fails is tried again with a
-//! doubling backoff, up to [`MAX_ATTEMPTS`]; the tick never waits on it.
+//! `orca.alerts`), so no alert is lost to a crash. This thread, on the
+//! connection the scheduler's heartbeat shares (taken a statement at a
+//! time, never while a webhook is being sent), sends what is due: an
+//! attempt that fails is tried again with a doubling backoff, up to
+//! [`MAX_ATTEMPTS`]; the tick never waits on it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::db::Db;
+use crate::db::Link;
 use crate::db::sql;
 
 /// How many times an alert is tried before orca gives up on it.
@@ -17,13 +19,14 @@ pub const MAX_ATTEMPTS: i32 = 10;
 
 /// Sends due alerts every second, while `leads` (alerts are the leader's to
 /// send), until `done` is set.
-pub fn run(mut db: Db, leads: Arc<AtomicBool>, done: Arc<AtomicBool>) {
+pub fn run(db: Link, leads: Arc<AtomicBool>, done: Arc<AtomicBool>) {
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(10))
         .build();
     while !done.load(Ordering::SeqCst) {
         let rows = if leads.load(Ordering::SeqCst) {
-            db.run(|c| c.query(sql::ALERTS_CLAIM, &[]))
+            db.lock()
+                .prepared(sql::ALERTS_CLAIM, |c, s| c.query(s, &[]))
         } else {
             Ok(Vec::new())
         };
@@ -41,7 +44,9 @@ pub fn run(mut db: Db, leads: Arc<AtomicBool>, done: Arc<AtomicBool>) {
                     .set("Content-Type", "application/json")
                     .send_string(&body.to_string());
                 let outcome = match result {
-                    Ok(_) => db.run(|c| c.execute(sql::ALERT_SENT, &[&id, &shown])),
+                    Ok(_) => db
+                        .lock()
+                        .run(|c| c.execute(sql::ALERT_SENT, &[&id, &shown])),
                     Err(e) => {
                         let why = match e {
                             ureq::Error::Status(code, _) => {
@@ -52,7 +57,8 @@ pub fn run(mut db: Db, leads: Arc<AtomicBool>, done: Arc<AtomicBool>) {
                             }
                         };
                         log::warn!("alert {id}: {why}");
-                        db.run(|c| c.execute(sql::ALERT_FAILED, &[&id, &why, &MAX_ATTEMPTS]))
+                        db.lock()
+                            .run(|c| c.execute(sql::ALERT_FAILED, &[&id, &why, &MAX_ATTEMPTS]))
                     }
                 };
                 if let Err(e) = outcome {

@@ -1,5 +1,6 @@
-//! `orca scheduler`: the tick loop on the main thread, a heartbeat thread and
-//! an alert thread, each with a connection of its own.
+//! `orca scheduler`: the tick loop on the main thread, on a connection of
+//! its own (the one that holds the lead), and a heartbeat thread and an
+//! alert thread sharing a second (with the ends of its runs).
 //!
 //! Every tick the scheduler reaps its children and writes their outcomes
 //! (kept in memory until they land, so an outage loses none), enforces
@@ -41,7 +42,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::{self, Pipeline};
 use crate::db::sql;
-use crate::db::{self, Db, Fault, Target};
+use crate::db::{self, Db, Fault, Link, Target};
 use crate::exit::{self, Failure, Outcome, bad, no};
 use crate::lead::hold::{Instance, Leadership, Supervised};
 use crate::lead::lock;
@@ -246,8 +247,11 @@ fn run(
     instance: Option<Instance>,
     register: Option<config::Config>,
 ) -> i32 {
+    // The second connection: its runs' beats and ends, and alerts. (The
+    // first is the tick's, which may stall; beats must not.)
+    let side = Link::new(Db::new(target, "heartbeat"));
     let sup = Supervisor::new(
-        target.clone(),
+        side.clone(),
         format!("the scheduler on {host}"),
         timing.kill_grace,
         &supervise::SCHEDULER,
@@ -257,7 +261,7 @@ fn run(
     let alert_thread = {
         let done = alert_done.clone();
         let leads = leads_now.clone();
-        let db = Db::new(target, "alerts");
+        let db = side;
         std::thread::Builder::new()
             .name("alerts".into())
             .spawn(move || crate::scheduler::alerts::run(db, leads, done))
@@ -334,8 +338,8 @@ impl Scheduler {
     fn tick(&mut self) {
         let began = Instant::now();
         self.sup.reap();
-        self.sup.enforce(&mut self.db);
-        self.sup.flush(&mut self.db);
+        self.sup.enforce();
+        self.sup.flush();
         let ours = self.sup.ours();
         let sup = Supervised {
             ours: &ours,
@@ -423,7 +427,7 @@ impl Scheduler {
     fn pipelines(&mut self, session: u64) -> Result<(Option<DateTime<Utc>>, Views), Fault> {
         let rows = self
             .db
-            .run_fenced(session, |c| c.query(sql::TICK_PIPELINES, &[]))?;
+            .prepared_fenced(session, sql::TICK_PIPELINES, |c, s| c.query(s, &[]))?;
         let mut now: Option<DateTime<Utc>> = None;
         let mut pipelines = HashMap::new();
         for row in &rows {
@@ -473,9 +477,7 @@ impl Scheduler {
         self.stop_sensors();
         // What can't be written within a stale limit is left to the sweep
         // (its heartbeat goes stale once this process is gone).
-        let left = self
-            .sup
-            .stop_all(&mut self.db, self.timing.stop_grace, self.timing.stale);
+        let left = self.sup.stop_all(self.timing.stop_grace, self.timing.stale);
         if left > 0 {
             log::warn!(
                 "{left} run ends could not be written; the next scheduler queues them again"

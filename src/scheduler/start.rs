@@ -79,11 +79,8 @@ impl Scheduler {
         } else {
             self.host.clone()
         };
-        let rows = match self.db.run_fenced(session, |c| {
-            c.query(
-                sql::STARTABLE,
-                &[&placement.placement().as_text(), &STARTS_PER_TICK],
-            )
+        let rows = match self.db.prepared_fenced(session, sql::STARTABLE, |c, s| {
+            c.query(s, &[&placement.placement().as_text(), &STARTS_PER_TICK])
         }) {
             Ok(rows) => rows,
             Err(e) => return e.complain(),
@@ -98,11 +95,8 @@ impl Scheduler {
             let Some(View { p, .. }) = pipelines.get(&name) else {
                 continue;
             };
-            let start: i32 = match self.db.run_fenced(session, |c| {
-                c.query_opt(
-                    sql::RUN_START,
-                    &[&id, &host, &self.lead.instance.as_ref().map(|i| i.id)],
-                )
+            let start: i32 = match self.db.prepared_fenced(session, sql::RUN_START, |c, s| {
+                c.query_opt(s, &[&id, &host, &self.lead.instance.as_ref().map(|i| i.id)])
             }) {
                 Ok(Some(row)) => row.get("start"),
                 Ok(None) => continue,

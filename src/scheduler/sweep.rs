@@ -65,8 +65,8 @@ impl Scheduler {
             SweepStep::TooSoon => {}
             SweepStep::Sweep => {
                 let ours = self.sup.ours();
-                match self.db.run_fenced(session, |c| {
-                    c.query(sql::SWEEP, &[&self.timing.stale, &ours])
+                match self.db.prepared_fenced(session, sql::SWEEP, |c, s| {
+                    c.query(s, &[&self.timing.stale, &ours])
                 }) {
                     Ok(rows) => {
                         for r in rows {

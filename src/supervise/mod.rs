@@ -1,7 +1,17 @@
 //! Supervising runs' processes, for the scheduler and the pool worker alike:
 //! spawn under the shim, reap, enforce timeouts and cancels, beat the
-//! attempts from a heartbeat thread, and write each attempt's end, keeping
-//! it in memory until it lands (an outage loses none).
+//! attempts, append their output, and write each attempt's end, keeping it
+//! in memory until it lands (an outage loses none).
+//!
+//! A supervisor writes on one connection its process shares ([`Link`]): a
+//! machine's or an instance's process holds no other. Every beat is one
+//! statement, one round trip and one transaction, carrying the output each
+//! attempt printed since the last ([`appends`]); a worker's beat claims its
+//! next runs too ([`Supervisor::round`], on its main loop). The heartbeat
+//! thread beats whenever a beat is due: every second when the main loop
+//! doesn't beat, and when it does (a worker's), in its stead once none has
+//! landed for a beat and a half, so that a main loop stalled (in a slow
+//! spawn, say) or whose rounds fail doesn't leave live attempts unbeaten.
 //!
 //! Invariants:
 //! * An attempt's end is written only if the run is still `running` at that
@@ -16,6 +26,9 @@
 //! * What the scheduler and a worker write differs only in the statements
 //!   ([`Recorder`]): a worker's go through the `orca.worker_*` functions its
 //!   credentials may execute.
+//! * An attempt's output is appended from where the last append that
+//!   landed ended, so a lost answer sends the same bytes again (the
+//!   database keeps them once); its end carries its whole tail.
 
 pub mod child;
 
@@ -24,19 +37,36 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use postgres::Row;
+
 use crate::config::Pipeline;
 use crate::db::sql;
-use crate::db::{Db, Fault, Target};
+use crate::db::{Db, Fault, Link};
 use crate::runs::{Exit, Outcome, RunState};
-use crate::supervise::child::{Child, Tail};
+use crate::supervise::child::{Child, TAIL_BYTES, Tail};
+
+/// How often attempts are beaten: a beat a second.
+pub const BEAT_SECONDS: f64 = 1.0;
+
+/// What an attempt printed since its last append is appended at its next
+/// beat when it is at most this much (a run printing less a second has its
+/// output in the database within a second of printing it)...
+const APPEND_AT_ONCE: u64 = 16 * 1024;
+
+/// ... and otherwise once this long has passed since its last append (its
+/// last 64 KiB at most): a chatty run costs the database at most about
+/// 16 KiB a second, however much it prints.
+const APPEND_EVERY_SECONDS: f64 = 4.0;
 
 /// The statements a supervisor writes with, by who it is.
 pub struct Recorder {
-    /// Beats attempts (`$1` ids, `$2` starts, `$3` pids); returns `(id, cancel)`
-    /// for those still running at their start.
-    pub heartbeat: &'static str,
-    /// Sets an attempt's output tail (`$1`, `$2`, `$3`).
-    pub output: &'static str,
+    /// Beats attempts and appends their output, in one statement: `$1` ids,
+    /// `$2` starts, `$3` pids; `$4` to `$7` the appends (ids, starts, where
+    /// each begins in its attempt's output, the bytes); with `claims`, `$8`
+    /// how many runs to claim. Returns `(id, cancel)` for the attempts still
+    /// running at their start; with `claims`, `claimed` too, true on a run
+    /// claimed (`id`, `start`, `pipeline`, `args`, `spec`).
+    pub beat: &'static str,
     /// Writes an attempt's end (see [`Outcome::write`]).
     pub finish: &'static str,
     /// Queues a stopped attempt again (`$1`, `$2`, `$3` why, `$4` output).
@@ -46,37 +76,40 @@ pub struct Recorder {
     /// Whether it beats with nothing running (a worker's beat also says its
     /// machine is alive).
     pub beat_idle: bool,
+    /// Whether its beat claims runs too: the main loop beats
+    /// ([`Supervisor::round`]), the heartbeat thread only when it is late.
+    pub claims: bool,
 }
 
 /// The scheduler's statements.
 pub const SCHEDULER: Recorder = Recorder {
-    heartbeat: sql::HEARTBEAT,
-    output: sql::OUTPUT_SET,
+    beat: sql::RUNS_BEAT,
     finish: sql::RUN_FINISH,
     requeue: sql::RUN_REQUEUE,
     events: true,
     beat_idle: false,
+    claims: false,
 };
 
 /// A pool worker's statements: the functions its credentials may execute.
 pub const WORKER: Recorder = Recorder {
-    heartbeat: sql::WORKER_BEAT,
-    output: sql::WORKER_OUTPUT,
+    beat: sql::WORKER_ROUND,
     finish: sql::WORKER_FINISH,
     requeue: sql::WORKER_REQUEUE,
     events: false,
     beat_idle: true,
+    claims: true,
 };
 
 /// An EC2 run's head's statements: the functions its instance's
 /// credentials may execute for the run it heads.
 pub const HEAD: Recorder = Recorder {
-    heartbeat: sql::INSTANCE_HEAD_BEAT,
-    output: sql::INSTANCE_HEAD_OUTPUT,
+    beat: sql::INSTANCE_HEAD_ROUND,
     finish: sql::INSTANCE_HEAD_FINISH,
     requeue: sql::INSTANCE_HEAD_REQUEUE,
     events: false,
     beat_idle: false,
+    claims: false,
 };
 
 /// Why a process is being stopped.
@@ -124,8 +157,25 @@ struct Watch {
     termed: Option<(Instant, bool)>,
 }
 
+/// How far an attempt's output has been appended.
+#[derive(Clone, Copy)]
+struct Written {
+    /// Where the last append that landed ended in its output stream.
+    upto: u64,
+    /// When it landed.
+    at: Instant,
+}
+
+/// What a beat appends to one attempt's output.
+struct Append {
+    id: i64,
+    start: i32,
+    /// Where `bytes` begin in its output stream.
+    at: u64,
+    bytes: Vec<u8>,
+}
+
 /// What the main thread, the heartbeat thread and the watchdog share.
-#[derive(Default)]
 struct Shared {
     beats: Vec<Beat>,
     /// Attempts with a timeout whose shims are not reaped yet.
@@ -134,6 +184,27 @@ struct Shared {
     /// Attempts the heartbeat found no longer running at their start.
     lost: HashSet<(i64, i32)>,
     done: bool,
+    /// How far each attempt's output has been appended.
+    written: HashMap<(i64, i32), Written>,
+    /// When a beat last landed, made by either thread.
+    beaten: Option<Instant>,
+    /// How often beats are due now.
+    every: Duration,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            beats: Vec::new(),
+            watches: Vec::new(),
+            cancels: HashSet::new(),
+            lost: HashSet::new(),
+            done: false,
+            written: HashMap::new(),
+            beaten: None,
+            every: Duration::from_secs_f64(BEAT_SECONDS),
+        }
+    }
 }
 
 /// An end that could not be written yet: kept until it lands.
@@ -181,6 +252,8 @@ pub struct Supervisor {
     running: Vec<Supervised>,
     pending: Vec<Pending>,
     shared: Arc<Mutex<Shared>>,
+    /// The connection it writes on, which its heartbeat thread shares.
+    link: Link,
     beat_thread: Option<JoinHandle<()>>,
     watchdog: Option<JoinHandle<()>>,
     kill_grace: f64,
@@ -190,16 +263,16 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    /// A supervisor writing with `rec`, whose heartbeat thread reaches the
-    /// database at `target` on a connection of its own.
-    pub fn new(target: Target, who: String, kill_grace: f64, rec: &'static Recorder) -> Self {
+    /// A supervisor writing with `rec` on `link`, which its heartbeat thread
+    /// shares (and so may the rest of its process).
+    pub fn new(link: Link, who: String, kill_grace: f64, rec: &'static Recorder) -> Self {
         let shared = Arc::new(Mutex::new(Shared::default()));
         let beat_thread = {
             let shared = shared.clone();
-            let db = Db::new(target, "heartbeat");
+            let link = link.clone();
             std::thread::Builder::new()
                 .name("heartbeat".into())
-                .spawn(move || heartbeat_loop(db, shared, rec))
+                .spawn(move || heartbeat_loop(link, shared, rec))
                 .expect("spawn heartbeat thread")
         };
         let watchdog = {
@@ -215,12 +288,39 @@ impl Supervisor {
             running: Vec::new(),
             pending: Vec::new(),
             shared,
+            link,
             beat_thread: Some(beat_thread),
             watchdog: Some(watchdog),
             kill_grace,
             who,
             rec,
         }
+    }
+
+    /// A worker's round trip ([`Recorder::claims`]): beats its attempts,
+    /// appends their output and claims up to `room` runs, in one statement.
+    /// Returns the rows of the runs claimed (`id`, `start`, `pipeline`,
+    /// `args`, `spec`).
+    pub fn round(&mut self, room: i32) -> Result<Vec<Row>, Fault> {
+        self.publish();
+        let mut db = self.link.lock();
+        beat(&mut db, &self.shared, self.rec, room.max(0))
+    }
+
+    /// How often beats are due from now on (a worker's main loop beats
+    /// less often while idle); the heartbeat thread beats in its stead once
+    /// one is late.
+    pub fn pace(&self, every: Duration) {
+        self.shared.lock().expect("shared").every = every;
+    }
+
+    /// How long ago a beat last landed (`None`: none yet).
+    pub fn since_beat(&self) -> Option<Duration> {
+        self.shared
+            .lock()
+            .expect("shared")
+            .beaten
+            .map(|t| t.elapsed())
     }
 
     /// How many processes run now.
@@ -392,7 +492,7 @@ impl Supervisor {
     /// its shim (a lost one: at once). Never waits: the shims' ends are
     /// reaped by [`Supervisor::reap`], and a shim that doesn't end in time
     /// gets its group SIGKILLed by a later call.
-    pub fn enforce(&mut self, db: &mut Db) {
+    pub fn enforce(&mut self) {
         let (cancels, lost) = {
             let mut shared = self.shared.lock().expect("shared");
             (
@@ -460,12 +560,20 @@ impl Supervisor {
                 self.kill_grace
             );
             // Informational: the run's end says "timed out" in any case.
-            let _ = db.run(|c| c.execute(sql::EVENT_ADD, &[&id, &pipeline, &"timed out", &why]));
+            let _ = self
+                .link
+                .lock()
+                .run(|c| c.execute(sql::EVENT_ADD, &[&id, &pipeline, &"timed out", &why]));
         }
     }
 
     /// Writes pending ends; what can't be written now stays pending.
-    pub fn flush(&mut self, db: &mut Db) {
+    pub fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let link = self.link.clone();
+        let mut db = link.lock();
         let mut left = Vec::new();
         let mut down = false;
         for p in std::mem::take(&mut self.pending) {
@@ -474,29 +582,34 @@ impl Supervisor {
                 continue;
             }
             let result = match &p {
-                Pending::Finish(o) => db.run(|c| o.write(c, self.rec.finish)).map(|state| {
-                    match state {
-                        Some(state) => log::info!(
-                            "run {} attempt {}: {} ({}) -> {state}",
-                            o.id,
-                            o.start,
-                            o.state,
-                            o.why
-                        ),
-                        None => log::warn!(
-                            "run {} attempt {}: was no longer running; outcome dropped",
-                            o.id,
-                            o.start
-                        ),
-                    };
-                }),
+                Pending::Finish(o) => {
+                    db.prepared(self.rec.finish, |c, s| o.write(c, s))
+                        .map(|state| {
+                            match state {
+                                Some(state) => log::info!(
+                                    "run {} attempt {}: {} ({}) -> {state}",
+                                    o.id,
+                                    o.start,
+                                    o.state,
+                                    o.why
+                                ),
+                                None => log::warn!(
+                                    "run {} attempt {}: was no longer running; outcome dropped",
+                                    o.id,
+                                    o.start
+                                ),
+                            };
+                        })
+                }
                 Pending::Requeue {
                     id,
                     start,
                     why,
                     output,
                 } => db
-                    .run(|c| c.query_one(self.rec.requeue, &[id, start, why, output]))
+                    .prepared(self.rec.requeue, |c, s| {
+                        c.query_one(s, &[id, start, why, output])
+                    })
                     .map(|_| ()),
             };
             match result {
@@ -563,10 +676,10 @@ impl Supervisor {
     /// left (everything each command started, through its shim), and queue
     /// their runs again; then write what is pending, giving an outage up to
     /// `outage` seconds. Returns how many ends were not written.
-    pub fn stop_all(&mut self, db: &mut Db, grace: f64, outage: f64) -> usize {
+    pub fn stop_all(&mut self, grace: f64, outage: f64) -> usize {
         // Runs that ended before the signal keep their real outcome.
         self.reap();
-        self.flush(db);
+        self.flush();
         log::info!(
             "stopping: SIGTERM to {}, waiting up to {grace}s",
             crate::plural::count(self.running.len() as i64, "run"),
@@ -591,7 +704,7 @@ impl Supervisor {
         }
         let deadline = Instant::now() + Duration::from_secs_f64(outage);
         loop {
-            self.flush(db);
+            self.flush();
             self.publish();
             if self.pending.is_empty() || Instant::now() >= deadline {
                 break;
@@ -672,68 +785,169 @@ fn watchdog_loop(shared: Arc<Mutex<Shared>>, grace: Duration) {
     }
 }
 
-/// The heartbeat thread: every second, beats the attempts the main thread
-/// supervises, collects cancel requests and lost attempts, and writes output
-/// tails that grew.
-fn heartbeat_loop(mut db: Db, shared: Arc<Mutex<Shared>>, rec: &'static Recorder) {
-    let mut written: HashMap<(i64, i32), u64> = HashMap::new();
+/// The appends due in a beat at `now`, given how far each attempt's output
+/// was appended: for each attempt whose process runs, what it printed
+/// since; at once if that is at most [`APPEND_AT_ONCE`] or nothing was
+/// appended yet, else once [`APPEND_EVERY_SECONDS`] have passed since the
+/// last append (only the last 64 KiB of it is kept anyway).
+fn appends(beats: &[Beat], written: &HashMap<(i64, i32), Written>, now: Instant) -> Vec<Append> {
+    let wait = Duration::from_secs_f64(APPEND_EVERY_SECONDS);
+    let mut out = Vec::new();
+    for b in beats.iter().filter(|b| b.pid != 0) {
+        let last = written.get(&(b.id, b.start));
+        let upto = last.map_or(0, |w| w.upto);
+        let new = b.tail.total().saturating_sub(upto);
+        if new == 0 {
+            continue;
+        }
+        if new > APPEND_AT_ONCE && last.is_some_and(|w| now.duration_since(w.at) < wait) {
+            continue;
+        }
+        let (at, bytes) = b.tail.since(upto);
+        debug_assert!(bytes.len() <= TAIL_BYTES);
+        out.push(Append {
+            id: b.id,
+            start: b.start,
+            at,
+            bytes,
+        });
+    }
+    out
+}
+
+/// One beat, on `db`, of the attempts `shared` holds, with what they
+/// printed since (and `room` runs claimed, a worker's round): cancels and
+/// lost attempts go back to the main thread, appends that landed are
+/// remembered. Returns the rows of the runs claimed.
+fn beat(db: &mut Db, shared: &Mutex<Shared>, rec: &Recorder, room: i32) -> Result<Vec<Row>, Fault> {
+    let now = Instant::now();
+    let (beats, appends) = {
+        let s = shared.lock().expect("shared");
+        (s.beats.clone(), appends(&s.beats, &s.written, now))
+    };
+    if !rec.beat_idle && beats.is_empty() && room == 0 {
+        shared.lock().expect("shared").beaten = Some(now);
+        return Ok(Vec::new());
+    }
+    let ids: Vec<i64> = beats.iter().map(|b| b.id).collect();
+    let starts: Vec<i32> = beats.iter().map(|b| b.start).collect();
+    let pids: Vec<i32> = beats.iter().map(|b| b.pid).collect();
+    let out_ids: Vec<i64> = appends.iter().map(|a| a.id).collect();
+    let out_starts: Vec<i32> = appends.iter().map(|a| a.start).collect();
+    let out_at: Vec<i64> = appends
+        .iter()
+        .map(|a| i64::try_from(a.at).unwrap_or(i64::MAX))
+        .collect();
+    let out_bytes: Vec<&[u8]> = appends.iter().map(|a| a.bytes.as_slice()).collect();
+    let rows = db.prepared(rec.beat, |c, statement| {
+        if rec.claims {
+            c.query(
+                statement,
+                &[
+                    &ids,
+                    &starts,
+                    &pids,
+                    &out_ids,
+                    &out_starts,
+                    &out_at,
+                    &out_bytes,
+                    &room,
+                ],
+            )
+        } else {
+            c.query(
+                statement,
+                &[
+                    &ids,
+                    &starts,
+                    &pids,
+                    &out_ids,
+                    &out_starts,
+                    &out_at,
+                    &out_bytes,
+                ],
+            )
+        }
+    })?;
+    let mut claimed = Vec::new();
+    let mut cancels = Vec::new();
+    let mut beaten = HashSet::new();
+    for r in rows {
+        if rec.claims && r.get::<_, bool>("claimed") {
+            claimed.push(r);
+            continue;
+        }
+        let id: i64 = r.get("id");
+        beaten.insert(id);
+        if r.get::<_, bool>("cancel")
+            && let Some(b) = beats.iter().find(|b| b.id == id)
+        {
+            cancels.push((id, b.start));
+        }
+    }
+    // A process whose attempt is no longer running at its start (queued
+    // again and started elsewhere): the main thread kills it.
+    let lost = beats
+        .iter()
+        .filter(|b| b.pid != 0 && !beaten.contains(&b.id))
+        .map(|b| (b.id, b.start));
+    let mut s = shared.lock().expect("shared");
+    s.beaten = Some(now);
+    s.cancels.extend(cancels);
+    s.lost.extend(lost);
+    for a in appends.iter().filter(|a| beaten.contains(&a.id)) {
+        let upto = a.at + a.bytes.len() as u64;
+        s.written.insert((a.id, a.start), Written { upto, at: now });
+    }
+    let live: HashSet<(i64, i32)> = s.beats.iter().map(|b| (b.id, b.start)).collect();
+    s.written.retain(|k, _| live.contains(k));
+    Ok(claimed)
+}
+
+/// The heartbeat thread: beats the attempts the main thread supervises
+/// whenever a beat is due (every second; when the main loop beats itself,
+/// a worker's, only once none has landed for a beat and a half: its main
+/// loop stalled, or its rounds fail), which collects cancel requests and
+/// lost attempts and appends their output. It tries at most once a beat.
+fn heartbeat_loop(link: Link, shared: Arc<Mutex<Shared>>, rec: &'static Recorder) {
+    let late = |s: &Shared| {
+        let after = if rec.claims {
+            s.every + s.every / 2
+        } else {
+            s.every
+        };
+        s.beaten.is_none_or(|t| t.elapsed() >= after)
+    };
+    let mut tried: Option<Instant> = None;
+    let mut looked = Instant::now();
     loop {
-        let beats = {
+        std::thread::sleep(Duration::from_millis(50));
+        let (due, every) = {
             let s = shared.lock().expect("shared");
             if s.done {
                 return;
             }
-            s.beats.clone()
+            let any = rec.beat_idle || !s.beats.is_empty();
+            (any && late(&s), s.every)
         };
-        // Reconnect even with nothing to beat, so an outage's end is seen
-        // (and logged) when it ends, not when the next run starts.
-        if db.ensure() && (rec.beat_idle || !beats.is_empty()) {
-            let ids: Vec<i64> = beats.iter().map(|b| b.id).collect();
-            let starts: Vec<i32> = beats.iter().map(|b| b.start).collect();
-            let pids: Vec<i32> = beats.iter().map(|b| b.pid).collect();
-            if let Ok(rows) = db.run(|c| c.query(rec.heartbeat, &[&ids, &starts, &pids])) {
-                let mut cancels = Vec::new();
-                let mut beaten = HashSet::new();
-                for r in rows {
-                    let id: i64 = r.get("id");
-                    beaten.insert(id);
-                    if r.get::<_, bool>("cancel")
-                        && let Some(b) = beats.iter().find(|b| b.id == id)
-                    {
-                        cancels.push((id, b.start));
-                    }
+        if due && tried.is_none_or(|t| t.elapsed() >= every) {
+            let mut db = link.lock();
+            // The main loop may have beaten meanwhile, holding the connection.
+            if late(&shared.lock().expect("shared")) {
+                tried = Some(Instant::now());
+                if rec.claims {
+                    log::debug!("no beat landed for a beat and a half: beating");
                 }
-                // A process whose attempt is no longer running at its start
-                // (queued again and started elsewhere): the main thread kills it.
-                let lost = beats
-                    .iter()
-                    .filter(|b| b.pid != 0 && !beaten.contains(&b.id))
-                    .map(|b| (b.id, b.start));
-                let mut shared = shared.lock().expect("shared");
-                shared.cancels.extend(cancels);
-                shared.lost.extend(lost);
-            }
-            for b in &beats {
-                let generation = b.tail.generation();
-                if generation == 0 || written.get(&(b.id, b.start)) == Some(&generation) {
-                    continue;
-                }
-                let out = b.tail.snapshot();
-                if db
-                    .run(|c| c.execute(rec.output, &[&b.id, &b.start, &out]))
-                    .is_ok()
-                {
-                    written.insert((b.id, b.start), generation);
+                if db.ensure() {
+                    let _ = beat(&mut db, &shared, rec, 0);
                 }
             }
-            written.retain(|k, _| beats.iter().any(|b| (b.id, b.start) == *k));
-        }
-        let until = Instant::now() + Duration::from_secs(1);
-        while Instant::now() < until {
-            if shared.lock().expect("shared").done {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+            looked = Instant::now();
+        } else if looked.elapsed() >= Duration::from_secs_f64(BEAT_SECONDS) {
+            // Reconnect even with nothing to beat, so an outage's end is
+            // seen (and logged) when it ends, not when the next run starts.
+            link.lock().ensure();
+            looked = Instant::now();
         }
     }
 }
@@ -741,6 +955,66 @@ fn heartbeat_loop(mut db: Db, shared: Arc<Mutex<Shared>>, rec: &'static Recorder
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn beating(id: i64, pid: i32, printed: &[u8]) -> Beat {
+        let tail = Arc::new(Tail::default());
+        tail.push(printed);
+        Beat {
+            id,
+            start: 1,
+            pid,
+            tail,
+        }
+    }
+
+    #[test]
+    fn output_is_appended_from_where_the_last_append_ended() {
+        let now = Instant::now();
+        let mut written = HashMap::new();
+        let beats = [
+            beating(1, 7, b"hello world"),
+            beating(2, 8, b"quiet"),
+            beating(3, 0, b"ended: its end carries it"),
+        ];
+        // Nothing appended yet: everything; an ended process: nothing.
+        let first = appends(&beats, &written, now);
+        let got: Vec<(i64, u64, &[u8])> = first
+            .iter()
+            .map(|a| (a.id, a.at, a.bytes.as_slice()))
+            .collect();
+        assert_eq!(got, [(1, 0, &b"hello world"[..]), (2, 0, &b"quiet"[..])]);
+        // Appended up to byte 6 of 1 and all of 2: the rest of 1 only.
+        written.insert((1, 1), Written { upto: 6, at: now });
+        written.insert((2, 1), Written { upto: 5, at: now });
+        let next = appends(&beats, &written, now);
+        assert_eq!(next.len(), 1);
+        assert_eq!((next[0].id, next[0].at), (1, 6));
+        assert_eq!(next[0].bytes, b"world");
+    }
+
+    #[test]
+    fn a_chatty_attempt_s_output_is_appended_every_few_seconds_its_last_64_kib() {
+        let now = Instant::now();
+        let chatty = [beating(1, 7, &vec![b'x'; 200 * 1024])];
+        let mut written = HashMap::new();
+        written.insert((1, 1), Written { upto: 10, at: now });
+        // Much more than a beat's worth since an append a moment ago: later.
+        assert!(appends(&chatty, &written, now).is_empty());
+        let later = now + Duration::from_secs_f64(APPEND_EVERY_SECONDS);
+        let due = appends(&chatty, &written, later);
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].at, (200 - 64) * 1024);
+        assert_eq!(due[0].bytes.len(), TAIL_BYTES);
+        // A beat's worth is appended at once, however recent the last.
+        written.insert(
+            (1, 1),
+            Written {
+                upto: 200 * 1024 - 100,
+                at: now,
+            },
+        );
+        assert_eq!(appends(&chatty, &written, now)[0].bytes.len(), 100);
+    }
 
     #[test]
     fn an_attempt_is_named_in_words_in_log_lines() {

@@ -16,6 +16,9 @@
 //! Invariants:
 //! * Neither exits because the database can't be reached: each retries every
 //!   second, for as long as it takes (`pool-next` still ends at its deadline).
+//! * Each command holds one connection, and its every-second statement is
+//!   prepared once: one transaction a second (`ec2-serve`'s head shares its
+//!   connection with its heartbeat thread, whose beats carry its output).
 //! * `pool-next` marks the served row `idle` before it polls (the script runs
 //!   it only once the instance's work has stopped), and prints `next …` only
 //!   after the new row is `joined`.
@@ -25,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{Command, Pipeline};
 use crate::db::sql;
-use crate::db::{Db, Fault};
+use crate::db::{Db, Fault, Link};
 use crate::exit::{Failure, Outcome, bad, no};
 use crate::settings::Timing;
 use crate::supervise::child::Child;
@@ -98,7 +101,9 @@ pub fn pool_wait(instance: &str, run: i64, start: i32) -> Outcome {
     let mut db = db("pool-wait")?;
     let mut said = String::new();
     loop {
-        match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
+        match db.prepared(sql::INSTANCE_RUN_OVER, |c, s| {
+            c.query_one(s, &[&instance, &run, &start])
+        }) {
             Ok(row) if row.get::<_, bool>("over") => return Ok(()),
             Ok(_) => {}
             Err(e) if revoked(&e) => {
@@ -147,16 +152,9 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> Outcome 
         pause(Some(deadline));
     }
     // The poll is prepared once per session: one round trip a second.
-    let mut poll: Option<(u64, postgres::Statement)> = None;
     loop {
-        db.ensure();
-        let session = db.sessions;
-        let polled = db.run(|c| {
-            if poll.as_ref().is_none_or(|(s, _)| *s != session) {
-                poll = Some((session, c.prepare(sql::INSTANCE_POLL)?));
-            }
-            let stmt = &poll.as_ref().expect("prepared above").1;
-            c.query_one(stmt, &[&instance, &run, &start])
+        let polled = db.prepared(sql::INSTANCE_POLL, |c, s| {
+            c.query_one(s, &[&instance, &run, &start])
         });
         match polled {
             Ok(row) => match Poll::of(row.get("outcome")) {
@@ -233,7 +231,9 @@ fn cluster(
     let want = usize::try_from(workers).unwrap_or(0);
     let mut told = false;
     loop {
-        match db.run(|c| c.query_opt(sql::INSTANCE_CLUSTER, &[&instance, &run, &start])) {
+        match db.prepared(sql::INSTANCE_CLUSTER, |c, s| {
+            c.query_opt(s, &[&instance, &run, &start])
+        }) {
             Ok(None) => {
                 log::info!("instance {instance}: it serves run {run} at start {start} no longer");
                 return None;
@@ -311,7 +311,7 @@ fn run_to_end(cmd: &Command, env: &[(String, String)]) -> bool {
 pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
     let timing = Timing::from_env().map_err(bad)?;
     let target = crate::machines::boot::own_target("ec2-serve").map_err(bad)?;
-    let mut db = Db::new(target.clone(), "ec2-serve");
+    let mut db = Db::new(target, "ec2-serve");
     let mut said = String::new();
     let row = loop {
         match db.run(|c| c.query_opt(sql::INSTANCE_SERVE, &[&instance, &run, &start])) {
@@ -364,7 +364,9 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
     if Role::of(&role) == Some(Role::Worker) {
         let service = service_of(&ec2.worker_service);
         loop {
-            match db.run(|c| c.query_one(sql::INSTANCE_RUN_OVER, &[&instance, &run, &start])) {
+            match db.prepared(sql::INSTANCE_RUN_OVER, |c, s| {
+                c.query_one(s, &[&instance, &run, &start])
+            }) {
                 Ok(row) if row.get::<_, bool>("over") => break,
                 Ok(_) => {}
                 Err(e) if revoked(&e) => break,
@@ -378,8 +380,9 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
         return Ok(());
     }
     let service = service_of(&ec2.head_service);
+    // Its one connection, which the heartbeat thread shares from here on.
     let mut sup = Supervisor::new(
-        target,
+        Link::new(db),
         format!("the head on instance {instance}"),
         timing.kill_grace,
         &supervise::HEAD,
@@ -388,8 +391,8 @@ pub fn ec2_serve(instance: &str, run: i64, start: i32) -> Outcome {
     let tick = Duration::from_secs_f64(timing.tick);
     while !sup.idle() {
         sup.reap();
-        sup.enforce(&mut db);
-        sup.flush(&mut db);
+        sup.enforce();
+        sup.flush();
         sup.publish();
         std::thread::sleep(tick);
     }

@@ -3,6 +3,7 @@
 
 mod chaos_found;
 mod cli;
+mod cost;
 mod demo;
 mod ec2;
 mod ec2_runs;

@@ -8,12 +8,12 @@ use crate::harness::*;
 
 /// An instance's login role and a running run of a pipeline, with the
 /// instance's row for it (head, joined). Returns the run's id.
-fn setup(db: &TestDb, dir: &TempDir, login: &str, instance: &str) -> i64 {
+pub(crate) fn setup(db: &TestDb, dir: &TempDir, login: &str, instance: &str) -> i64 {
     serving(db, dir, login, instance, "head", "true", "", true)
 }
 
 /// `orca ARGS` as instance `login`.
-fn as_instance(
+pub(crate) fn as_instance(
     db: &TestDb,
     dir: &TempDir,
     login: &str,
@@ -283,7 +283,7 @@ fn bad_arguments_are_one_line_and_exit_2() {
 /// A pipeline with an `[ec2]` table of these services, a running run of it,
 /// and instance `instance`'s row for it (`role`, head address, fresh flag).
 #[allow(clippy::too_many_arguments)]
-fn serving(
+pub(crate) fn serving(
     db: &TestDb,
     dir: &TempDir,
     login: &str,

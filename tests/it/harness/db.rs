@@ -168,6 +168,11 @@ impl TestDb {
         self.keep = true;
     }
 
+    /// The administrator's URL of its server (not of this database).
+    pub fn admin_url(&self) -> String {
+        self.admin.clone()
+    }
+
     /// A client on it, as orca's role ([`OWNER`]).
     pub fn client(&self) -> postgres::Client {
         connect(&self.url)
@@ -262,10 +267,14 @@ impl TestDb {
         Proc::spawn(c, &dir.path(&unique("scheduler.log")))
     }
 
-    /// A run's output as stored (its last 64 KiB).
+    /// A run's output as stored (its last 64 KiB; while an attempt runs,
+    /// what its supervisor appended so far), as `orca logs` reads it.
     pub fn output(&self, run: i64) -> Vec<u8> {
         self.client()
-            .query_one("SELECT output FROM orca.runs WHERE id = $1", &[&run])
+            .query_one(
+                "SELECT orca.output_tail(id, start, output) FROM orca.runs WHERE id = $1",
+                &[&run],
+            )
             .unwrap()
             .get(0)
     }
