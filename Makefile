@@ -36,9 +36,14 @@ test: deps-test
 # runs it too, with a fixed seed for about a minute.
 SEED ?= random
 MINUTES ?= 5
+# Then the fleet churn (tests/chaos/churn.rs): CHURN machines made and
+# removed under faults (`make test` makes 60).
+CHURN ?= 1000
 chaos: deps-test
 	ORCA_CHAOS_SEED=$(SEED) ORCA_CHAOS_SECONDS=$$(awk "BEGIN{print $(MINUTES)*60}") \
 		cargo test --test chaos chaos -- --exact --nocapture
+	ORCA_CHAOS_SEED=$(SEED) ORCA_CHAOS_CHURN=$(CHURN) \
+		cargo test --test chaos churn::churn -- --exact --nocapture
 
 # A throwaway Postgres, migrate, register examples/orca.toml, the scheduler
 # for about a minute (the pool grows and shrinks), the wind-down, then
@@ -66,7 +71,8 @@ deps-test:
 deps-demo:
 	@scripts/deps.sh demo
 
-# Figures, not pass/fail: tick cost, start rate, memory, binary size.
+# Figures, not pass/fail: tick cost, start rate, memory, binary size, the
+# fleet churn (ORCA_BENCH_CHURN machines, 1000).
 bench: release
 	scripts/test-db.sh bench/bench.sh
 

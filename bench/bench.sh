@@ -2,7 +2,8 @@
 # orca's figures: tick cost against finished history, the tick's query plans,
 # runs started per second, the scheduler's peak RSS, the binary's size,
 # `orca check` of files at the size limit, and the leaderless gaps of scheduler overlap (deploy handover, crash, hang),
-# and pools: a scaler pass, claims per second against pgbench, a worker's RSS.
+# and pools: a scaler pass, claims per second against pgbench, a worker's RSS;
+# the fleet churn (tests/chaos/churn.rs: ORCA_BENCH_CHURN machines, 1000).
 #
 #   scripts/test-db.sh bench/bench.sh
 #
@@ -923,3 +924,21 @@ echo "stale limit s: 10 (the default); 3 for the hang"
   echo "hang: D exit codes on SIGTERM: ${ov_d_exit# }"
   echo "section wall time s: $overlap_took"
 }
+
+# The fleet churn (issue 13, part 2; tests/chaos/churn.rs): machines made
+# and removed on the local provider and the fake EC2 under faults, on a
+# Postgres cluster of the test's own. ORCA_BENCH_CHURN machines (1000).
+churn_n=${ORCA_BENCH_CHURN:-1000}
+log "churn: $churn_n machines (cargo test --test chaos churn)"
+t0_churn=$(now)
+churn_out="$tmp/churn.txt"
+churn_rc=0
+ORCA_CHAOS_CHURN=$churn_n cargo test -q --test chaos churn -- --exact churn::churn --nocapture \
+  >"$churn_out" 2>&1 || churn_rc=$?
+echo
+echo "== fleet churn: $churn_n machines, local and fake EC2, faults (goals 0) =="
+sed -n 's/^churn figure: //p' "$churn_out"
+echo "violation lines: $(grep -c '^violation: ' "$churn_out" || true)"
+echo "churn test exit code: $churn_rc"
+echo "section wall time s: $(since "$t0_churn")"
+[ "$churn_rc" = 0 ] || { grep '^violation: ' "$churn_out" | head -20 >&2; tail -5 "$churn_out" >&2; }
