@@ -342,18 +342,38 @@ pub fn run(seed: u64, target: u64) -> Figures {
         )
         .unwrap()
         .get(0);
-    let idle: (f64, i64, f64) = {
-        let r = c
-            .query_one(
-                "SELECT coalesce(sum(x), 0)::float8, count(*) FILTER (WHERE x > 0), coalesce(max(x), 0)::float8
-                 FROM (SELECT greatest(0, extract(epoch FROM coalesce(ending, ended_at) - busy_at)::float8
-                                          - $1 - $2) AS x
-                       FROM orca.pool_machines WHERE why LIKE 'idle for %') i",
-                &[&IDLE_SECONDS, &PASS_SECONDS],
-            )
-            .unwrap();
-        (r.get(0), r.get(1), r.get(2))
+    // Idle past idle_seconds and a pass, by machine: (provider, from, to)
+    // in seconds since the epoch, and how much of it a hung EC2 call
+    // (holding the scaler's pass up) overlapped.
+    let late: Vec<(String, f64, f64)> = c
+        .query(
+            "SELECT CASE WHEN pool LIKE 'ce%' THEN 'ec2' ELSE 'local' END,
+                    extract(epoch FROM busy_at)::float8 + $1 + $2,
+                    extract(epoch FROM coalesce(ending, ended_at))::float8
+             FROM orca.pool_machines WHERE why LIKE 'idle for %'
+               AND extract(epoch FROM coalesce(ending, ended_at) - busy_at)::float8 > $1 + $2",
+            &[&IDLE_SECONDS, &PASS_SECONDS],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let (hung_at, hang_s) = {
+        let st = w.ec2.fake.state.lock().unwrap();
+        (st.random.hung_at.clone(), 10.0)
     };
+    let sum = |f: &dyn Fn(&(String, f64, f64)) -> bool| -> f64 {
+        late.iter().filter(|l| f(l)).map(|l| l.2 - l.1).sum()
+    };
+    let idle = (
+        sum(&|_| true),
+        late.len(),
+        late.iter().map(|l| l.2 - l.1).fold(0.0, f64::max),
+    );
+    let idle_local = sum(&|l| l.0 == "local");
+    // A late removal with a hung call (up to the client's 10 s timeout)
+    // within its late window.
+    let idle_hung = sum(&|l| hung_at.iter().any(|h| *h < l.2 && h + hang_s > l.1));
     let idle_removed: i64 = c
         .query_one(
             "SELECT count(*) FROM orca.pool_machines WHERE why LIKE 'idle for %'",
@@ -363,8 +383,11 @@ pub fn run(seed: u64, target: u64) -> Figures {
         .get(0);
     let row_doubles: i64 = c
         .query_one(
-            "SELECT coalesce(sum(n - 1), 0)::int8 FROM (SELECT count(*) AS n FROM orca.pool_machines
-             WHERE provider_id IS NOT NULL GROUP BY provider_id HAVING count(*) > 1) d",
+            // Lifetimes that overlap: a local machine's id is its pid, which
+            // a later machine may reuse.
+            "SELECT count(*) FROM orca.pool_machines a JOIN orca.pool_machines b
+               ON a.provider_id = b.provider_id AND a.id < b.id
+              AND b.made_at < coalesce(a.ended_at, 'infinity')",
             &[],
         )
         .unwrap()
@@ -394,7 +417,7 @@ pub fn run(seed: u64, target: u64) -> Figures {
     let doubles = token_doubles + row_doubles as u64;
     if doubles > 0 {
         violations.push(format!(
-            "doubles: {token_doubles} instances made again under a client token already used, {row_doubles} rows on a provider id another row has"
+            "doubles: {token_doubles} instances made again under a client token already used, {row_doubles} rows on a provider id a live row has"
         ));
     }
 
@@ -496,6 +519,14 @@ pub fn run(seed: u64, target: u64) -> Figures {
                 "{:.1} (goal 0; {} of {idle_removed} idle removals late, the latest by {:.1}s)",
                 idle.0, idle.1, idle.2
             ),
+        ),
+        (
+            "idle_excess_local_machine_seconds".into(),
+            format!("{idle_local:.1}"),
+        ),
+        (
+            "idle_excess_with_a_hung_ec2_call_machine_seconds".into(),
+            format!("{idle_hung:.1} ({} hung calls)", hung_at.len()),
         ),
         (
             "roles_left_for_ended_machines".into(),

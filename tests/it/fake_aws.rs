@@ -88,6 +88,8 @@ pub struct RandomFaults {
     pub slowed: u32,
     pub throttled: u32,
     pub refused: u32,
+    /// When each hung call began (seconds since the epoch).
+    pub hung_at: Vec<f64>,
 }
 
 impl RandomFaults {
@@ -579,6 +581,10 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
             }
             if st.random.strikes(hang) {
                 st.random.hung += 1;
+                let at = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                st.random.hung_at.push(at);
                 let applied = st.random.strikes(0.5);
                 if applied && let Some(i) = st.instances.iter_mut().find(|i| i.id == id) {
                     i.terminated = true;
