@@ -933,7 +933,7 @@ log "churn: $churn_n machines (cargo test --test chaos churn)"
 t0_churn=$(now)
 churn_out="$tmp/churn.txt"
 churn_rc=0
-ORCA_CHAOS_CHURN=$churn_n cargo test -q --test chaos churn -- --exact churn::churn --nocapture \
+ORCA_CHAOS_CHURN=$churn_n cargo test -q --test chaos churn::churn -- --exact --nocapture \
   >"$churn_out" 2>&1 || churn_rc=$?
 echo
 echo "== fleet churn: $churn_n machines, local and fake EC2, faults (goals 0) =="
