@@ -210,9 +210,17 @@ fn connect_quick(url: &str) -> Option<postgres::Client> {
 fn ec2_faults(w: &World, seed: u64, on: bool) {
     let mut st = w.ec2.fake.state.lock().unwrap();
     let r = &mut st.random;
-    let counts = (r.lost, r.failed, r.hung, r.slowed, r.throttled, r.refused);
-    *r = Default::default();
-    (r.lost, r.failed, r.hung, r.slowed, r.throttled, r.refused) = counts;
+    // What was done is kept (counts, when calls hung).
+    *r = crate::fake_aws::RandomFaults {
+        lost: r.lost,
+        failed: r.failed,
+        hung: r.hung,
+        slowed: r.slowed,
+        throttled: r.throttled,
+        refused: r.refused,
+        hung_at: std::mem::take(&mut r.hung_at),
+        ..Default::default()
+    };
     r.seed = seed;
     if on {
         r.lose_run_answer = 0.15;
@@ -371,6 +379,20 @@ pub fn run(seed: u64, target: u64) -> Figures {
         late.iter().map(|l| l.2 - l.1).fold(0.0, f64::max),
     );
     let idle_local = sum(&|l| l.0 == "local");
+    // A late removal with a leader killed or deployed over in its window
+    // (or the 6 s before it: a restart, a lead taken over).
+    let offset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        - uptime();
+    let handovers: Vec<f64> = w
+        .records
+        .iter()
+        .filter(|r| r.what.starts_with("kill -9 leader") || r.what == "rolling deploy")
+        .map(|r| r.start + offset)
+        .collect();
+    let idle_handover = sum(&|l| handovers.iter().any(|h| *h < l.2 && h + 6.0 > l.1));
     // A late removal with a hung call (up to the client's 10 s timeout)
     // within its late window.
     let idle_hung = sum(&|l| hung_at.iter().any(|h| *h < l.2 && h + hang_s > l.1));
@@ -526,7 +548,15 @@ pub fn run(seed: u64, target: u64) -> Figures {
         ),
         (
             "idle_excess_with_a_hung_ec2_call_machine_seconds".into(),
-            format!("{idle_hung:.1} ({} hung calls)", hung_at.len()),
+            format!("{:.1} ({} hung calls)", idle_hung.abs(), hung_at.len()),
+        ),
+        (
+            "idle_excess_with_a_leader_change_machine_seconds".into(),
+            format!(
+                "{:.1} ({} kills and deploys)",
+                idle_handover.abs(),
+                handovers.len()
+            ),
         ),
         (
             "roles_left_for_ended_machines".into(),
