@@ -36,9 +36,14 @@ test: deps-test
 # runs it too, with a fixed seed for about a minute.
 SEED ?= random
 MINUTES ?= 5
+# Then the fleet churn (tests/chaos/churn.rs): CHURN machines made and
+# removed under faults (`make test` makes 60).
+CHURN ?= 1000
 chaos: deps-test
 	ORCA_CHAOS_SEED=$(SEED) ORCA_CHAOS_SECONDS=$$(awk "BEGIN{print $(MINUTES)*60}") \
 		cargo test --test chaos chaos -- --exact --nocapture
+	ORCA_CHAOS_SEED=$(SEED) ORCA_CHAOS_CHURN=$(CHURN) \
+		cargo test --test chaos churn::churn -- --exact --nocapture
 
 # A throwaway Postgres, migrate, register examples/orca.toml, the scheduler
 # for about a minute (the pool grows and shrinks), the wind-down, then
@@ -67,8 +72,9 @@ deps-demo:
 	@scripts/deps.sh demo
 
 # Figures, not pass/fail: tick cost, start rate, memory, binary size, config
-# check, pools, warm pool, overlap (bench/main.rs, a Cargo bench that drives
-# the release binary through tests/it/harness). Some sections only:
+# check, pools, warm pool, overlap, the fleet churn (ORCA_BENCH_CHURN machines,
+# 1000) (bench/main.rs, a Cargo bench that drives the release binary through
+# tests/it/harness). Some sections only:
 # scripts/test-db.sh cargo bench --bench bench -- SECTION...
 bench: release
 	scripts/test-db.sh cargo bench --bench bench

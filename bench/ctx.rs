@@ -25,6 +25,8 @@ pub struct Knobs {
     pub handovers: u32,
     /// `ORCA_BENCH_KEEP=1`: the databases are left in place at the end.
     pub keep: bool,
+    /// `ORCA_BENCH_CHURN` (1000): machines the fleet churn makes.
+    pub churn: u32,
 }
 
 /// A knob's value, or `default` when unset; a value that doesn't parse
@@ -49,6 +51,7 @@ impl Knobs {
             pool_s: knob("ORCA_BENCH_POOL_SECONDS", 10),
             warm_s: knob("ORCA_BENCH_WARM_SECONDS", 10.0),
             handovers: knob("ORCA_BENCH_HANDOVERS", 10),
+            churn: knob("ORCA_BENCH_CHURN", 1000),
             keep: std::env::var("ORCA_BENCH_KEEP").is_ok_and(|v| v == "1"),
         }
     }

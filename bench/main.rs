@@ -2,8 +2,8 @@
 //! tick's query plans, runs started per second, the scheduler's peak RSS,
 //! the binary's size, `orca check` of files at the size limit, pools (a
 //! scaler pass, claims per second against pgbench, a worker's RSS), the
-//! warm pool, and the leaderless gaps of scheduler overlap (deploy
-//! handover, crash, hang).
+//! warm pool, the leaderless gaps of scheduler overlap (deploy
+//! handover, crash, hang), and the fleet churn (`tests/chaos/churn.rs`).
 //!
 //! ```text
 //! make bench                                         # every section
@@ -40,6 +40,7 @@
 //! figure; `ORCA_BENCH_POOL_SECONDS` (10), the scaler and pgbench measures;
 //! `ORCA_BENCH_WARM_SECONDS` (10), idle instances watched;
 //! `ORCA_BENCH_HANDOVERS` (10), warm hand-overs through the scheduler;
+//! `ORCA_BENCH_CHURN` (1000), machines the fleet churn makes;
 //! `ORCA_BIN`, the binary; `ORCA_PG_BINDIR`, where pgbench is.
 //!
 //! A section is a function in a file of its own, listed in [`SECTIONS`].
@@ -54,6 +55,7 @@ mod harness;
 
 mod binary;
 mod check;
+mod churn;
 mod ctx;
 mod memory;
 mod overlap;
@@ -117,6 +119,10 @@ const SECTIONS: &[Section] = &[
     Section {
         name: "overlap",
         run: overlap::run,
+    },
+    Section {
+        name: "churn",
+        run: churn::run,
     },
 ];
 

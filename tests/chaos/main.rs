@@ -27,6 +27,7 @@
 mod harness;
 
 mod check;
+mod churn;
 mod ec2fleet;
 #[allow(dead_code)]
 #[path = "../it/fake_aws.rs"]
@@ -82,8 +83,12 @@ fn settings() -> (u64, f64) {
     (seed, seconds)
 }
 
+/// The chaos and the churn run one at a time (each is the machine's load).
+static ALONE: Mutex<()> = Mutex::new(());
+
 #[test]
 fn chaos() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let (seed, seconds) = settings();
     println!("chaos: seed {seed}, {seconds} s of faults");
     let (lines, summary, failed) = run(seed, seconds);

@@ -84,3 +84,91 @@ timeout = 2
     ec2.state.lock().unwrap().delay_ms = 0;
     s.stop();
 }
+
+/// Known defect D2 (found by the churn, tests/chaos/churn.rs): the scaler's
+/// pass calls every pool's provider in turn on the scheduler's thread, so
+/// a hung EC2 call (here DescribeInstances, the stray listing of an EC2
+/// pool, answering later than the client's 10 s timeout, retried) holds up
+/// every other pool's removals: a local pool's idle machine outlives its
+/// `idle_seconds` (1 s) by the length of the hang. In a 1,000-machine churn
+/// (seed 13) hung TerminateInstances calls left machines idle ~4,000
+/// machine-seconds past `idle_seconds` and a pass. Fixing it moves provider
+/// calls off the pass (a thread per pool or provider, a budget per call): a
+/// change of design, not made here.
+#[test]
+#[ignore = "known defect D2: a hung EC2 call holds up every pool's scaling"]
+fn a_hung_ec2_call_does_not_keep_another_pool_s_idle_machine() {
+    let ec2 = FakeEc2::start("AKIDHANG", "hang/secret");
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        r#"
+[pools.ep]
+provider = "ec2"
+ami = "ami-0123456789abcdef0"
+region = "eu-west-1"
+types = [{ type = "m7i.large", wait = 0 }]
+locations = ["subnet-a"]
+
+[pools.lp]
+provider = "local"
+types = [{ type = "small", wait = 0 }]
+locations = ["here"]
+max_machines = 1
+idle_seconds = 1
+
+[pipelines.job]
+command = "sleep 3"
+placement = "worker:lp"
+"#,
+    );
+    let mut s = {
+        let mut c = db.orca(&["scheduler"]);
+        c.env("ORCA_TICK_SECONDS", "0.2")
+            .env("ORCA_STALE_SECONDS", "3")
+            .env("ORCA_POOL_SCALE_SECONDS", "0.5")
+            .env("ORCA_POOL_GROW_AFTER", "0")
+            .env("ORCA_POOL_TRY_SECONDS", "0.5")
+            .env("ORCA_POOL_BOOT_SECONDS", "60")
+            .env("ORCA_POOL_LOST_SECONDS", "30")
+            .env("ORCA_EC2_ENDPOINT", &ec2.url)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+            .env("AWS_CONFIG_FILE", "/nonexistent")
+            .env("AWS_ACCESS_KEY_ID", "AKIDHANG")
+            .env("AWS_SECRET_ACCESS_KEY", "hang/secret")
+            .env("AWS_REGION", "eu-west-1")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE");
+        Proc::spawn(c, &dir.path("scheduler.log"))
+    };
+    s.wait_for("the EC2 pool's machines were listed", 30.0, || {
+        ec2.count("DescribeInstances") > 0
+    });
+    let run = db.queue("job");
+    s.wait_for("the run runs on a local machine", 60.0, || {
+        db.state(run) == "running"
+    });
+    // EC2 hangs from now on; once the run ends, the local machine, idle,
+    // must go within its idle_seconds (1 s), a pass and a few seconds of a
+    // loaded machine.
+    ec2.state.lock().unwrap().delay_ms = 15_000;
+    s.wait_for("the local machine is removed", 120.0, || {
+        db.one::<i64>(
+            "SELECT count(*) FROM orca.pool_machines WHERE pool = 'lp' AND ended_at IS NULL",
+        ) == 0
+    });
+    ec2.state.lock().unwrap().delay_ms = 0;
+    let after: f64 = db.one(&format!(
+        "SELECT extract(epoch FROM coalesce(m.ending, m.ended_at) - r.ended_at)::float8
+         FROM orca.pool_machines m, orca.runs r WHERE m.pool = 'lp' AND r.id = {run}"
+    ));
+    assert_eq!(db.state(run), "succeeded");
+    assert!(
+        after <= 1.0 + 0.5 + 5.0,
+        "the idle local machine's removal began {after:.1}s after its run ended (idle_seconds 1) while EC2 hung; the log:\n{}",
+        s.output()
+    );
+    s.stop();
+}

@@ -51,6 +51,60 @@ pub struct Ec2State {
     pub delay_ms: u64,
     /// The region each request was signed for.
     pub regions: Vec<String>,
+    /// Faults at random (tests/chaos/churn.rs): each request draws from
+    /// this seeded generator (splitmix64).
+    pub random: RandomFaults,
+}
+
+/// Faults the fake does at random, each a fraction of the requests it
+/// applies to (0: never), drawn from a seeded generator; and how many it did.
+#[derive(Default, Clone, Debug)]
+pub struct RandomFaults {
+    /// The generator's state (splitmix64).
+    pub seed: u64,
+    /// RunInstances that makes an instance but whose answer is lost.
+    pub lose_run_answer: f64,
+    /// TerminateInstances answered 500 InternalError, nothing terminated.
+    pub terminate_fail: f64,
+    /// TerminateInstances that hangs `hang_ms`, then closes unanswered
+    /// (half of them terminated all the same).
+    pub terminate_hang: f64,
+    /// How long a hung call hangs (ms).
+    pub hang_ms: u64,
+    /// Any request answered `slow_ms` late.
+    pub slow: f64,
+    /// How late a slow answer is (ms).
+    pub slow_ms: u64,
+    /// Any request answered RequestLimitExceeded.
+    pub throttle: f64,
+    /// RunInstances in a location refused InsufficientInstanceCapacity:
+    /// (location, fraction).
+    pub no_capacity: Vec<(String, f64)>,
+    /// What was done: answers lost, terminates failed, hung, slowed,
+    /// throttled, capacity refusals.
+    pub lost: u32,
+    pub failed: u32,
+    pub hung: u32,
+    pub slowed: u32,
+    pub throttled: u32,
+    pub refused: u32,
+    /// When each hung call began (seconds since the epoch).
+    pub hung_at: Vec<f64>,
+}
+
+impl RandomFaults {
+    /// Whether a fault of fraction `p` strikes now.
+    pub fn strikes(&mut self, p: f64) -> bool {
+        if p <= 0.0 {
+            return false;
+        }
+        self.seed = self.seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        ((z >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
 }
 
 /// The fake EC2 endpoint.
@@ -289,7 +343,17 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (form_decode(k), form_decode(v)))
         .collect();
-    let delay = shared.lock().unwrap().delay_ms;
+    let delay = {
+        let mut st = shared.lock().unwrap();
+        let r = &mut st.random;
+        let slow = if r.strikes(r.slow) {
+            r.slowed += 1;
+            r.slow_ms
+        } else {
+            0
+        };
+        st.delay_ms + slow
+    };
     std::thread::sleep(std::time::Duration::from_millis(delay));
     let target = req.header("x-amz-target").unwrap_or("").to_string();
     let action = match target.rsplit_once('.') {
@@ -324,6 +388,11 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
     }
     if let Some((status, code, message)) = st.fail_all.clone() {
         return reply(conn, status, &error(&code, &message));
+    }
+    let throttle = st.random.throttle;
+    if st.random.strikes(throttle) {
+        st.random.throttled += 1;
+        st.throttle_next += 1;
     }
     if st.throttle_next > 0 {
         st.throttle_next -= 1;
@@ -373,10 +442,21 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
                 .or_else(|| params.get("Placement.AvailabilityZone"))
                 .cloned()
                 .unwrap_or_default();
-            if st
+            let short = st
+                .random
                 .no_capacity
                 .iter()
-                .any(|(t, l)| matches(t, &type_) && matches(l, &location))
+                .find(|(l, _)| *l == location)
+                .map_or(0.0, |(_, p)| *p);
+            let refused = st.random.strikes(short);
+            if refused {
+                st.random.refused += 1;
+            }
+            if refused
+                || st
+                    .no_capacity
+                    .iter()
+                    .any(|(t, l)| matches(t, &type_) && matches(l, &location))
             {
                 return reply(
                     conn,
@@ -408,6 +488,11 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
                 client_token: token,
                 params: params.clone(),
             });
+            let lose = st.random.lose_run_answer;
+            if st.random.strikes(lose) {
+                st.random.lost += 1;
+                return; // the connection closes unanswered
+            }
             if st.drop_next_run_answer {
                 st.drop_next_run_answer = false;
                 return; // the connection closes unanswered
@@ -485,6 +570,30 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         }
         "TerminateInstances" => {
             let id = params.get("InstanceId.1").cloned().unwrap_or_default();
+            let (fail, hang) = (st.random.terminate_fail, st.random.terminate_hang);
+            if st.random.strikes(fail) {
+                st.random.failed += 1;
+                return reply(
+                    conn,
+                    500,
+                    &error("InternalError", "An internal error has occurred."),
+                );
+            }
+            if st.random.strikes(hang) {
+                st.random.hung += 1;
+                let at = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                st.random.hung_at.push(at);
+                let applied = st.random.strikes(0.5);
+                if applied && let Some(i) = st.instances.iter_mut().find(|i| i.id == id) {
+                    i.terminated = true;
+                }
+                let ms = st.random.hang_ms;
+                drop(st);
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                return; // the connection closes unanswered
+            }
             match st.instances.iter_mut().find(|i| i.id == id) {
                 Some(i) => {
                     i.terminated = true;
