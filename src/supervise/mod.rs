@@ -839,36 +839,20 @@ fn beat(db: &mut Db, shared: &Mutex<Shared>, rec: &Recorder, room: i32) -> Resul
         .map(|a| i64::try_from(a.at).unwrap_or(i64::MAX))
         .collect();
     let out_bytes: Vec<&[u8]> = appends.iter().map(|a| a.bytes.as_slice()).collect();
-    let rows = db.prepared(rec.beat, |c, statement| {
-        if rec.claims {
-            c.query(
-                statement,
-                &[
-                    &ids,
-                    &starts,
-                    &pids,
-                    &out_ids,
-                    &out_starts,
-                    &out_at,
-                    &out_bytes,
-                    &room,
-                ],
-            )
-        } else {
-            c.query(
-                statement,
-                &[
-                    &ids,
-                    &starts,
-                    &pids,
-                    &out_ids,
-                    &out_starts,
-                    &out_at,
-                    &out_bytes,
-                ],
-            )
-        }
-    })?;
+    let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![
+        &ids,
+        &starts,
+        &pids,
+        &out_ids,
+        &out_starts,
+        &out_at,
+        &out_bytes,
+    ];
+    // A worker's round claims too: `room` runs at most.
+    if rec.claims {
+        params.push(&room);
+    }
+    let rows = db.prepared(rec.beat, |c, statement| c.query(statement, &params))?;
     let mut claimed = Vec::new();
     let mut cancels = Vec::new();
     let mut beaten = HashSet::new();
