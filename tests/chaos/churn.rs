@@ -238,17 +238,8 @@ fn ec2_faults(w: &World, seed: u64, on: bool) {
 pub fn run(seed: u64, target: u64) -> Figures {
     let token = format!("churn-{seed}-{}", std::process::id());
     let mut w = World::new(&token);
+    let (cmd, env) = w.ledger_command(&token, seed);
     let ledger = w.path("ledger");
-    std::fs::write(&ledger, "").unwrap();
-    let script = w.dir.write(
-        "command.sh",
-        &workload::command_script(&ledger.display().to_string()),
-    );
-    let cmd = format!("exec /bin/sh {script}");
-    let env = format!(
-        "{{ CHAOS_TOKEN = \"{token}\", CHAOS_SEED = \"{}\" }}",
-        seed % 1_000_003
-    );
     w.db.register(&w.dir, &Churn.toml(&cmd, &env));
     let root = Rng::new(seed);
     let mut frng = root.fork(11);

@@ -103,17 +103,8 @@ fn chaos() {
 fn run(seed: u64, seconds: f64) -> (Vec<String>, String, bool) {
     let token = format!("chaos-{seed}-{}", std::process::id());
     let mut w = World::new(&token);
+    let (cmd, env) = w.ledger_command(&token, seed);
     let ledger = w.path("ledger");
-    std::fs::write(&ledger, "").unwrap();
-    let script = w.dir.write(
-        "command.sh",
-        &workload::command_script(&ledger.display().to_string()),
-    );
-    let cmd = format!("exec /bin/sh {script}");
-    let env = format!(
-        "{{ CHAOS_TOKEN = \"{token}\", CHAOS_SEED = \"{}\" }}",
-        seed % 1_000_003
-    );
     let work: Vec<Box<dyn Workload>> = vec![Box::new(workload::Mixed), Box::new(workload::Ec2Pool)];
     let file = |settled: bool| -> String {
         work.iter()

@@ -714,6 +714,24 @@ impl World {
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path(name)
     }
+
+    /// An empty ledger and the command that writes it, for a run of
+    /// `token` and `seed`: the command line (`{cmd} TIMEOUT`) and the
+    /// pipeline `env` every pipeline carries (see [`crate::workload`]).
+    pub fn ledger_command(&self, token: &str, seed: u64) -> (String, String) {
+        let ledger = self.path("ledger");
+        std::fs::write(&ledger, "").unwrap();
+        let script = self.dir.write(
+            "command.sh",
+            &crate::workload::command_script(&ledger.display().to_string()),
+        );
+        let cmd = format!("exec /bin/sh {script}");
+        let env = format!(
+            "{{ CHAOS_TOKEN = \"{token}\", CHAOS_SEED = \"{}\" }}",
+            seed % 1_000_003
+        );
+        (cmd, env)
+    }
 }
 
 /// The worker processes (`orca worker`) in process group `pgid`.

@@ -1,6 +1,7 @@
 //! Defects `make chaos` found (tests/chaos), each as the scenario that
 //! shows it, with real processes.
 
+use crate::ec2::{KEY, SECRET, ec2_env, start, with_keys};
 use crate::fake_aws::FakeEc2;
 use crate::harness::*;
 
@@ -14,7 +15,7 @@ use crate::harness::*;
 /// supervisor's watchdog thread, which does nothing but send signals.
 #[test]
 fn a_hung_ec2_endpoint_does_not_hold_up_a_local_run_s_timeout() {
-    let ec2 = FakeEc2::start("AKIDHANG", "hang/secret");
+    let ec2 = FakeEc2::start(KEY, SECRET);
     let db = TestDb::new();
     let dir = TempDir::new();
     let pid = dir.path("pid");
@@ -40,25 +41,13 @@ timeout = 2
             pid.display()
         ),
     );
-    let mut s = {
-        let mut c = db.orca(&["scheduler"]);
-        c.env("ORCA_TICK_SECONDS", "0.2")
-            .env("ORCA_STALE_SECONDS", "3")
-            .env("ORCA_KILL_GRACE_SECONDS", "2")
-            .env("ORCA_POOL_SCALE_SECONDS", "0.5")
-            .env("ORCA_POOL_GROW_AFTER", "0")
-            .env("ORCA_POOL_TRY_SECONDS", "0.5")
-            .env("ORCA_EC2_ENDPOINT", &ec2.url)
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-            .env("AWS_CONFIG_FILE", "/nonexistent")
-            .env("AWS_ACCESS_KEY_ID", "AKIDHANG")
-            .env("AWS_SECRET_ACCESS_KEY", "hang/secret")
-            .env("AWS_REGION", "eu-west-1")
-            .env_remove("AWS_SESSION_TOKEN")
-            .env_remove("AWS_PROFILE");
-        Proc::spawn(c, &dir.path("scheduler.log"))
-    };
+    let mut env = with_keys(ec2_env(&ec2));
+    env.extend([
+        ("ORCA_KILL_GRACE_SECONDS", "2".into()),
+        ("ORCA_POOL_SCALE_SECONDS", "0.5".into()),
+        ("ORCA_POOL_TRY_SECONDS", "0.5".into()),
+    ]);
+    let mut s = start(&db, &dir, &env);
     // The pool has demand: the scaler calls EC2 on every pass.
     db.queue("job");
     s.wait_for("the scaler has called EC2", 30.0, || {
@@ -98,7 +87,7 @@ timeout = 2
 #[test]
 #[ignore = "known defect D2: a hung EC2 call holds up every pool's scaling"]
 fn a_hung_ec2_call_does_not_keep_another_pool_s_idle_machine() {
-    let ec2 = FakeEc2::start("AKIDHANG", "hang/secret");
+    let ec2 = FakeEc2::start(KEY, SECRET);
     let db = TestDb::new();
     let dir = TempDir::new();
     db.register(
@@ -123,26 +112,14 @@ command = "sleep 3"
 placement = "worker:lp"
 "#,
     );
-    let mut s = {
-        let mut c = db.orca(&["scheduler"]);
-        c.env("ORCA_TICK_SECONDS", "0.2")
-            .env("ORCA_STALE_SECONDS", "3")
-            .env("ORCA_POOL_SCALE_SECONDS", "0.5")
-            .env("ORCA_POOL_GROW_AFTER", "0")
-            .env("ORCA_POOL_TRY_SECONDS", "0.5")
-            .env("ORCA_POOL_BOOT_SECONDS", "60")
-            .env("ORCA_POOL_LOST_SECONDS", "30")
-            .env("ORCA_EC2_ENDPOINT", &ec2.url)
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-            .env("AWS_CONFIG_FILE", "/nonexistent")
-            .env("AWS_ACCESS_KEY_ID", "AKIDHANG")
-            .env("AWS_SECRET_ACCESS_KEY", "hang/secret")
-            .env("AWS_REGION", "eu-west-1")
-            .env_remove("AWS_SESSION_TOKEN")
-            .env_remove("AWS_PROFILE");
-        Proc::spawn(c, &dir.path("scheduler.log"))
-    };
+    let mut env = with_keys(ec2_env(&ec2));
+    env.extend([
+        ("ORCA_POOL_SCALE_SECONDS", "0.5".into()),
+        ("ORCA_POOL_TRY_SECONDS", "0.5".into()),
+        ("ORCA_POOL_BOOT_SECONDS", "60".into()),
+        ("ORCA_POOL_LOST_SECONDS", "30".into()),
+    ]);
+    let mut s = start(&db, &dir, &env);
     s.wait_for("the EC2 pool's machines were listed", 30.0, || {
         ec2.count("DescribeInstances") > 0
     });

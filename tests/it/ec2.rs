@@ -6,12 +6,13 @@
 use crate::fake_aws::{FakeEc2, FakeImds};
 use crate::harness::*;
 
-const KEY: &str = "AKIDORCATEST";
-const SECRET: &str = "orca/test/secret+key";
+/// The fake EC2's access key and secret.
+pub(crate) const KEY: &str = "AKIDORCATEST";
+pub(crate) const SECRET: &str = "orca/test/secret+key";
 
 /// The scheduler's environment for a fake EC2 at `ec2`: no real AWS, no
 /// IMDS, the pool timing shortened.
-fn ec2_env(ec2: &FakeEc2) -> Vec<(&'static str, String)> {
+pub(crate) fn ec2_env(ec2: &FakeEc2) -> Vec<(&'static str, String)> {
     vec![
         ("ORCA_EC2_ENDPOINT", ec2.url.clone()),
         ("AWS_EC2_METADATA_DISABLED", "true".into()),
@@ -23,14 +24,17 @@ fn ec2_env(ec2: &FakeEc2) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn with_keys(mut env: Vec<(&'static str, String)>) -> Vec<(&'static str, String)> {
+/// `env` with the fake's keys and region.
+pub(crate) fn with_keys(mut env: Vec<(&'static str, String)>) -> Vec<(&'static str, String)> {
     env.push(("AWS_ACCESS_KEY_ID", KEY.into()));
     env.push(("AWS_SECRET_ACCESS_KEY", SECRET.into()));
     env.push(("AWS_REGION", "eu-west-1".into()));
     env
 }
 
-fn start(db: &TestDb, dir: &TempDir, env: &[(&'static str, String)]) -> Proc {
+/// A scheduler with `env` (later pairs win), no AWS setting of this
+/// process's own.
+pub(crate) fn start(db: &TestDb, dir: &TempDir, env: &[(&'static str, String)]) -> Proc {
     let mut c = db.orca(&["scheduler"]);
     c.env("ORCA_TICK_SECONDS", "0.2")
         .env("ORCA_STALE_SECONDS", "3")
