@@ -39,6 +39,14 @@ const AUTH: &[&str] = &[
 /// Attempts of one call when throttled or on a 5xx or a lost answer.
 const ATTEMPTS: u32 = 4;
 
+/// How long one attempt may wait for its answer.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The least time an attempt sent before a caller's deadline is given,
+/// even if less is left (so an EC2 that is slow but answers is still
+/// heard): a call sent just before the deadline ends at most this late.
+pub const ATTEMPT_FLOOR: Duration = Duration::from_secs(5);
+
 /// How an EC2 call failed.
 #[derive(Debug, Clone)]
 pub enum Ec2Error {
@@ -68,6 +76,8 @@ pub struct Client {
     agent: ureq::Agent,
     /// HTTP requests made (each attempt counts).
     pub calls: u64,
+    /// No attempt is sent after this (see [`Client::until`]).
+    deadline: Option<Instant>,
 }
 
 /// `application/x-www-form-urlencoded` value encoding (RFC 3986 unreserved
@@ -147,10 +157,20 @@ impl Client {
             chain: Chain::default(),
             agent: ureq::AgentBuilder::new()
                 .timeout_connect(Duration::from_secs(5))
-                .timeout(Duration::from_secs(10))
+                .timeout(ATTEMPT_TIMEOUT)
                 .build(),
             calls: 0,
+            deadline: None,
         })
+    }
+
+    /// From now on, no attempt is sent after `deadline` (a call then fails
+    /// at once, unsent) and none waits past it by more than
+    /// [`ATTEMPT_FLOOR`]; `None`: each call has all its attempts. A caller
+    /// that must get on with other work (the scaler's pass, a tick) bounds
+    /// what a hung EC2 costs it this way.
+    pub fn until(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
     }
 
     /// Calls `action` with `params`; the answer's XML text. Throttling, 5xx
@@ -170,8 +190,15 @@ impl Client {
         for attempt in 0..ATTEMPTS {
             if attempt > 0 {
                 let base = 200u64 << (attempt - 1);
-                std::thread::sleep(Duration::from_millis(base + jitter_ms(base)));
+                let pause = Duration::from_millis(base + jitter_ms(base));
+                if attempt_wait(self.deadline, Instant::now() + pause).is_none() {
+                    return Err(out_of_time(action, attempt, &last));
+                }
+                std::thread::sleep(pause);
             }
+            let Some(wait) = attempt_wait(self.deadline, Instant::now()) else {
+                return Err(out_of_time(action, attempt, &last));
+            };
             let req = sign::Request {
                 method: "POST",
                 url: &self.endpoint,
@@ -182,8 +209,15 @@ impl Client {
                 body: body.as_bytes(),
             };
             self.calls += 1;
-            match signed_post(&self.agent, &mut self.chain, &req, &self.region, "ec2")
-                .map_err(Ec2Error::Unreachable)?
+            match signed_post(
+                &self.agent,
+                &mut self.chain,
+                &req,
+                &self.region,
+                "ec2",
+                wait,
+            )
+            .map_err(Ec2Error::Unreachable)?
             {
                 Ok(resp) => {
                     return resp.into_string().map_err(|e| {
@@ -233,19 +267,49 @@ impl Client {
     }
 }
 
+/// Call `action`'s error when its caller's deadline came after `sent`
+/// attempts, the last of which failed with `last`.
+fn out_of_time(action: &str, sent: u32, last: &str) -> Ec2Error {
+    let done = match sent {
+        0 => "not sent".to_string(),
+        n => format!(
+            "gave up after {}",
+            crate::plural::count(n as i64, "attempt")
+        ),
+    };
+    let last = if last.is_empty() {
+        String::new()
+    } else {
+        format!(" ({last})")
+    };
+    Ec2Error::Unreachable(format!("{action}: {done}: its caller's time was up{last}"))
+}
+
+/// How long an attempt sent at `at` may wait for its answer, with no
+/// attempt sent after `deadline`: `None` if it is not to be sent.
+pub fn attempt_wait(deadline: Option<Instant>, at: Instant) -> Option<Duration> {
+    match deadline {
+        None => Some(ATTEMPT_TIMEOUT),
+        Some(d) if at >= d => None,
+        Some(d) => Some((d - at).clamp(ATTEMPT_FLOOR, ATTEMPT_TIMEOUT)),
+    }
+}
+
 /// Signs `req` (a POST) for `service` in `region` with the chain's
-/// credentials and sends it; the answer, or ureq's error (an HTTP error
-/// status among them). Err: no credentials, or it can't be signed.
+/// credentials and sends it, waiting at most `wait` for the answer; the
+/// answer, or ureq's error (an HTTP error status among them). Err: no
+/// credentials, or it can't be signed.
 fn signed_post(
     agent: &ureq::Agent,
     chain: &mut Chain,
     req: &sign::Request,
     region: &str,
     service: &str,
+    wait: Duration,
 ) -> Result<Result<ureq::Response, ureq::Error>, String> {
     let creds = chain.get()?;
     let signed = sign::headers(req, &creds, region, service, SystemTime::now())?;
-    let mut post = agent.post(req.url);
+    let mut post = agent.post(req.url).timeout(wait);
     for (k, v) in req.headers.iter().copied() {
         post = post.set(k, v);
     }
@@ -284,7 +348,7 @@ pub fn ecr_authorization(region: &str) -> Result<String, String> {
     let what = "ECR GetAuthorizationToken";
     let chain = ECR_CHAIN.get_or_init(|| std::sync::Mutex::new(Chain::default()));
     let mut chain = chain.lock().unwrap_or_else(|p| p.into_inner());
-    let text = match signed_post(&agent, &mut chain, &req, region, "ecr")? {
+    let text = match signed_post(&agent, &mut chain, &req, region, "ecr", ATTEMPT_TIMEOUT)? {
         Ok(resp) => resp
             .into_string()
             .map_err(|e| format!("{what}: reading the answer: {e}"))?,
@@ -517,6 +581,25 @@ mod tests {
         assert_eq!(code, "InsufficientInstanceCapacity");
         assert!(message.starts_with("We currently do not have"));
         assert!(error_of("not xml").is_none());
+    }
+
+    #[test]
+    fn an_attempt_is_sent_only_before_the_deadline_and_waits_at_least_the_floor() {
+        let now = Instant::now();
+        assert_eq!(attempt_wait(None, now), Some(ATTEMPT_TIMEOUT));
+        assert_eq!(attempt_wait(Some(now), now), None);
+        assert_eq!(
+            attempt_wait(Some(now), now + Duration::from_millis(1)),
+            None
+        );
+        // Just before the deadline: the floor, so a slow answer is heard.
+        let soon = now + Duration::from_millis(100);
+        assert_eq!(attempt_wait(Some(soon), now), Some(ATTEMPT_FLOOR));
+        // Long before it: no more than an attempt's own timeout.
+        let late = now + Duration::from_secs(60);
+        assert_eq!(attempt_wait(Some(late), now), Some(ATTEMPT_TIMEOUT));
+        let mid = now + Duration::from_secs(7);
+        assert_eq!(attempt_wait(Some(mid), now), Some(Duration::from_secs(7)));
     }
 
     #[test]

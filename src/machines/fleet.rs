@@ -29,6 +29,8 @@ pub struct Fleet {
     /// EC2 clients that could not be made, by region: why, and when.
     ec2_failed: HashMap<String, (String, Instant)>,
     stack: Option<String>,
+    /// No provider call is sent after this ([`Fleet::until`]).
+    deadline: Option<Instant>,
 }
 
 /// A machine (or an instance) as its provider knows it.
@@ -61,6 +63,7 @@ impl Fleet {
             ec2: HashMap::new(),
             ec2_failed: HashMap::new(),
             stack: None,
+            deadline: None,
         }
     }
 
@@ -84,7 +87,8 @@ impl Fleet {
                 }
                 if !self.ec2.contains_key(&key) {
                     match Ec2::new(region) {
-                        Ok(e) => {
+                        Ok(mut e) => {
+                            e.until(self.deadline);
                             self.ec2_failed.remove(&key);
                             self.ec2.insert(key.clone(), e);
                         }
@@ -105,6 +109,23 @@ impl Fleet {
         for e in self.ec2.values_mut() {
             e.begin_pass();
         }
+    }
+
+    /// From now on, no provider call is sent after `deadline` and none
+    /// waits long past it ([`Provider::until`]), providers made later
+    /// included; `None`: no limit. What a caller that must get on with
+    /// other work (a scaler pass, a tick) spends on a hung provider.
+    pub fn until(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+        for pr in self.in_use() {
+            pr.until(deadline);
+        }
+    }
+
+    /// Whether the deadline set by [`Fleet::until`] has passed: no provider
+    /// call would be sent now.
+    pub fn late(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
     /// Every provider made so far: the local one, then EC2's by region.
@@ -212,5 +233,12 @@ mod tests {
         assert!(f.provider(&Kind::Local, Some("eu-west-1")).is_ok());
         assert_eq!(f.in_use().len(), 1);
         assert!(f.known_stack().is_none());
+        assert!(!f.late());
+        f.until(Some(Instant::now()));
+        assert!(f.late());
+        f.until(Some(Instant::now() + std::time::Duration::from_secs(60)));
+        assert!(!f.late());
+        f.until(None);
+        assert!(!f.late());
     }
 }

@@ -160,16 +160,18 @@ pub fn drop_role(client: &mut Client, role: &str) -> Result<bool, postgres::Erro
     Ok(client.query_one(sql::MACHINE_ROLE_DROP, &[&role])?.get(0))
 }
 
-/// Marks machine `id` as being removed, so it claims nothing more. With
-/// `busy_at` (an idle machine's, as seen), only if it is still idle: false
-/// when it took a run since.
+/// Marks machine `id` as being removed for `why` (a removal taken up again
+/// keeps its first why), so it claims nothing more. With `busy_at` (an idle
+/// machine's, as seen), only if it is still idle: false when it took a run
+/// since.
 pub fn mark_ending(
     client: &mut Client,
     id: i64,
     busy_at: Option<chrono::DateTime<chrono::Utc>>,
+    why: &str,
 ) -> Result<bool, postgres::Error> {
     Ok(client
-        .query_opt(sql::MACHINE_ENDING, &[&id, &busy_at])?
+        .query_opt(sql::MACHINE_ENDING, &[&id, &busy_at, &why])?
         .is_some())
 }
 

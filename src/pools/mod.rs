@@ -1,7 +1,10 @@
 //! The pool autoscaler (seed 003, `orca.pool_scale`): the leading
 //! scheduler's per-pool steps, every `ORCA_POOL_SCALE_SECONDS`.
 //!
-//! Per pool, in this order:
+//! First, for every pool, its removals begin (marked ending: the machine
+//! claims nothing more); then, per pool in turn within the pass's budget
+//! (2 s: no provider call is sent after it, so a hung provider holds up
+//! no other pool for longer; the pools left go first on the next pass):
 //! 1. **Shrink**: a machine whose worker never showed up within
 //!    `ORCA_POOL_BOOT_SECONDS`, or went silent for `ORCA_POOL_LOST_SECONDS`,
 //!    is removed and its runs are queued again; with no demand, a machine
@@ -217,19 +220,9 @@ impl PoolScaler {
                 Err(down) => return Err(down),
             }
         }
-        let count = rows.len();
-        let first = if self.resume < count { self.resume } else { 0 };
-        self.resume = 0;
-        for (n, row) in rows.iter().cycle().skip(first).take(count).enumerate() {
-            if n > 0 && began.elapsed() > PASS_BUDGET {
-                self.resume = (first + n) % count;
-                log::info!(
-                    "scaler pass over its {}s budget: {} left to the next pass",
-                    PASS_BUDGET.as_secs(),
-                    crate::plural::count((count - n) as i64, "pool")
-                );
-                break;
-            }
+        // Each pool as read, with its machines.
+        let mut pools: Vec<(PoolView, Vec<&Machine>)> = Vec::new();
+        for row in &rows {
             let name: String = row.get("name");
             let pool: Pool = match serde_json::from_value(row.get("spec")) {
                 Ok(p) => p,
@@ -251,14 +244,46 @@ impl PoolScaler {
                 waiting: row.get("waiting"),
                 demand: row.get("demand"),
             };
-            let mine: Vec<&Machine> = machines.iter().filter(|m| m.pool == name).collect();
-            let decided = self.step(db, session, &stack, &view, &mine, judge_silence)?;
-            if decided.changes(&view) {
+            let mine = machines.iter().filter(|m| m.pool == name).collect();
+            pools.push((view, mine));
+        }
+        // 1. Every pool's removals begin: a machine marked ending claims
+        // nothing more. The database's work alone, so no provider's call
+        // holds up any pool's.
+        let mut shrinks = Vec::with_capacity(pools.len());
+        for (view, mine) in &pools {
+            let shrink = decide::shrink(view, mine, &self.timing, judge_silence);
+            shrinks.push(self.begin_removals(db, session, &view.pool, shrink)?);
+        }
+        // 2. Each pool's provider work (deletes, strays, a make), in turn
+        // and within the budget: no call is sent after it, so a hung
+        // provider costs the pass (and the tick) at most the budget and
+        // one call's floor; the pools left go first on the next pass.
+        self.fleet.until(Some(began + PASS_BUDGET));
+        let count = pools.len();
+        let first = if self.resume < count { self.resume } else { 0 };
+        self.resume = 0;
+        for n in 0..count {
+            let i = (first + n) % count;
+            if n > 0 && began.elapsed() > PASS_BUDGET {
+                self.resume = i;
+                log::info!(
+                    "scaler pass over its {}s budget: {} left to the next pass",
+                    PASS_BUDGET.as_secs(),
+                    crate::plural::count((count - n) as i64, "pool")
+                );
+                break;
+            }
+            let (view, mine) = &pools[i];
+            let shrunk = std::mem::take(&mut shrinks[i]);
+            let decided = self.step(db, session, &stack, view, mine, shrunk)?;
+            if decided.changes(view) {
+                let name = &view.pool.name;
                 db.run_fenced(session, |c| {
                     c.execute(
                         sql::POOL_STATUS,
                         &[
-                            &name,
+                            name,
                             &(decided.demand as i32),
                             &decided.status,
                             &(decided.walk_type as i32),
@@ -269,6 +294,7 @@ impl PoolScaler {
                 })?;
             }
         }
+        self.fleet.until(None);
         Ok((began.elapsed().as_secs_f64() * 1000.0, db.calls - calls))
     }
 
@@ -302,7 +328,8 @@ impl PoolScaler {
         self.images[image].0.clone()
     }
 
-    /// One pool's step: shrink, strays, grow.
+    /// One pool's step, its removals begun (`shrunk`): they are finished,
+    /// then strays, then grow.
     fn step(
         &mut self,
         db: &mut Db,
@@ -310,18 +337,16 @@ impl PoolScaler {
         stack: &str,
         v: &PoolView,
         machines: &[&Machine],
-        judge_silence: bool,
+        shrunk: Shrunk,
     ) -> Result<Decided, Fault> {
         let p = &v.pool;
-        let shrink = decide::shrink(v, machines, &self.timing, judge_silence);
-        let (live, demand) = (shrink.live, shrink.demand);
+        let (live, demand) = (shrunk.live, shrunk.demand);
         let mut problem = None;
         // Machines still there: kept, busy after all, or not removed yet.
-        let mut standing = live.len();
-        for (m, why) in shrink.remove {
-            match self.remove(db, session, p, m, &why.why(), why.if_idle()) {
-                Ok(true) => {}
-                Ok(false) => standing += 1,
+        let mut standing = live.len() + shrunk.kept;
+        for (m, why) in shrunk.ending {
+            match self.finish_removal(db, session, p, m, &why) {
+                Ok(()) => {}
                 Err(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_))) => {
                     problem = Some(e.to_string());
                     standing += 1;
@@ -506,25 +531,47 @@ impl PoolScaler {
         Ok(notes.join("; "))
     }
 
-    /// Removes machine `m` of pool `p` for `why`: marked ending (with
-    /// `if_idle`, only if it took no run since it was seen idle), credentials
-    /// revoked, machine deleted, row ended and its runs queued again, role
-    /// dropped. False if it turned out busy and stays.
-    fn remove(
+    /// Begins the removals `shrink` decided for pool `p`'s machines: each
+    /// marked ending for its why (one taken for idleness, only if it took no
+    /// run since it was seen idle). What the pool's step finishes.
+    fn begin_removals<'a>(
+        &mut self,
+        db: &mut Db,
+        session: u64,
+        p: &Pool,
+        shrink: decide::Shrink<'a>,
+    ) -> Result<Shrunk<'a>, Fault> {
+        let mut shrunk = Shrunk {
+            live: shrink.live,
+            demand: shrink.demand,
+            ..Default::default()
+        };
+        for (m, removal) in shrink.remove {
+            let why = removal.why();
+            let seen_busy = removal.if_idle().then_some(m.busy_at);
+            if !db.run_fenced(session, |c| logins::mark_ending(c, m.id, seen_busy, &why))? {
+                log::info!("pool {}: machine {} took a run: kept", p.name, m.name);
+                shrunk.kept += 1;
+                continue;
+            }
+            log::info!("{}", say_removing(&p.name, &m.name, &why));
+            shrunk.ending.push((m, why));
+        }
+        Ok(shrunk)
+    }
+
+    /// Finishes removing machine `m` of pool `p` (marked ending for `why`):
+    /// credentials revoked, machine deleted, row ended and its runs queued
+    /// again, role dropped. A step that fails is taken up again on the next
+    /// pass (the row stays ending).
+    fn finish_removal(
         &mut self,
         db: &mut Db,
         session: u64,
         p: &Pool,
         m: &Machine,
         why: &str,
-        if_idle: bool,
-    ) -> Result<bool, Fault> {
-        let seen_busy = if_idle.then_some(m.busy_at);
-        if !db.run_fenced(session, |c| logins::mark_ending(c, m.id, seen_busy))? {
-            log::info!("pool {}: machine {} took a run: kept", p.name, m.name);
-            return Ok(false);
-        }
-        log::info!("{}", say_removing(&p.name, &m.name, why));
+    ) -> Result<(), Fault> {
         // Where it was made: the pool's region may have changed since.
         let at = AtProvider {
             kind: &p.machines.provider,
@@ -539,8 +586,21 @@ impl PoolScaler {
         log::info!("{}", say_removed(&p.name, &m.name, requeued.len()));
         // A role that can't be dropped now is an orphan: dropped on a later pass.
         fleet::drop_login(db, session, &m.role);
-        Ok(true)
+        Ok(())
     }
+}
+
+/// A pool's removals as begun in a pass's first part, for its step.
+#[derive(Default)]
+struct Shrunk<'a> {
+    /// Its machines that stay (for now).
+    live: Vec<&'a Machine>,
+    /// Runs waiting beyond their room.
+    demand: i64,
+    /// Machines marked ending, with why: to be deleted.
+    ending: Vec<(&'a Machine, String)>,
+    /// Machines to remove that took a run meanwhile: they stay.
+    kept: usize,
 }
 
 #[cfg(test)]

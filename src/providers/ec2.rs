@@ -71,6 +71,10 @@ impl Provider for Ec2 {
         self.listed = None;
     }
 
+    fn until(&mut self, deadline: Option<std::time::Instant>) {
+        self.client.until(deadline);
+    }
+
     fn region(&self) -> Option<String> {
         Some(self.client.region.clone())
     }

@@ -60,6 +60,11 @@ pub trait Provider {
     /// A scaler pass begins: what the provider lists may be read once for
     /// the whole pass.
     fn begin_pass(&mut self) {}
+    /// From now on, no call is sent after `deadline` (it fails at once,
+    /// unsent), and none waits long past it (see
+    /// [`crate::aws::Client::until`]); `None`: no limit. A provider whose
+    /// calls can't hang ignores it.
+    fn until(&mut self, _deadline: Option<std::time::Instant>) {}
     /// The architecture (OCI's names: `amd64`, `arm64`) of `type_`.
     fn arch(&mut self, type_: &str) -> Result<String, String>;
     /// Makes a machine.

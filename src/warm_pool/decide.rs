@@ -65,6 +65,11 @@ impl MakeBudget {
         self.left > 0
     }
 
+    /// None left this tick (its time ran out first).
+    pub fn spend(&mut self) {
+        self.left = 0;
+    }
+
     /// Takes one; false (and nothing taken) if none is left.
     pub fn take(&mut self) -> bool {
         let ok = self.left > 0;
@@ -303,6 +308,11 @@ mod tests {
         assert!(!b.any_left() && !b.take());
         b.refill();
         assert!(b.any_left() && b.take());
+        assert_eq!(b.per_tick(), 2);
+        // A tick whose time for provider calls ran out makes no more.
+        b.refill();
+        b.spend();
+        assert!(!b.any_left() && !b.take());
         assert_eq!(b.per_tick(), 2);
     }
 

@@ -57,6 +57,10 @@ const POLL_FRESH: f64 = 5.0;
 /// An idle instance that hasn't polled for this long (s) is gone.
 const POLL_GONE: f64 = 15.0;
 
+/// How long a tick's provider calls (makes, deletes, the strays' list) may
+/// take before the rest wait for the next tick.
+const TICK_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The provider label of EC2 runs' instances.
 /// (A colon: no pool can have that name, so no pool takes them for its own.)
 const GROUP: &str = "orca:ec2-runs";
@@ -139,15 +143,20 @@ impl Ec2Runs {
         })
     }
 
-    /// A new tick: its budget of new instances is whole again.
+    /// A new tick: its budget of new instances is whole again, and its
+    /// provider calls have [`TICK_BUDGET`] from now (a hung provider costs
+    /// the tick that and one call's floor, no more).
     pub fn begin_tick(&mut self) {
         self.budget.refill();
+        self.fleet
+            .until(Some(std::time::Instant::now() + TICK_BUDGET));
     }
 
-    /// Whether this tick may still make a new instance (else no new run is
+    /// Whether this tick may still make a new instance: some of its budget
+    /// is left and so is its time for provider calls (else no new run is
     /// claimed: it would wait for its instances anyway).
     pub fn can_make(&self) -> bool {
-        self.budget.any_left()
+        self.budget.any_left() && !self.fleet.late()
     }
 
     /// Runs started before with instances still to make, oldest first.
@@ -207,6 +216,11 @@ impl Ec2Runs {
                     &[&p.name, &id, &start, &role, address, &fresh, &POLL_FRESH],
                 )
             })?;
+            if self.fleet.late() {
+                // The tick's time for provider calls is spent: the rest
+                // are made on the next ticks.
+                self.budget.spend();
+            }
             let host = match decide::source(warm, &mut self.budget) {
                 Source::Warm(row) => {
                     let instance: String = row.get("instance");
@@ -216,7 +230,7 @@ impl Ec2Runs {
                 Source::NextTick => {
                     log::info!(
                         "run {id}: its other instances are made on the next ticks \
-                         (ORCA_EC2_MAKE_PER_TICK {})",
+                         (this tick's ORCA_EC2_MAKE_PER_TICK {} or its time is spent)",
                         self.budget.per_tick()
                     );
                     return Ok(());

@@ -49,6 +49,8 @@ pub struct Ec2State {
     pub throttled: u32,
     /// Every answer is this late (a slow endpoint).
     pub delay_ms: u64,
+    /// Requests being held back by a delay now.
+    pub in_flight: u32,
     /// The region each request was signed for.
     pub regions: Vec<String>,
     /// Faults at random (tests/chaos/churn.rs): each request draws from
@@ -352,9 +354,16 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         } else {
             0
         };
-        st.delay_ms + slow
+        let delay = st.delay_ms + slow;
+        if delay > 0 {
+            st.in_flight += 1;
+        }
+        delay
     };
-    std::thread::sleep(std::time::Duration::from_millis(delay));
+    if delay > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(delay));
+        shared.lock().unwrap().in_flight -= 1;
+    }
     let target = req.header("x-amz-target").unwrap_or("").to_string();
     let action = match target.rsplit_once('.') {
         Some((_, op)) => op.to_string(),
