@@ -418,7 +418,7 @@ placement = "worker:p"
     let ending = include_str!("../../sql/machine_ending.sql");
     let marked = db
         .client()
-        .query_opt(ending, &[&id, &Some(idle_since)])
+        .query_opt(ending, &[&id, &Some(idle_since), &"idle for 30 s"])
         .unwrap();
     assert!(
         marked.is_none(),
@@ -428,9 +428,31 @@ placement = "worker:p"
     // Marked for removal (unconditionally: lost, say), it claims nothing more.
     let marked = db
         .client()
-        .query_opt(ending, &[&id, &None::<chrono::DateTime<chrono::Utc>>])
+        .query_opt(
+            ending,
+            &[
+                &id,
+                &None::<chrono::DateTime<chrono::Utc>>,
+                &"its worker went silent",
+            ],
+        )
         .unwrap();
     assert!(marked.is_some());
+    // Its removal keeps the why it began with, taken up again or not.
+    db.client()
+        .query_opt(
+            ending,
+            &[
+                &id,
+                &None::<chrono::DateTime<chrono::Utc>>,
+                &"its removal is taken up again",
+            ],
+        )
+        .unwrap();
+    let why: String = db.one(&format!(
+        "SELECT why FROM orca.pool_machines WHERE id = {id}"
+    ));
+    assert_eq!(why, "its worker went silent");
     let second = db.queue("job");
     let claimed = m.query("SELECT id FROM orca.worker_claim(4)", &[]).unwrap();
     assert!(claimed.is_empty());
