@@ -40,10 +40,11 @@ MINUTES ?= 5
 # removed under faults (`make test` makes 60).
 CHURN ?= 1000
 chaos: deps-test
+	cargo build --all-targets
 	ORCA_CHAOS_SEED=$(SEED) ORCA_CHAOS_SECONDS=$$(awk "BEGIN{print $(MINUTES)*60}") \
-		cargo test --test chaos chaos -- --exact --nocapture
+		scripts/test-db.sh cargo test --test chaos chaos -- --exact --nocapture
 	ORCA_CHAOS_SEED=$(SEED) ORCA_CHAOS_CHURN=$(CHURN) \
-		cargo test --test chaos churn::churn -- --exact --nocapture
+		scripts/test-db.sh cargo test --test chaos churn::churn -- --exact --nocapture
 
 # A throwaway Postgres, migrate, register examples/orca.toml, the scheduler
 # for about a minute (the pool grows and shrinks), the wind-down, then
