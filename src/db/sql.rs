@@ -101,6 +101,10 @@ pub const LEAD_TERMINATE: &str = include_str!("../../sql/lead_terminate.sql");
 
 /// See `sql/lead_try.sql`.
 pub const LEAD_TRY: &str = include_str!("../../sql/lead_try.sql");
+/// Waits for the lead lock (within a transaction's `lock_timeout`).
+pub const LEAD_WAIT: &str = include_str!("../../sql/lead_wait.sql");
+/// Sets the transaction's `lock_timeout`.
+pub const LOCK_TIMEOUT_LOCAL: &str = include_str!("../../sql/lock_timeout_local.sql");
 
 /// See `sql/lock_intruders_end.sql`.
 pub const LOCK_INTRUDERS_END: &str = include_str!("../../sql/lock_intruders_end.sql");

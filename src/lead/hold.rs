@@ -110,6 +110,46 @@ impl Leadership {
         self.held.map(|(_, since)| since)
     }
 
+    /// Whether this instance waits for a lead another instance holds (its
+    /// last step found it held): between ticks it may wait on the lock
+    /// ([`Leadership::wait_for_lead`]) rather than sleep.
+    pub fn waits(&self) -> bool {
+        self.held.is_none()
+            && self.lost_to.is_none()
+            && self
+                .instance
+                .as_ref()
+                .is_some_and(|i| !i.draining && i.said_waiting)
+    }
+
+    /// Waits until `until` at most for the lead lock, instead of sleeping
+    /// (see [`Leadership::waits`]): taken the moment its holder gives it up,
+    /// so a deploy's hand-over leaves no tick without a leader. Whether this
+    /// instance leads now.
+    pub fn wait_for_lead(&mut self, db: &mut Db, until: Instant) -> bool {
+        let Some(inst) = self.instance.as_mut().filter(|_| self.held.is_none()) else {
+            return false;
+        };
+        let wait = until.saturating_duration_since(Instant::now());
+        if wait.as_millis() < 10 {
+            return false;
+        }
+        let (id, session) = (inst.id, db.sessions);
+        match db.run_fenced(session, |c| super::wait_lead(c, id, wait)) {
+            Ok(true) => {
+                log::info!("instance {id} leads (the lead was handed over)");
+                inst.said_waiting = false;
+                self.held = Some((session, Instant::now()));
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                e.complain();
+                false
+            }
+        }
+    }
+
     /// Counts the lead as taken now (a stalled tick: what looked stale may
     /// not be, so silence is judged only a stale limit from here).
     pub fn restart_clock(&mut self) {

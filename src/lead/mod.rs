@@ -114,11 +114,35 @@ pub fn try_lead(client: &mut Client, id: i64, stale: f64) -> Result<Lead, postgr
     }
 }
 
-/// Instance `id` drains: gives up the lead (if it held it) and records why.
+/// Instance `id` drains: records why, then gives up the lead (if it held
+/// it), so the instance waiting for it takes it after the record.
 pub fn step_down(client: &mut Client, id: i64, why: &str) -> Result<(), postgres::Error> {
-    lock::release(client)?;
     client.execute(sql::SCHEDULER_DRAIN, &[&id, &why])?;
-    Ok(())
+    lock::release(client)
+}
+
+/// Waits up to `wait` for the lead lock on this session, for instance `id`
+/// whose lead a live instance holds: taken the moment that one gives it up
+/// (a deploy's hand-over) and recorded as the lead; false if the time
+/// passed first.
+pub fn wait_lead(
+    client: &mut Client,
+    id: i64,
+    wait: std::time::Duration,
+) -> Result<bool, postgres::Error> {
+    let mut tx = client.transaction()?;
+    let ms = format!("{}ms", wait.as_millis().max(1));
+    tx.query_one(sql::LOCK_TIMEOUT_LOCAL, &[&ms])?;
+    match tx.query_one(sql::LEAD_WAIT, &[&LEAD_LOCK]) {
+        Ok(_) => {}
+        Err(e) if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+            return Ok(false);
+        }
+        Err(e) => return Err(e),
+    }
+    tx.commit()?;
+    client.execute(sql::SCHEDULER_LEAD, &[&id])?;
+    Ok(true)
 }
 
 /// Instance `id` has ended: gone at once.

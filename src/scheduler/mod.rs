@@ -328,7 +328,14 @@ impl Scheduler {
             if next < now {
                 next = now;
             }
+            // An instance waiting for the lead waits on the lock instead
+            // (once per gap): it leads the moment the holder drains.
+            let mut may_wait = self.lead.waits();
             while Instant::now() < next && stops() == signals {
+                if std::mem::take(&mut may_wait) && self.lead.wait_for_lead(&mut self.db, next) {
+                    next = Instant::now();
+                    break;
+                }
                 std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
             }
         }

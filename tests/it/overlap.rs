@@ -122,6 +122,41 @@ fn a_deploy_hands_over_without_losing_or_doubling_a_run() {
     b.stop();
 }
 
+/// The newer instance waits on the lead lock between its ticks, so it
+/// leads the moment the older drains, not at its own next tick: with a 5 s
+/// tick, polling would leave about 5 s without a leader.
+#[test]
+fn the_newer_instance_leads_as_the_older_drains_not_a_tick_later() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.t]\ncommand = \"true\"\n");
+    let mut a = overlap(&db, &dir, "a");
+    let a_id = instance_of(&db, a.pid());
+    wait_until("A leads", 30.0, || leads(&db, a_id));
+    let mut b = db.scheduler(
+        &dir,
+        &[
+            ("ORCA_OVERLAP", "on"),
+            ("ORCA_IMAGE", "b"),
+            ("ORCA_TICK_SECONDS", "5"),
+        ],
+    );
+    let b_id = instance_of(&db, b.pid());
+    wait_until("B leads", 30.0, || leads(&db, b_id));
+    assert!(a.wait(30.0).success(), "A drains:\n{}", a.output());
+    let gap: f64 = db.one(&format!(
+        "SELECT extract(epoch FROM s.lead_since - e.at)::float8
+         FROM orca.schedulers s, orca.events e
+         WHERE s.id = {b_id} AND e.kind = 'draining' AND e.why LIKE 'scheduler {a_id} %'"
+    ));
+    assert!(
+        (0.0..2.0).contains(&gap),
+        "B led {gap:.2}s after A drained (B's tick is 5 s); B's log:\n{}",
+        b.output()
+    );
+    b.stop();
+}
+
 #[test]
 fn a_crashed_leader_restarted_at_once_leads_and_its_runs_finish_once() {
     let db = TestDb::new();
