@@ -1,5 +1,8 @@
 //! Runs started per second: 2,000 queued runs of `["true"]`, `max_runs`
-//! 64, the scheduler ticking every 0.05 s, until all have succeeded.
+//! 64, the scheduler ticking every 0.05 s, until all have succeeded; beside
+//! it the floor: the same processes (orca's shim running `true`, each in a
+//! session of its own, its output read through a pipe by a thread of its
+//! own) spawned and reaped by a plain loop, 64 at once, with no database.
 
 use crate::ctx::{Bench, wait_for};
 use crate::harness::peak_rss_kib;
@@ -55,9 +58,9 @@ pub fn run(b: &mut Bench) {
     heading(&format!(
         "runs started per second: {RUNS} runs of [\"true\"], max_runs 64, tick 0.05 s"
     ));
-    match took {
+    match &took {
         Some(took) => {
-            fig(&format!("time to {RUNS} succeeded s"), &took);
+            fig(&format!("time to {RUNS} succeeded s"), took);
             let t: f64 = took.parse().unwrap();
             fig("runs per second", format!("{:.0}", f64::from(RUNS) / t));
         }
@@ -69,10 +72,96 @@ pub fn run(b: &mut Bench) {
             fig("runs per second", "n/a");
         }
     }
+    let floor = spawn_floor();
+    fig(
+        "spawn floor per second (the same processes, no orca: a plain loop, 64 at once)",
+        format!("{floor:.0}"),
+    );
+    if let Some(t) = took.as_deref().and_then(|t| t.parse::<f64>().ok()) {
+        fig(
+            "runs per second as a share of the floor",
+            format!(
+                "{:.2} (goal: runs per second >= 1000)",
+                f64::from(RUNS) / t / floor
+            ),
+        );
+    }
     fig("runs not succeeded", not_succeeded);
     fig("ticks", stats.get("ticks"));
     fig("tick p50 ms", stats.get("p50_ms"));
     fig("tick p99 ms", stats.get("p99_ms"));
     fig("statements per tick", stats.get("statements_per_tick"));
     fig("scheduler exit code", exit);
+}
+
+/// The spawn floor (see the module's doc): processes a second. Spawned as
+/// orca spawns them (`posix_spawn` in a new session, stdout and stderr a
+/// pipe), with nothing else done.
+fn spawn_floor() -> f64 {
+    use std::ffi::CString;
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let t0 = Instant::now();
+    let bin = CString::new(crate::harness::bin()).unwrap();
+    let args: Vec<CString> = ["orca", "__shim", "--", "true"]
+        .iter()
+        .map(|a| CString::new(*a).unwrap())
+        .collect();
+    let mut argv: Vec<*mut libc::c_char> = args.iter().map(|a| a.as_ptr() as *mut _).collect();
+    argv.push(std::ptr::null_mut());
+    let parent = CString::new(format!("ORCA_SHIM_PARENT={}", std::process::id())).unwrap();
+    let path = CString::new(format!(
+        "PATH={}",
+        std::env::var("PATH").unwrap_or_default()
+    ))
+    .unwrap();
+    let envp = [
+        parent.as_ptr() as *mut _,
+        path.as_ptr() as *mut _,
+        std::ptr::null_mut(),
+    ];
+    let mut live = std::collections::VecDeque::new();
+    let reap = |(pid, reader): (libc::pid_t, std::thread::JoinHandle<()>)| {
+        let mut status = 0;
+        // SAFETY: waitpid(2) on our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        reader.join().unwrap();
+    };
+    for _ in 0..RUNS {
+        if live.len() == 64 {
+            reap(live.pop_front().unwrap());
+        }
+        let (mut out, writer) = std::io::pipe().unwrap();
+        let mut pid = 0;
+        // SAFETY: as in orca's own spawn: attributes and file actions made,
+        // used while every pointer lives, and destroyed.
+        unsafe {
+            let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+            libc::posix_spawnattr_init(&mut attr);
+            libc::posix_spawnattr_setflags(&mut attr, libc::POSIX_SPAWN_SETSID as libc::c_short);
+            let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+            libc::posix_spawn_file_actions_init(&mut fa);
+            libc::posix_spawn_file_actions_adddup2(&mut fa, writer.as_raw_fd(), 1);
+            libc::posix_spawn_file_actions_adddup2(&mut fa, writer.as_raw_fd(), 2);
+            let r = libc::posix_spawn(
+                &mut pid,
+                bin.as_ptr(),
+                &fa,
+                &attr,
+                argv.as_ptr(),
+                envp.as_ptr(),
+            );
+            assert_eq!(r, 0, "posix_spawn");
+            libc::posix_spawn_file_actions_destroy(&mut fa);
+            libc::posix_spawnattr_destroy(&mut attr);
+        }
+        drop(writer);
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while matches!(out.read(&mut buf), Ok(n) if n > 0) {}
+        });
+        live.push_back((pid, reader));
+    }
+    live.into_iter().for_each(reap);
+    f64::from(RUNS) / t0.elapsed().as_secs_f64()
 }

@@ -367,6 +367,45 @@ impl Outcome {
     }
 }
 
+/// Writes the ends of `outcomes` with `statement` (`sql::RUNS_FINISH`, its
+/// text or prepared), in one statement: as [`Outcome::write`] does each.
+/// Each run id with the state its run is in now (`None`: the attempt was no
+/// longer running), in order.
+pub fn write_all<S>(
+    client: &mut Client,
+    statement: &S,
+    outcomes: &[&Outcome],
+) -> Result<Vec<(i64, Option<RunState>)>, postgres::Error>
+where
+    S: postgres::ToStatement + ?Sized,
+{
+    let ids: Vec<i64> = outcomes.iter().map(|o| o.id).collect();
+    let starts: Vec<i32> = outcomes.iter().map(|o| o.start).collect();
+    let states: Vec<&str> = outcomes.iter().map(|o| o.state.as_str()).collect();
+    let code = |o: &&Outcome| match o.exit {
+        Some(Exit::Code(c)) => Some(c),
+        _ => None,
+    };
+    let signal = |o: &&Outcome| match o.exit {
+        Some(Exit::Signal(s)) => Some(s),
+        _ => None,
+    };
+    let codes: Vec<Option<i32>> = outcomes.iter().map(code).collect();
+    let signals: Vec<Option<i32>> = outcomes.iter().map(signal).collect();
+    let whys: Vec<std::borrow::Cow<'_, str>> = outcomes.iter().map(|o| pg_text(&o.why)).collect();
+    let outputs: Vec<&[u8]> = outcomes.iter().map(|o| o.output.as_slice()).collect();
+    let bodies: Vec<serde_json::Value> = outcomes.iter().map(|o| o.alert_body()).collect();
+    let rows = client.query(
+        statement,
+        &[
+            &ids, &starts, &states, &codes, &signals, &whys, &outputs, &bodies,
+        ],
+    )?;
+    rows.iter()
+        .map(|r| Ok((r.try_get("id")?, r.try_get("state")?)))
+        .collect()
+}
+
 /// `s` as Postgres's `text` and `jsonb` take it: they refuse NUL, which
 /// becomes U+FFFD (invalid UTF-8 is already replaced by the lossy reads).
 pub fn pg_text(s: &str) -> std::borrow::Cow<'_, str> {

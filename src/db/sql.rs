@@ -198,6 +198,8 @@ pub const RUN_CANCEL: &str = include_str!("../../sql/run_cancel.sql");
 
 /// See `sql/run_finish.sql`.
 pub const RUN_FINISH: &str = include_str!("../../sql/run_finish.sql");
+/// Writes several attempts' ends in one statement (see `sql/runs_finish.sql`).
+pub const RUNS_FINISH: &str = include_str!("../../sql/runs_finish.sql");
 
 /// See `sql/run_follow.sql`.
 pub const RUN_FOLLOW: &str = include_str!("../../sql/run_follow.sql");
@@ -211,8 +213,8 @@ pub const RUN_QUEUE: &str = include_str!("../../sql/run_queue.sql");
 /// See `sql/run_requeue.sql`.
 pub const RUN_REQUEUE: &str = include_str!("../../sql/run_requeue.sql");
 
-/// See `sql/run_start.sql`.
-pub const RUN_START: &str = include_str!("../../sql/run_start.sql");
+/// See `sql/runs_start.sql`.
+pub const RUNS_START: &str = include_str!("../../sql/runs_start.sql");
 
 /// See `sql/run_state.sql`.
 pub const RUN_STATE: &str = include_str!("../../sql/run_state.sql");

@@ -8,15 +8,16 @@
 //!
 //! Invariants:
 //! * A run is claimed (`queued` → `running`, `start` + 1,
-//!   `sql/run_start.sql`) before its process is spawned or its instances
-//!   are given; a run another took first is skipped.
+//!   `sql/runs_start.sql`: a tick's local runs in one statement) before its
+//!   process is spawned or its instances are given; a run another took
+//!   first is skipped, and every local run claimed is spawned.
 //! * EC2 runs started before that still lack instances get them first, and
 //!   no new EC2 run is claimed once the tick may make no more instances.
 //! * Nothing more starts once a SIGTERM or SIGINT came.
 
 use crate::config::Placement;
 use crate::db::sql;
-use crate::scheduler::{Scheduler, View, Views, stops};
+use crate::scheduler::{Arc, Pipeline, Scheduler, View, Views, stops};
 
 /// How many runs one tick starts at most (the rest wait a tick).
 pub const STARTS_PER_TICK: i64 = 64;
@@ -85,29 +86,54 @@ impl Scheduler {
             Ok(rows) => rows,
             Err(e) => return e.complain(),
         };
+        let instance = self.lead.instance.as_ref().map(|i| i.id);
+        if placement == Starts::Local {
+            // All claimed in one statement, then started.
+            let chosen: Vec<(i64, Vec<String>, &Arc<Pipeline>)> = rows
+                .iter()
+                .filter_map(|row| {
+                    let View { p, .. } = pipelines.get(&row.get::<_, String>("pipeline"))?;
+                    Some((row.get("id"), row.get("args"), p))
+                })
+                .collect();
+            if chosen.is_empty() || stops() > 0 {
+                return;
+            }
+            let ids: Vec<i64> = chosen.iter().map(|c| c.0).collect();
+            let claimed = match self.db.prepared_fenced(session, sql::RUNS_START, |c, s| {
+                c.query(s, &[&ids, &host, &instance])
+            }) {
+                Ok(claimed) => claimed,
+                Err(e) => return e.complain(),
+            };
+            for row in claimed {
+                let (id, start): (i64, i32) = (row.get("id"), row.get("start"));
+                if let Some((_, args, p)) = chosen.iter().find(|c| c.0 == id) {
+                    self.sup.launch(id, start, p, args, &[]);
+                }
+            }
+            return;
+        }
         for row in rows {
-            if stops() > 0 || (placement == Starts::Ec2 && !self.ec2_runs.can_make()) {
+            if stops() > 0 || !self.ec2_runs.can_make() {
                 return;
             }
             let id: i64 = row.get("id");
             let name: String = row.get("pipeline");
-            let args: Vec<String> = row.get("args");
             let Some(View { p, .. }) = pipelines.get(&name) else {
                 continue;
             };
-            let start: i32 = match self.db.prepared_fenced(session, sql::RUN_START, |c, s| {
-                c.query_opt(s, &[&id, &host, &self.lead.instance.as_ref().map(|i| i.id)])
+            let claimed = match self.db.prepared_fenced(session, sql::RUNS_START, |c, s| {
+                c.query(s, &[&vec![id], &host, &instance])
             }) {
-                Ok(Some(row)) => row.get("start"),
-                Ok(None) => continue,
+                Ok(claimed) => claimed,
                 Err(e) => return e.complain(),
             };
-            if placement == Starts::Ec2 {
-                if let Err(e) = self.ec2_runs.start(&mut self.db, session, id, start, p) {
-                    return e.complain();
-                }
-            } else {
-                self.sup.launch(id, start, p, &args, &[]);
+            let Some(start) = claimed.first().map(|r| r.get::<_, i32>("start")) else {
+                continue;
+            };
+            if let Err(e) = self.ec2_runs.start(&mut self.db, session, id, start, p) {
+                return e.complain();
             }
         }
     }

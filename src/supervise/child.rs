@@ -20,9 +20,10 @@
 //! last resort for a shim that doesn't end within [`SHIM_KILL_SECONDS`].
 
 use std::collections::VecDeque;
+use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -114,9 +115,11 @@ impl Tail {
 
 /// A command started under the shim.
 pub struct Child {
-    inner: std::process::Child,
     /// Its process group (the shim's pid).
     pub pgid: i32,
+    /// How the shim ended, once reaped (its pid is not waited for again:
+    /// it may be another process's by then).
+    status: Option<ExitStatus>,
     /// Its output.
     pub tail: Arc<Tail>,
     /// When the shim was asked to kill everything, and whether its group
@@ -134,43 +137,32 @@ impl Child {
     /// thread): the parent-death signal fires when the starting thread ends.
     pub fn spawn(argv: &[String], env: &[(String, String)]) -> std::io::Result<Child> {
         let (reader, writer) = std::io::pipe()?;
-        let mut cmd = Command::new("/proc/self/exe");
-        cmd.arg0("orca")
-            .arg(SHIM)
-            .arg("--")
-            .args(argv)
-            .env_clear()
-            .envs(std::env::vars_os().filter(|(k, _)| passed_on(k)))
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .env(SHIM_PARENT, std::process::id().to_string())
-            .stdin(Stdio::null());
+        // Later settings win over earlier ones of the same name.
+        let mut vars: Vec<(OsString, OsString)> = Vec::new();
+        let mut set = |k: OsString, v: OsString| {
+            vars.retain(|(have, _)| *have != k);
+            vars.push((k, v));
+        };
+        for (k, v) in std::env::vars_os().filter(|(k, _)| passed_on(k)) {
+            set(k, v);
+        }
+        for (k, v) in env {
+            set(k.into(), v.into());
+        }
+        set(SHIM_PARENT.into(), std::process::id().to_string().into());
         if let Some(user) = crate::secrets::run_as() {
-            cmd.env(SHIM_RUN_AS, format!("{}:{}", user.uid, user.gid))
-                .env("HOME", &user.home)
-                .env("USER", &user.name)
-                .env("LOGNAME", &user.name);
+            set(
+                SHIM_RUN_AS.into(),
+                format!("{}:{}", user.uid, user.gid).into(),
+            );
+            set("HOME".into(), user.home.clone().into());
+            set("USER".into(), user.name.clone().into());
+            set("LOGNAME".into(), user.name.clone().into());
         }
-        cmd.stdout(writer.try_clone()?).stderr(writer);
-        // SAFETY: only async-signal-safe calls between fork and exec. A new
-        // session (and so a new process group, led by the shim) with no
-        // controlling terminal: a command can't type into the terminal
-        // orca was started from (TIOCSTI) nor be signalled through it. The
-        // shim's kill signal stays blocked from the exec on, so one sent
-        // before the shim is ready waits for it instead of killing it alone.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigaddset(&mut set, KILL_ALL);
-                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-                Ok(())
-            });
-        }
-        let inner = cmd.spawn()?;
-        drop(cmd); // closes our copies of the pipe's write end
+        let mut args: Vec<OsString> = vec!["orca".into(), SHIM.into(), "--".into()];
+        args.extend(argv.iter().map(OsString::from));
+        let pid = spawn_shim(&args, &vars, &writer)?;
+        drop(writer); // our copy of the pipe's write end
         let tail = Arc::new(Tail::default());
         let sink = tail.clone();
         std::thread::Builder::new()
@@ -189,10 +181,9 @@ impl Child {
                 }
                 sink.done.store(true, Ordering::Release);
             })?;
-        let pgid = inner.id() as i32;
         Ok(Child {
-            inner,
-            pgid,
+            pgid: pid,
+            status: None,
             tail,
             killing: None,
         })
@@ -206,13 +197,27 @@ impl Child {
     /// Whether it has ended, without waiting. Once it has, what is left of
     /// its group (daemons it left behind) is killed.
     pub fn try_exit(&mut self) -> Option<Exit> {
-        match self.inner.try_wait() {
-            Ok(Some(status)) => {
-                signal_group(self.pgid, libc::SIGKILL);
-                Some(Exit::from_status(status))
+        if let Some(status) = self.status {
+            return Some(Exit::from_status(status));
+        }
+        let mut raw = 0;
+        loop {
+            // SAFETY: waitpid(2) on our own child, not reaped yet.
+            let got = unsafe { libc::waitpid(self.pgid, &mut raw, libc::WNOHANG) };
+            if got == 0 {
+                return None;
             }
-            Ok(None) => None,
-            Err(_) => Some(Exit::Code(-1)),
+            if got < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+                continue;
+            }
+            if got != self.pgid {
+                return Some(Exit::Code(-1));
+            }
+            let status = ExitStatus::from_raw(raw);
+            self.status = Some(status);
+            signal_group(self.pgid, libc::SIGKILL);
+            return Some(Exit::from_status(status));
         }
     }
 
@@ -307,6 +312,129 @@ pub fn passed_on(key: &std::ffi::OsStr) -> bool {
     !(upper.starts_with("ORCA_")
         || upper.starts_with("PG")
         || (upper.starts_with("AWS_") && upper != "AWS_REGION" && upper != "AWS_DEFAULT_REGION"))
+}
+
+/// Starts the shim, `/proc/self/exe` with `args` (its `argv`, `argv[0]`
+/// first) and only `vars` as its environment, its stdin `/dev/null`, its
+/// stdout and stderr `out`; in a new session (so a new process group, led
+/// by it) with no controlling terminal: a command can't type into the
+/// terminal orca was started from (TIOCSTI) nor be signalled through it.
+/// Its signal mask is [`KILL_ALL`] alone, so one sent before the shim is
+/// ready waits for it instead of killing it alone; SIGPIPE is back to its
+/// default (orca ignores it). Its pid.
+///
+/// `posix_spawn(3)` with `POSIX_SPAWN_SETSID`, not fork and exec: the C
+/// library starts it without copying this process's memory map (a vfork),
+/// what every start costs (issue 14's starts a second).
+fn spawn_shim(
+    args: &[OsString],
+    vars: &[(OsString, OsString)],
+    out: &std::io::PipeWriter,
+) -> std::io::Result<i32> {
+    use std::ffi::CString;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let c = |b: &[u8]| {
+        CString::new(b).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a NUL byte in the command or its environment",
+            )
+        })
+    };
+    let argv: Vec<CString> = args
+        .iter()
+        .map(|a| c(a.as_bytes()))
+        .collect::<Result<_, _>>()?;
+    let envp: Vec<CString> = vars
+        .iter()
+        .map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+        .collect::<Result<_, _>>()?;
+    let mut argv_p: Vec<*mut libc::c_char> = argv.iter().map(|a| a.as_ptr() as *mut _).collect();
+    argv_p.push(std::ptr::null_mut());
+    let mut envp_p: Vec<*mut libc::c_char> = envp.iter().map(|e| e.as_ptr() as *mut _).collect();
+    envp_p.push(std::ptr::null_mut());
+    // The write end as a descriptor above stderr's (dup2 onto itself would
+    // leave it close-on-exec), closed again when this returns.
+    // SAFETY: fcntl(2) on a descriptor we own; the new one is ours.
+    let above = unsafe { libc::fcntl(out.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if above < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `above` was just made and nothing else owns it.
+    let above = unsafe { OwnedFd::from_raw_fd(above) };
+    let check = |r: libc::c_int| match r {
+        0 => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e)),
+    };
+    // SAFETY: the attributes and file actions are initialised before use
+    // and destroyed after; every pointer passed lives until posix_spawn
+    // returns (the C strings, their arrays, the path).
+    unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        check(libc::posix_spawnattr_init(&mut attr))?;
+        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        if let Err(e) = check(libc::posix_spawn_file_actions_init(&mut actions)) {
+            libc::posix_spawnattr_destroy(&mut attr);
+            return Err(e);
+        }
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut mask);
+        libc::sigaddset(&mut mask, KILL_ALL);
+        let mut default: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut default);
+        libc::sigaddset(&mut default, libc::SIGPIPE);
+        // (The constants' types differ between C libraries.)
+        #[allow(clippy::unnecessary_cast)]
+        let flags = libc::POSIX_SPAWN_SETSID as i32
+            | libc::POSIX_SPAWN_SETSIGMASK as i32
+            | libc::POSIX_SPAWN_SETSIGDEF as i32;
+        let mut pid: libc::pid_t = 0;
+        let spawned = check(libc::posix_spawnattr_setsigmask(&mut attr, &mask))
+            .and_then(|()| check(libc::posix_spawnattr_setsigdefault(&mut attr, &default)))
+            .and_then(|()| {
+                check(libc::posix_spawnattr_setflags(
+                    &mut attr,
+                    flags as libc::c_short,
+                ))
+            })
+            .and_then(|()| {
+                check(libc::posix_spawn_file_actions_addopen(
+                    &mut actions,
+                    0,
+                    c"/dev/null".as_ptr(),
+                    libc::O_RDONLY,
+                    0,
+                ))
+            })
+            .and_then(|()| {
+                check(libc::posix_spawn_file_actions_adddup2(
+                    &mut actions,
+                    above.as_raw_fd(),
+                    1,
+                ))
+            })
+            .and_then(|()| {
+                check(libc::posix_spawn_file_actions_adddup2(
+                    &mut actions,
+                    above.as_raw_fd(),
+                    2,
+                ))
+            })
+            .and_then(|()| {
+                check(libc::posix_spawn(
+                    &mut pid,
+                    c"/proc/self/exe".as_ptr(),
+                    &actions,
+                    &attr,
+                    argv_p.as_ptr(),
+                    envp_p.as_ptr(),
+                ))
+            });
+        libc::posix_spawn_file_actions_destroy(&mut actions);
+        libc::posix_spawnattr_destroy(&mut attr);
+        spawned.map(|()| pid)
+    }
 }
 
 /// Sends `sig` to process group `pgid`; a group that is gone is no error.

@@ -69,6 +69,9 @@ pub struct Recorder {
     pub beat: &'static str,
     /// Writes an attempt's end (see [`Outcome::write`]).
     pub finish: &'static str,
+    /// Writes several attempts' ends in one statement, if it can (see
+    /// [`crate::runs::write_all`]).
+    pub finish_all: Option<&'static str>,
     /// Queues a stopped attempt again (`$1`, `$2`, `$3` why, `$4` output).
     pub requeue: &'static str,
     /// Whether it may write a "timed out" event of its own.
@@ -85,6 +88,7 @@ pub struct Recorder {
 pub const SCHEDULER: Recorder = Recorder {
     beat: sql::RUNS_BEAT,
     finish: sql::RUN_FINISH,
+    finish_all: Some(sql::RUNS_FINISH),
     requeue: sql::RUN_REQUEUE,
     events: true,
     beat_idle: false,
@@ -95,6 +99,7 @@ pub const SCHEDULER: Recorder = Recorder {
 pub const WORKER: Recorder = Recorder {
     beat: sql::WORKER_ROUND,
     finish: sql::WORKER_FINISH,
+    finish_all: None,
     requeue: sql::WORKER_REQUEUE,
     events: false,
     beat_idle: true,
@@ -106,11 +111,31 @@ pub const WORKER: Recorder = Recorder {
 pub const HEAD: Recorder = Recorder {
     beat: sql::INSTANCE_HEAD_ROUND,
     finish: sql::INSTANCE_HEAD_FINISH,
+    finish_all: None,
     requeue: sql::INSTANCE_HEAD_REQUEUE,
     events: false,
     beat_idle: false,
     claims: false,
 };
+
+/// Logs that `o`'s end was written, the run now in `state` (`None`: the
+/// attempt was no longer running, so nothing was).
+fn say_written(o: &Outcome, state: Option<RunState>) {
+    match state {
+        Some(state) => log::info!(
+            "run {} attempt {}: {} ({}) -> {state}",
+            o.id,
+            o.start,
+            o.state,
+            o.why
+        ),
+        None => log::warn!(
+            "run {} attempt {}: was no longer running; outcome dropped",
+            o.id,
+            o.start
+        ),
+    }
+}
 
 /// Why a process is being stopped.
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -574,6 +599,33 @@ impl Supervisor {
         }
         let link = self.link.clone();
         let mut db = link.lock();
+        // Ends first all in one statement where the statements allow it;
+        // if that fails but for an outage, one by one (below), so one that
+        // can't be stored holds up no other.
+        let ends: Vec<&Outcome> = self
+            .pending
+            .iter()
+            .filter_map(|p| match p {
+                Pending::Finish(o) => Some(o),
+                Pending::Requeue { .. } => None,
+            })
+            .collect();
+        if let Some(all) = self.rec.finish_all.filter(|_| ends.len() > 1) {
+            match db.prepared(all, |c, s| crate::runs::write_all(c, s, &ends)) {
+                Ok(states) => {
+                    for (o, (_, state)) in ends.iter().zip(&states) {
+                        say_written(o, *state);
+                    }
+                    self.pending
+                        .retain(|p| matches!(p, Pending::Requeue { .. }));
+                }
+                Err(Fault::Down | Fault::Refused(_)) => return,
+                Err(e) => log::warn!(
+                    "{} ends in one statement: {e}; writing them one by one",
+                    ends.len()
+                ),
+            }
+        }
         let mut left = Vec::new();
         let mut down = false;
         for p in std::mem::take(&mut self.pending) {
@@ -582,25 +634,9 @@ impl Supervisor {
                 continue;
             }
             let result = match &p {
-                Pending::Finish(o) => {
-                    db.prepared(self.rec.finish, |c, s| o.write(c, s))
-                        .map(|state| {
-                            match state {
-                                Some(state) => log::info!(
-                                    "run {} attempt {}: {} ({}) -> {state}",
-                                    o.id,
-                                    o.start,
-                                    o.state,
-                                    o.why
-                                ),
-                                None => log::warn!(
-                                    "run {} attempt {}: was no longer running; outcome dropped",
-                                    o.id,
-                                    o.start
-                                ),
-                            };
-                        })
-                }
+                Pending::Finish(o) => db
+                    .prepared(self.rec.finish, |c, s| o.write(c, s))
+                    .map(|state| say_written(o, state)),
                 Pending::Requeue {
                     id,
                     start,
