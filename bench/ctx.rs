@@ -27,6 +27,10 @@ pub struct Knobs {
     pub keep: bool,
     /// `ORCA_BENCH_CHURN` (1000): machines the fleet churn makes.
     pub churn: u32,
+    /// `ORCA_BENCH_FLEET` (300): real pool machines in the fleet section.
+    pub fleet: u32,
+    /// `ORCA_BENCH_FLEET_SECONDS` (10): each fleet measurement's window.
+    pub fleet_s: f64,
 }
 
 /// A knob's value, or `default` when unset; a value that doesn't parse
@@ -52,6 +56,8 @@ impl Knobs {
             warm_s: knob("ORCA_BENCH_WARM_SECONDS", 10.0),
             handovers: knob("ORCA_BENCH_HANDOVERS", 10),
             churn: knob("ORCA_BENCH_CHURN", 1000),
+            fleet: knob("ORCA_BENCH_FLEET", 300),
+            fleet_s: knob("ORCA_BENCH_FLEET_SECONDS", 10.0),
             keep: std::env::var("ORCA_BENCH_KEEP").is_ok_and(|v| v == "1"),
         }
     }

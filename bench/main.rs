@@ -3,7 +3,9 @@
 //! the binary's size, `orca check` of files at the size limit, pools (a
 //! scaler pass, claims per second against pgbench, a worker's RSS), the
 //! warm pool, the leaderless gaps of scheduler overlap (deploy
-//! handover, crash, hang), and the fleet churn (`tests/chaos/churn.rs`).
+//! handover, crash, hang), the fleet (300 real pool machines on one
+//! Postgres: per machine sessions, transactions and WAL, and Postgres's
+//! CPU), and the fleet churn (`tests/chaos/churn.rs`).
 //!
 //! ```text
 //! make bench                                         # every section
@@ -41,6 +43,8 @@
 //! `ORCA_BENCH_WARM_SECONDS` (10), idle instances watched;
 //! `ORCA_BENCH_HANDOVERS` (10), warm hand-overs through the scheduler;
 //! `ORCA_BENCH_CHURN` (1000), machines the fleet churn makes;
+//! `ORCA_BENCH_FLEET` (300), real machines in the fleet section, and
+//! `ORCA_BENCH_FLEET_SECONDS` (10), each of its windows;
 //! `ORCA_BIN`, the binary; `ORCA_PG_BINDIR`, where pgbench is.
 //!
 //! A section is a function in a file of its own, listed in [`SECTIONS`].
@@ -57,6 +61,7 @@ mod binary;
 mod check;
 mod churn;
 mod ctx;
+mod fleet;
 mod memory;
 mod overlap;
 mod plans;
@@ -119,6 +124,10 @@ const SECTIONS: &[Section] = &[
     Section {
         name: "overlap",
         run: overlap::run,
+    },
+    Section {
+        name: "fleet",
+        run: fleet::run,
     },
     Section {
         name: "churn",
