@@ -98,6 +98,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "rounds",
         sql: include_str!("../../sql/migrations/0008_rounds.sql"),
     },
+    Migration {
+        version: 9,
+        name: "claims",
+        sql: include_str!("../../sql/migrations/0009_claims.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

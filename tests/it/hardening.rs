@@ -259,11 +259,12 @@ fn a_machine_holding_a_transaction_open_delays_no_tick_by_more_than_two_seconds(
     );
     let role = format!("orca_m_hold_{}", std::process::id());
     hand_made_machine(&db, "p", &role, "pw");
-    // The machine's login: seen, then a claim left open in a transaction
-    // (it holds its machine row's lock), then nothing.
+    // The machine's login: seen, then a hello left open in a transaction
+    // (it holds its machine row's lock: a claim with nothing queued takes
+    // none since migration 9), then nothing.
     let mut c = db.client_as(&role, "pw");
     c.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
-    c.batch_execute("SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0; BEGIN; SELECT * FROM orca.worker_claim(0)")
+    c.batch_execute("SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0; BEGIN; SELECT * FROM orca.worker_hello()")
         .unwrap();
     let stats = dir.path("stats");
     let mut s = pool_scheduler(

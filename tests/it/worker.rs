@@ -386,6 +386,51 @@ placement = "worker:p"
     waits.stop();
 }
 
+/// An idle machine's every round asks for runs: with nothing queued that
+/// takes no lock (its removal never waits on it) and writes nothing.
+#[test]
+fn an_idle_claim_takes_no_lock_and_writes_nothing() {
+    let (db, _dir) = setup(&with_pool(
+        "p",
+        "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
+    ));
+    let role = format!("orca_m_idle_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let id: i64 = db.one("SELECT id FROM orca.pool_machines");
+    let mut m = db.client_as(&role, "pw");
+    m.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
+    let mut tx = m.transaction().unwrap();
+    assert!(
+        tx.query("SELECT id FROM orca.worker_claim(4)", &[])
+            .unwrap()
+            .is_empty()
+    );
+    let wrote: bool = tx
+        .query_one("SELECT pg_current_xact_id_if_assigned() IS NOT NULL", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        !wrote,
+        "an idle claim wrote (it was given a transaction id)"
+    );
+    // Its transaction still open, the machine can be marked for removal.
+    let mut c = db.client();
+    c.batch_execute("SET lock_timeout = '1s'").unwrap();
+    let ending = include_str!("../../sql/machine_ending.sql");
+    let marked = c
+        .query_opt(
+            ending,
+            &[
+                &id,
+                &None::<chrono::DateTime<chrono::Utc>>,
+                &"idle for 30 s",
+            ],
+        )
+        .unwrap();
+    assert!(marked.is_some());
+    tx.rollback().unwrap();
+}
+
 #[test]
 fn a_machine_being_removed_takes_no_run_and_one_that_took_a_run_is_kept() {
     let (db, _dir) = setup(&with_pool(
