@@ -77,8 +77,10 @@ deps-demo:
 # 1000) (bench/main.rs, a Cargo bench that drives the release binary through
 # tests/it/harness). Some sections only:
 # scripts/test-db.sh cargo bench --bench bench -- SECTION...
-bench: release
-	scripts/test-db.sh cargo bench --bench bench
+# It measures the static binary, the one that ships (`make static`); ORCA_BIN
+# names another.
+bench: static
+	ORCA_BIN=$${ORCA_BIN:-$(STATIC)} scripts/test-db.sh cargo bench --bench bench
 
 lint:
 	cargo fmt --check

@@ -278,3 +278,6 @@ pub const WORKER_REQUEUE: &str = include_str!("../../sql/worker_requeue.sql");
 
 /// See `sql/worker_round.sql`.
 pub const WORKER_ROUND: &str = include_str!("../../sql/worker_round.sql");
+
+/// See `sql/backend_pid.sql`.
+pub const BACKEND_PID: &str = include_str!("../../sql/backend_pid.sql");

@@ -163,15 +163,20 @@ pub fn drop_role(client: &mut Client, role: &str) -> Result<bool, postgres::Erro
 /// Marks machine `id` as being removed for `why` (a removal taken up again
 /// keeps its first why), so it claims nothing more. With `busy_at` (an idle
 /// machine's, as seen), only if it is still idle: false when it took a run
-/// since.
+/// since. With `leader` (a backend pid), only while that session holds the
+/// lead lock: the fence of a write made on another session.
 pub fn mark_ending(
     client: &mut Client,
     id: i64,
     busy_at: Option<chrono::DateTime<chrono::Utc>>,
     why: &str,
+    leader: Option<i32>,
 ) -> Result<bool, postgres::Error> {
     Ok(client
-        .query_opt(sql::MACHINE_ENDING, &[&id, &busy_at, &why])?
+        .query_opt(
+            sql::MACHINE_ENDING,
+            &[&id, &busy_at, &why, &leader, &crate::lead::lock::LEAD_LOCK],
+        )?
         .is_some())
 }
 

@@ -34,6 +34,7 @@
 
 pub mod decide;
 pub mod demand;
+pub mod mark;
 pub mod registry;
 pub mod worker;
 
@@ -47,7 +48,7 @@ use crate::machines::boot::{self, Boot};
 use crate::machines::fleet::{self, AtProvider, Fleet};
 use crate::machines::logins::{self, Machine};
 use crate::machines::walk::{strays, try_locations};
-use crate::pools::decide::{Decided, Grow, PoolView, TypeWalk, Walk, say_no_capacity};
+use crate::pools::decide::{Decided, Grow, PoolView, Removal, TypeWalk, Walk, say_no_capacity};
 use crate::providers::{Make, MakeError, Provider};
 use crate::settings::PoolTiming;
 
@@ -65,6 +66,32 @@ struct NewMachine<'a> {
     provider_id: &'a str,
     slots: i32,
     region: Option<&'a str>,
+}
+
+/// A pool as `sql/pools_view.sql` reads it; `None` (said) if its stored
+/// spec is not one this binary reads.
+fn view_of(row: &postgres::Row) -> Option<PoolView> {
+    let name: String = row.get("name");
+    let pool: Pool = match serde_json::from_value(row.get("spec")) {
+        Ok(p) => p,
+        Err(e) => {
+            log::error!(
+                "pool {name}: its stored spec is not one this binary reads: {:?} error",
+                e.classify()
+            );
+            return None;
+        }
+    };
+    Some(PoolView {
+        pool,
+        retired: row.get("retired"),
+        walk_type: row.get::<_, i32>("walk_type").max(0) as usize,
+        walk_for: row.get("walk_for"),
+        tried_ago: row.get("tried_ago"),
+        status: row.get("status"),
+        waiting: row.get("waiting"),
+        demand: row.get("demand"),
+    })
 }
 
 /// Records a scaler decision of `kind` that has no other write, with `why`.
@@ -170,6 +197,11 @@ impl PoolScaler {
         }
     }
 
+    /// Its timing.
+    pub fn timing(&self) -> &PoolTiming {
+        &self.timing
+    }
+
     /// Whether a pass is due now.
     pub fn due(&self) -> bool {
         // A pass cut short goes on at the next tick.
@@ -223,28 +255,11 @@ impl PoolScaler {
         // Each pool as read, with its machines.
         let mut pools: Vec<(PoolView, Vec<&Machine>)> = Vec::new();
         for row in &rows {
-            let name: String = row.get("name");
-            let pool: Pool = match serde_json::from_value(row.get("spec")) {
-                Ok(p) => p,
-                Err(e) => {
-                    log::error!(
-                        "pool {name}: its stored spec is not one this binary reads: {:?} error",
-                        e.classify()
-                    );
-                    continue;
-                }
-            };
-            let view = PoolView {
-                pool,
-                retired: row.get("retired"),
-                walk_type: row.get::<_, i32>("walk_type").max(0) as usize,
-                walk_for: row.get("walk_for"),
-                tried_ago: row.get("tried_ago"),
-                status: row.get("status"),
-                waiting: row.get("waiting"),
-                demand: row.get("demand"),
-            };
-            let mine = machines.iter().filter(|m| m.pool == name).collect();
+            let Some(view) = view_of(row) else { continue };
+            let mine = machines
+                .iter()
+                .filter(|m| m.pool == view.pool.name)
+                .collect();
             pools.push((view, mine));
         }
         // 1. Every pool's removals begin: a machine marked ending claims
@@ -549,12 +564,18 @@ impl PoolScaler {
         for (m, removal) in shrink.remove {
             let why = removal.why();
             let seen_busy = removal.if_idle().then_some(m.busy_at);
-            if !db.run_fenced(session, |c| logins::mark_ending(c, m.id, seen_busy, &why))? {
+            if !db.run_fenced(session, |c| {
+                logins::mark_ending(c, m.id, seen_busy, &why, None)
+            })? {
                 log::info!("pool {}: machine {} took a run: kept", p.name, m.name);
                 shrunk.kept += 1;
                 continue;
             }
-            log::info!("{}", say_removing(&p.name, &m.name, &why));
+            if removal == Removal::Resumed {
+                log::debug!("{}", say_removing(&p.name, &m.name, &why));
+            } else {
+                log::info!("{}", say_removing(&p.name, &m.name, &why));
+            }
             shrunk.ending.push((m, why));
         }
         Ok(shrunk)

@@ -46,7 +46,7 @@ use crate::db::{self, Db, Fault, Link, Target};
 use crate::exit::{self, Failure, Outcome, bad, no};
 use crate::lead::hold::{Instance, Leadership, Supervised};
 use crate::lead::lock;
-use crate::pools::PoolScaler;
+use crate::pools::{PoolScaler, mark};
 use crate::runs;
 use crate::settings::{PoolTiming, Timing};
 use crate::supervise::{self, Supervisor};
@@ -125,6 +125,11 @@ pub struct Scheduler {
     /// statements it made, when `ORCA_TICK_STATS` names a file to write
     /// their summary to at exit.
     stats: Option<TickStats>,
+    /// The leading session's backend pid, for the thread that begins
+    /// removals off the tick ([`crate::pools::mark`]), and the session it
+    /// was read on.
+    leader: mark::Leader,
+    leader_session: Option<u64>,
 }
 
 /// `orca scheduler`: runs until SIGTERM or SIGINT.
@@ -256,16 +261,31 @@ fn run(
         timing.kill_grace,
         &supervise::SCHEDULER,
     );
+    let side_for_mark = side.clone();
     let alert_done = Arc::new(AtomicBool::new(false));
     let leads_now = Arc::new(AtomicBool::new(false));
     let alert_thread = {
         let done = alert_done.clone();
         let leads = leads_now.clone();
-        let db = side;
+        let db = side.clone();
         std::thread::Builder::new()
             .name("alerts".into())
             .spawn(move || crate::scheduler::alerts::run(db, leads, done))
             .expect("spawn alert thread")
+    };
+    // Removals begin off the tick, on the side connection too.
+    let leader = mark::Leader::default();
+    let mark_thread = {
+        let (link, timing, leader, done) = (
+            side_for_mark,
+            scaler.timing().clone(),
+            leader.clone(),
+            alert_done.clone(),
+        );
+        std::thread::Builder::new()
+            .name("removals".into())
+            .spawn(move || mark::run(link, timing, leader, done))
+            .expect("spawn removals thread")
     };
     let mut s = Scheduler {
         db,
@@ -282,6 +302,8 @@ fn run(
         sensors: HashMap::new(),
         stuck_checked: Instant::now(),
         stats: TickStats::from_env(),
+        leader,
+        leader_session: None,
     };
     let code = s.run_loop();
     alert_done.store(true, Ordering::SeqCst);
@@ -289,13 +311,33 @@ fn run(
     // An alert being sent may take its HTTP timeout; don't wait that long
     // (an unrecorded send is sent again later, after its lease).
     let deadline = Instant::now() + Duration::from_secs(2);
-    while !alert_thread.is_finished() && Instant::now() < deadline {
+    while !(alert_thread.is_finished() && mark_thread.is_finished()) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     code
 }
 
 impl Scheduler {
+    /// Tells the removals thread the leading session's backend pid (read
+    /// once a session), or that this process doesn't lead.
+    fn tell_leader(&mut self, lead: Option<u64>) {
+        if lead == self.leader_session {
+            return;
+        }
+        let pid = match lead {
+            Some(session) => match self.db.run_fenced(session, |c| {
+                c.query_one(sql::BACKEND_PID, &[])
+                    .map(|r| r.get::<_, i32>("pid"))
+            }) {
+                Ok(pid) => Some(pid),
+                Err(e) => return e.complain(),
+            },
+            None => None,
+        };
+        self.leader.set(pid);
+        self.leader_session = lead;
+    }
+
     fn run_loop(&mut self) -> i32 {
         let tick = Duration::from_secs_f64(self.timing.tick);
         let mut next = Instant::now();
@@ -357,6 +399,7 @@ impl Scheduler {
             .lead
             .step(&mut self.db, self.timing.stale, || stops() > 0, sup);
         self.leads_now.store(lead.is_some(), Ordering::SeqCst);
+        self.tell_leader(lead);
         let Some(session) = lead else {
             // Sensors are decisions: only the leader runs them.
             self.stop_sensors();

@@ -180,3 +180,48 @@ command = "true"
     assert!(why.starts_with("idle for "), "its row says why: {why}");
     s.stop();
 }
+
+/// D3 (found by the churn after D2's fix, seed 71: idle machines still
+/// 775 machine-seconds past `idle_seconds` and a pass, the latest by 6.5 s):
+/// removals began only in a scaler pass, on the tick, so a tick held up (a
+/// slow provider call in the pass before, a stalled statement) held up
+/// every idle machine's removal. Now a thread of the scheduler's begins
+/// them off the tick, on its side connection, fenced on the lead. Here the
+/// tick itself is slow (20 s), so a pass comes at most every 20 s.
+#[test]
+fn an_idle_machine_s_removal_begins_though_the_tick_is_slow() {
+    let (db, dir) = crate::pools::pool_test(
+        "max_machines = 1\nidle_seconds = 1\n\n[pipelines.job]\ncommand = \"sleep 1\"\nplacement = \"worker:p\"\n",
+    );
+    let run = db.queue("job");
+    let mut s = crate::pools::pool_scheduler(
+        &db,
+        &dir,
+        &[
+            ("ORCA_TICK_SECONDS", "20"),
+            ("ORCA_POOL_SCALE_SECONDS", "0.5"),
+        ],
+    );
+    s.wait_for("the run succeeds on the machine", 60.0, || {
+        db.state(run) == "succeeded"
+    });
+    s.wait_for("the idle machine's removal begins", 60.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE ending IS NOT NULL") == 1
+    });
+    let began: f64 = db.one(&format!(
+        "SELECT extract(epoch FROM m.ending - r.ended_at)::float8
+         FROM orca.pool_machines m, orca.runs r WHERE r.id = {run}"
+    ));
+    assert!(
+        began <= 1.0 + 0.5 + 3.0,
+        "the removal began {began:.1}s after the run ended (idle_seconds 1, passes every 0.5 s, a tick every 20 s); the log:\n{}",
+        s.output()
+    );
+    // The next tick's pass finishes it.
+    s.wait_for("the machine is removed", 60.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE ended_at IS NULL") == 0
+    });
+    let why: String = db.one("SELECT why FROM orca.pool_machines");
+    assert!(why.starts_with("idle for "), "{why}");
+    s.stop();
+}

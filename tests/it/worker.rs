@@ -386,6 +386,48 @@ placement = "worker:p"
     waits.stop();
 }
 
+/// A removal begun off the tick (on a session that doesn't hold the lead)
+/// is fenced on the leading session: marked only while that session holds
+/// the lead lock.
+#[test]
+fn a_removal_begun_on_another_session_is_fenced_on_the_lead() {
+    let (db, _dir) = setup(&with_pool("p", ""));
+    hand_made_machine(
+        &db,
+        "p",
+        &format!("orca_m_fence_{}", std::process::id()),
+        "pw",
+    );
+    let id: i64 = db.one("SELECT id FROM orca.pool_machines");
+    let ending = include_str!("../../sql/machine_ending.sql");
+    let lead_lock: i64 = 1869767525;
+    let mut leader = db.client();
+    let pid: i32 = leader
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    let mark = |db: &TestDb| {
+        db.client()
+            .query_opt(
+                ending,
+                &[
+                    &id,
+                    &None::<chrono::DateTime<chrono::Utc>>,
+                    &"idle for 30 s",
+                    &Some(pid),
+                    &lead_lock,
+                ],
+            )
+            .unwrap()
+            .is_some()
+    };
+    assert!(!mark(&db), "marked though that session holds no lead");
+    leader
+        .execute("SELECT pg_advisory_lock($1)", &[&lead_lock])
+        .unwrap();
+    assert!(mark(&db), "not marked though that session leads");
+}
+
 /// An idle machine's every round asks for runs: with nothing queued that
 /// takes no lock (its removal never waits on it) and writes nothing.
 #[test]
@@ -463,7 +505,16 @@ placement = "worker:p"
     let ending = include_str!("../../sql/machine_ending.sql");
     let marked = db
         .client()
-        .query_opt(ending, &[&id, &Some(idle_since), &"idle for 30 s"])
+        .query_opt(
+            ending,
+            &[
+                &id,
+                &Some(idle_since),
+                &"idle for 30 s",
+                &None::<i32>,
+                &0i64,
+            ],
+        )
         .unwrap();
     assert!(
         marked.is_none(),

@@ -1,0 +1,122 @@
+//! Removals begun off the tick: every `ORCA_POOL_SCALE_SECONDS`, while this
+//! process leads, on the scheduler's side connection, every pool's machines
+//! idle past its `idle_seconds` (and a retired pool's idle machines) are
+//! marked ending, as the scaler's pass would mark them. A tick held up (a
+//! slow provider call in a pass, a stalled statement) then holds up no
+//! removal's start: a machine marked ending claims nothing more, and the
+//! next pass takes its removal up and finishes it (revoke, delete, end).
+//!
+//! Only what needs no silence judged: a machine lost or never booted is
+//! the pass's to find (it knows when silence may be judged).
+//!
+//! Invariant: a mark is written only while the leading session holds the
+//! lead lock, checked in the same statement (`sql/machine_ending.sql`'s
+//! fence on the leader's backend pid): this thread's session is not the
+//! leading one.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::db::{Fault, Link, sql};
+use crate::machines::logins::{self, Machine};
+use crate::pools::decide::{self, Removal};
+use crate::settings::PoolTiming;
+
+/// The leading session's backend pid, as the tick tells it (0: this
+/// process doesn't lead).
+#[derive(Clone, Default)]
+pub struct Leader(Arc<AtomicI32>);
+
+impl Leader {
+    /// This process leads on the session whose backend pid is `pid`, or
+    /// (`None`) not.
+    pub fn set(&self, pid: Option<i32>) {
+        self.0.store(pid.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// The leading session's backend pid, if this process leads.
+    pub fn get(&self) -> Option<i32> {
+        Some(self.0.load(Ordering::SeqCst)).filter(|p| *p > 0)
+    }
+}
+
+/// Whether this thread begins removal `r`: an idle or a retired pool's
+/// machine (one taken up again, lost or never booted is the pass's).
+pub fn begins(r: &Removal) -> bool {
+    matches!(r, Removal::Idle { .. } | Removal::Retired { .. })
+}
+
+/// Marks, every `timing.scale` seconds while `leader` says this process
+/// leads, the machines whose removal may begin (see the module's doc), on
+/// `link`; until `done`.
+pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>) {
+    let every = Duration::from_secs_f64(timing.scale.max(0.1));
+    let mut next = Instant::now() + every;
+    while !done.load(Ordering::SeqCst) {
+        if Instant::now() < next {
+            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+            continue;
+        }
+        next = Instant::now() + every;
+        let Some(pid) = leader.get() else { continue };
+        let mut db = link.lock();
+        match db.run(|c| mark(c, &timing, pid)) {
+            Ok(()) => {}
+            Err(Fault::Down | Fault::Refused(_)) => {}
+            Err(e) => log::warn!("removals begun off the tick: {e}"),
+        }
+    }
+}
+
+/// One round: every pool read, its removals decided, the idle and retired
+/// ones marked (fenced on `leader`).
+fn mark(c: &mut postgres::Client, timing: &PoolTiming, leader: i32) -> Result<(), postgres::Error> {
+    let rows = c.query(sql::POOLS_VIEW, &[&timing.grow_after])?;
+    let machines = logins::live(c)?;
+    for row in &rows {
+        let Some(view) = super::view_of(row) else {
+            continue;
+        };
+        let mine: Vec<&Machine> = machines
+            .iter()
+            .filter(|m| m.pool == view.pool.name)
+            .collect();
+        let shrink = decide::shrink(&view, &mine, timing, false);
+        for (m, removal) in shrink.remove.iter().filter(|(_, r)| begins(r)) {
+            let why = removal.why();
+            let seen_busy = removal.if_idle().then_some(m.busy_at);
+            if logins::mark_ending(c, m.id, seen_busy, &why, Some(leader))? {
+                log::info!("{}", super::say_removing(&view.pool.name, &m.name, &why));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_idle_and_retired_machines_are_begun_off_the_tick() {
+        assert!(begins(&Removal::Idle {
+            idle: 30.0,
+            idle_seconds: 20.0
+        }));
+        assert!(begins(&Removal::Retired { pool: "p".into() }));
+        assert!(!begins(&Removal::Resumed));
+        assert!(!begins(&Removal::NeverBooted { boot: 900.0 }));
+        assert!(!begins(&Removal::Silent { silent: 400.0 }));
+    }
+
+    #[test]
+    fn the_leader_is_known_only_while_set() {
+        let l = Leader::default();
+        assert_eq!(l.get(), None);
+        l.set(Some(4242));
+        assert_eq!(l.get(), Some(4242));
+        l.set(None);
+        assert_eq!(l.get(), None);
+    }
+}
