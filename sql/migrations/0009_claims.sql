@@ -22,8 +22,6 @@ DECLARE
     claimed bigint[] := '{}';
     locked boolean := false;
 BEGIN
-    p_room := least(p_room, m.slots - (SELECT count(*) FROM orca.runs r
-                                       WHERE r.machine = m.id AND r.state = 'running'));
     IF p_room <= 0 THEN
         RETURN;
     END IF;
@@ -40,7 +38,8 @@ BEGIN
         EXIT WHEN taken >= p_room;
         -- The machine's row, locked before the first claim: a removal marks
         -- it ending under the same lock, so a claim and a removal never
-        -- cross. (Nothing queued: no lock, nothing written.)
+        -- cross, and two claims of one machine count its room one after the
+        -- other. (Nothing queued: no lock, nothing written.)
         IF NOT locked THEN
             PERFORM 1 FROM orca.pool_machines pm
             WHERE pm.id = m.id AND pm.ending IS NULL FOR NO KEY UPDATE;
@@ -48,6 +47,9 @@ BEGIN
                 RETURN;
             END IF;
             locked := true;
+            p_room := least(p_room, m.slots - (SELECT count(*) FROM orca.runs r
+                                               WHERE r.machine = m.id AND r.state = 'running'));
+            EXIT WHEN p_room <= 0;
         END IF;
         -- Another worker claiming this pipeline's runs right now: leave it
         -- to that one (this worker tries again on its next round).

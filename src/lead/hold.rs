@@ -9,7 +9,7 @@
 //! * With overlap off, a scheduler that finds the lead taken by another
 //!   process while it was cut off starts nothing more and exits once its runs
 //!   end.
-//! * With overlap on, an instance drains (gives the lock up first) on SIGTERM
+//! * With overlap on, an instance drains (gives the lock up as it begins) on SIGTERM
 //!   or SIGINT, when asked, or when a newer live instance exists; once
 //!   draining it never leads again. A leader whose beats fail for the stale
 //!   limit stops deciding by itself.
@@ -125,14 +125,13 @@ impl Leadership {
     /// Waits until `until` at most for the lead lock, instead of sleeping
     /// (see [`Leadership::waits`]): taken the moment its holder gives it up,
     /// so a deploy's hand-over leaves no tick without a leader. Whether this
-    /// instance leads now.
-    pub fn wait_for_lead(&mut self, db: &mut Db, until: Instant) -> bool {
-        let Some(inst) = self.instance.as_mut().filter(|_| self.held.is_none()) else {
-            return false;
-        };
+    /// instance leads now (`Some(false)`: the time passed first), or `None`
+    /// if the wait failed (said).
+    pub fn wait_for_lead(&mut self, db: &mut Db, until: Instant) -> Option<bool> {
+        let inst = self.instance.as_mut().filter(|_| self.held.is_none())?;
         let wait = until.saturating_duration_since(Instant::now());
         if wait.as_millis() < 10 {
-            return false;
+            return Some(false);
         }
         let (id, session) = (inst.id, db.sessions);
         match db.run_fenced(session, |c| super::wait_lead(c, id, wait)) {
@@ -140,12 +139,12 @@ impl Leadership {
                 log::info!("instance {id} leads (the lead was handed over)");
                 inst.said_waiting = false;
                 self.held = Some((session, Instant::now()));
-                true
+                Some(true)
             }
-            Ok(false) => false,
+            Ok(false) => Some(false),
             Err(e) => {
                 e.complain();
-                false
+                None
             }
         }
     }

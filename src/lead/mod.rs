@@ -25,8 +25,9 @@
 //! * Only the session holding `LEAD_LOCK` decides; with overlap on, that is
 //!   the newest live instance that isn't draining (newest: its binary knows
 //!   the most migrations, then the latest to join).
-//! * An instance gives the lock up before it drains, and a draining instance
-//!   never takes it again.
+//! * An instance that drains records it, then gives the lock up (whether
+//!   or not the record landed) and decides nothing more; a draining
+//!   instance never takes it again.
 //! * A holder that is gone (not seen for the stale limit) has its session
 //!   ended by the next instance; a live instance's session never is.
 
@@ -115,10 +116,14 @@ pub fn try_lead(client: &mut Client, id: i64, stale: f64) -> Result<Lead, postgr
 }
 
 /// Instance `id` drains: records why, then gives up the lead (if it held
-/// it), so the instance waiting for it takes it after the record.
+/// it) whether or not the record landed, so the instance waiting for it
+/// takes it after the record, and never waits on a record that can't land.
 pub fn step_down(client: &mut Client, id: i64, why: &str) -> Result<(), postgres::Error> {
-    client.execute(sql::SCHEDULER_DRAIN, &[&id, &why])?;
-    lock::release(client)
+    let recorded = client
+        .execute(sql::SCHEDULER_DRAIN, &[&id, &why])
+        .map(|_| ());
+    lock::release(client)?;
+    recorded
 }
 
 /// Waits up to `wait` for the lead lock on this session, for instance `id`

@@ -10,7 +10,7 @@
 //!   `ORCA_POOL_TRY_SECONDS`: meanwhile the same why is said.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use postgres::Client;
 
@@ -18,6 +18,36 @@ use crate::config::Provider as Kind;
 use crate::db::{Db, Fault};
 use crate::machines::logins;
 use crate::providers::{Provider, ec2::Ec2, local::Local};
+
+/// When a tick's provider work is over: no new step (a pool's, a make, a
+/// scan for strays) begins after `soft`, and no provider call is sent after
+/// `hard` (one sent before waits past it by at most
+/// [`crate::aws::ATTEMPT_FLOOR`]). A hung provider costs a tick that much at
+/// most; one that is slow but answers still gets a started step's calls
+/// through, a step a tick.
+#[derive(Clone, Copy, Debug)]
+pub struct Deadline {
+    /// No new step after this.
+    pub soft: Instant,
+    /// No call after this.
+    pub hard: Instant,
+}
+
+/// How long after a tick's provider work begins no new step does.
+pub const STEP_BUDGET: Duration = Duration::from_secs(2);
+
+/// How long after a tick's provider work begins no call is sent.
+pub const CALL_BUDGET: Duration = Duration::from_secs(5);
+
+impl Deadline {
+    /// A tick's provider work beginning at `now`.
+    pub fn from(now: Instant) -> Deadline {
+        Deadline {
+            soft: now + STEP_BUDGET,
+            hard: now + CALL_BUDGET,
+        }
+    }
+}
 
 /// Providers by kind and region, and this stack's id.
 pub struct Fleet {
@@ -29,8 +59,8 @@ pub struct Fleet {
     /// EC2 clients that could not be made, by region: why, and when.
     ec2_failed: HashMap<String, (String, Instant)>,
     stack: Option<String>,
-    /// No provider call is sent after this ([`Fleet::until`]).
-    deadline: Option<Instant>,
+    /// This tick's deadline ([`Fleet::until`]).
+    deadline: Option<Deadline>,
 }
 
 /// A machine (or an instance) as its provider knows it.
@@ -88,7 +118,7 @@ impl Fleet {
                 if !self.ec2.contains_key(&key) {
                     match Ec2::new(region) {
                         Ok(mut e) => {
-                            e.until(self.deadline);
+                            e.until(self.deadline.map(|d| d.hard));
                             self.ec2_failed.remove(&key);
                             self.ec2.insert(key.clone(), e);
                         }
@@ -111,21 +141,19 @@ impl Fleet {
         }
     }
 
-    /// From now on, no provider call is sent after `deadline` and none
-    /// waits long past it ([`Provider::until`]), providers made later
-    /// included; `None`: no limit. What a caller that must get on with
-    /// other work (a scaler pass, a tick) spends on a hung provider.
-    pub fn until(&mut self, deadline: Option<Instant>) {
+    /// From now on, no provider call is sent after `deadline`'s hard
+    /// limit and none waits long past it ([`Provider::until`]), providers
+    /// made later included; `None`: no limit.
+    pub fn until(&mut self, deadline: Option<Deadline>) {
         self.deadline = deadline;
         for pr in self.in_use() {
-            pr.until(deadline);
+            pr.until(deadline.map(|d| d.hard));
         }
     }
 
-    /// Whether the deadline set by [`Fleet::until`] has passed: no provider
-    /// call would be sent now.
+    /// Whether the deadline's soft limit has passed: no new step begins.
     pub fn late(&self) -> bool {
-        self.deadline.is_some_and(|d| Instant::now() >= d)
+        self.deadline.is_some_and(|d| Instant::now() >= d.soft)
     }
 
     /// Every provider made so far: the local one, then EC2's by region.
@@ -234,11 +262,17 @@ mod tests {
         assert_eq!(f.in_use().len(), 1);
         assert!(f.known_stack().is_none());
         assert!(!f.late());
-        f.until(Some(Instant::now()));
+        let now = Instant::now();
+        f.until(Some(Deadline {
+            soft: now,
+            hard: now + Duration::from_secs(60),
+        }));
         assert!(f.late());
-        f.until(Some(Instant::now() + std::time::Duration::from_secs(60)));
+        f.until(Some(Deadline::from(Instant::now())));
         assert!(!f.late());
         f.until(None);
         assert!(!f.late());
+        let d = Deadline::from(now);
+        assert!(d.soft < d.hard && d.soft > now);
     }
 }

@@ -86,8 +86,14 @@ fn mark(c: &mut postgres::Client, timing: &PoolTiming, leader: i32) -> Result<()
         for (m, removal) in shrink.remove.iter().filter(|(_, r)| begins(r)) {
             let why = removal.why();
             let seen_busy = removal.if_idle().then_some(m.busy_at);
-            if logins::mark_ending(c, m.id, seen_busy, &why, Some(leader))? {
-                log::info!("{}", super::say_removing(&view.pool.name, &m.name, &why));
+            match logins::mark_ending(c, m.id, seen_busy, &why, Some(leader)) {
+                Ok(true) => log::info!("{}", super::say_removing(&view.pool.name, &m.name, &why)),
+                Ok(false) => {}
+                // This machine's alone (the pass says it in the pool's status).
+                Err(e) if e.as_db_error().is_some() => {
+                    log::warn!("pool {}: machine {}: {e}", view.pool.name, m.name)
+                }
+                Err(e) => return Err(e),
             }
         }
     }

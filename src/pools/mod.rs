@@ -39,13 +39,13 @@ pub mod registry;
 pub mod worker;
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::config::{Pool, PoolType};
 use crate::db::sql;
 use crate::db::{Db, Fault};
 use crate::machines::boot::{self, Boot};
-use crate::machines::fleet::{self, AtProvider, Fleet};
+use crate::machines::fleet::{self, AtProvider, Deadline, Fleet};
 use crate::machines::logins::{self, Machine};
 use crate::machines::walk::{strays, try_locations};
 use crate::pools::decide::{Decided, Grow, PoolView, Removal, TypeWalk, Walk, say_no_capacity};
@@ -115,14 +115,10 @@ pub struct PoolScaler {
     fleet: Fleet,
     /// Orphan roles that could not be dropped (said once each).
     undroppable: std::collections::HashSet<String>,
-    /// The pool the next pass starts with: a pass that ran out of time
-    /// (slow provider calls) leaves the rest to the next, in turn.
-    resume: usize,
+    /// The pool the next pass starts with, due at once: a pass that ran
+    /// out of time (slow provider calls) leaves the rest to the next.
+    resume: Option<usize>,
 }
-
-/// How long one pass may take before it leaves the remaining pools to the
-/// next pass (the tick's other work waits meanwhile).
-const PASS_BUDGET: Duration = Duration::from_secs(2);
 
 // The scaler's log lines about the walk, its machines made and removed:
 // what an operator reads in the scheduler's log. They name pools, types,
@@ -193,7 +189,7 @@ impl PoolScaler {
             last: None,
             images: HashMap::new(),
             undroppable: Default::default(),
-            resume: 0,
+            resume: None,
         }
     }
 
@@ -205,13 +201,14 @@ impl PoolScaler {
     /// Whether a pass is due now.
     pub fn due(&self) -> bool {
         // A pass cut short goes on at the next tick.
-        self.resume > 0
+        self.resume.is_some()
             || self
                 .last
                 .is_none_or(|t| t.elapsed().as_secs_f64() >= self.timing.scale)
     }
 
-    /// One pass over every pool, writing on session `session` only. With
+    /// One pass over every pool, writing on session `session` only, its
+    /// provider work within this tick's `deadline`. With
     /// `judge_silence` false (just after taking the lead, or after a tick
     /// that stalled: workers' beats may not have landed yet), no machine is
     /// removed as lost or never booted. Returns what it cost: milliseconds
@@ -221,6 +218,7 @@ impl PoolScaler {
         db: &mut Db,
         session: u64,
         judge_silence: bool,
+        deadline: Deadline,
     ) -> Result<(f64, u64), Fault> {
         let (began, calls) = (Instant::now(), db.calls);
         self.last = Some(Instant::now());
@@ -270,21 +268,20 @@ impl PoolScaler {
             let shrink = decide::shrink(view, mine, &self.timing, judge_silence);
             shrinks.push(self.begin_removals(db, session, &view.pool, shrink)?);
         }
-        // 2. Each pool's provider work (deletes, strays, a make), in turn
-        // and within the budget: no call is sent after it, so a hung
-        // provider costs the pass (and the tick) at most the budget and
-        // one call's floor; the pools left go first on the next pass.
-        self.fleet.until(Some(began + PASS_BUDGET));
+        // 2. Each pool's provider work (deletes, a make, strays), in turn
+        // and within the tick's deadline: no pool's step begins after its
+        // soft limit, no call is sent after its hard one, so a hung
+        // provider costs the tick that much at most; the pools left go
+        // first on the next pass.
+        self.fleet.until(Some(deadline));
         let count = pools.len();
-        let first = if self.resume < count { self.resume } else { 0 };
-        self.resume = 0;
+        let first = self.resume.take().filter(|r| *r < count).unwrap_or(0);
         for n in 0..count {
             let i = (first + n) % count;
-            if n > 0 && began.elapsed() > PASS_BUDGET {
-                self.resume = i;
+            if n > 0 && self.fleet.late() {
+                self.resume = Some(i);
                 log::info!(
-                    "scaler pass over its {}s budget: {} left to the next pass",
-                    PASS_BUDGET.as_secs(),
+                    "scaler pass out of time: {} left to the next pass",
                     crate::plural::count((count - n) as i64, "pool")
                 );
                 break;
@@ -344,7 +341,7 @@ impl PoolScaler {
     }
 
     /// One pool's step, its removals begun (`shrunk`): they are finished,
-    /// then strays, then grow.
+    /// then grow, then strays.
     fn step(
         &mut self,
         db: &mut Db,
@@ -356,7 +353,7 @@ impl PoolScaler {
     ) -> Result<Decided, Fault> {
         let p = &v.pool;
         let (live, demand) = (shrunk.live, shrunk.demand);
-        let mut problem = None;
+        let mut problem = shrunk.problem;
         // Machines still there: kept, busy after all, or not removed yet.
         let mut standing = live.len() + shrunk.kept;
         for (m, why) in shrunk.ending {
@@ -369,44 +366,72 @@ impl PoolScaler {
                 Err(down) => return Err(down),
             }
         }
-        let mut status = problem.map(|e| format!("can't remove a machine: {e}"));
-        // Strays: the provider's machines with this pool's and stack's labels
-        // that no live row holds.
-        match self.provider(p) {
-            Ok(provider) => match provider.list(&p.name, stack) {
-                Ok(found) => {
-                    let held = |name: &str| machines.iter().any(|m| m.name == name);
-                    for s in strays(found, |s| &s.name, held) {
-                        log::warn!(
-                            "deleting stray machine {} ({}) of pool {}: no live row holds it",
-                            s.name,
-                            s.id,
-                            p.name
-                        );
-                        if let Err(e) = provider.delete(&s.id, &s.name) {
-                            log::error!("stray {}: can't delete it: {e}", s.name);
-                            continue;
-                        }
-                        let why = format!(
-                            "{} ({}) of pool {}: no live row held it",
-                            s.name, s.id, p.name
-                        );
-                        event(db, session, "stray deleted", &why)?;
-                    }
-                }
-                Err(e) => status = Some(format!("can't list its machines: {e}")),
+        let status = problem.map(|e| format!("can't remove a machine: {e}"));
+        let mut d = match decide::grow(v, demand, status, &live, standing, &self.timing) {
+            Grow::Done(d) => d,
+            // The tick's time for providers is spent: the next pass tries.
+            Grow::Attempt(d) if self.fleet.late() => Decided {
+                tried: false,
+                status: v.status.clone(),
+                ..d
             },
-            Err(e) => status = Some(e),
-        }
-        match decide::grow(v, demand, status, &live, standing, &self.timing) {
-            Grow::Done(d) => Ok(d),
             Grow::Attempt(mut d) => {
                 let mut walk = TypeWalk::begin(v);
                 d.status = self.attempt(db, session, stack, v, &mut walk)?;
                 (d.walk_type, d.walk_since) = (walk.ty, walk.since);
-                Ok(d)
+                d
+            }
+        };
+        // Strays, last (a make comes first): the provider's machines with this
+        // pool's and stack's labels that no live row holds. Not in a step
+        // that tried a make: its machine's row is newer than what was read.
+        if !d.tried && !self.fleet.late() {
+            if let Err(e) = self.strays(db, session, stack, p, machines)? {
+                d.status = format!("can't list its machines: {e}");
             }
         }
+        Ok(d)
+    }
+
+    /// Deletes pool `p`'s strays: the provider's machines with its and
+    /// `stack`'s labels that no row of `machines` holds. Err (inside): the
+    /// provider couldn't list them.
+    fn strays(
+        &mut self,
+        db: &mut Db,
+        session: u64,
+        stack: &str,
+        p: &Pool,
+        machines: &[&Machine],
+    ) -> Result<Result<(), String>, Fault> {
+        let provider = match self.provider(p) {
+            Ok(provider) => provider,
+            Err(e) => return Ok(Err(e)),
+        };
+        let found = match provider.list(&p.name, stack) {
+            Ok(found) => found,
+            Err(e) => return Ok(Err(e)),
+        };
+        let held = |name: &str| machines.iter().any(|m| m.name == name);
+        for s in strays(found, |s| &s.name, held) {
+            log::warn!(
+                "deleting stray machine {} ({}) of pool {}: no live row holds it",
+                s.name,
+                s.id,
+                p.name
+            );
+            let provider = self.provider(p).map_err(Fault::Other)?;
+            if let Err(e) = provider.delete(&s.id, &s.name) {
+                log::error!("stray {}: can't delete it: {e}", s.name);
+                continue;
+            }
+            let why = format!(
+                "{} ({}) of pool {}: no live row held it",
+                s.name, s.id, p.name
+            );
+            event(db, session, "stray deleted", &why)?;
+        }
+        Ok(Ok(()))
     }
 
     /// One attempt to make a machine for pool `v`, the type walk `walk`
@@ -564,12 +589,24 @@ impl PoolScaler {
         for (m, removal) in shrink.remove {
             let why = removal.why();
             let seen_busy = removal.if_idle().then_some(m.busy_at);
-            if !db.run_fenced(session, |c| {
+            match db.run_fenced(session, |c| {
                 logins::mark_ending(c, m.id, seen_busy, &why, None)
-            })? {
-                log::info!("pool {}: machine {} took a run: kept", p.name, m.name);
-                shrunk.kept += 1;
-                continue;
+            }) {
+                Ok(true) => {}
+                Ok(false) => {
+                    // It took a run, or its row is held (a claim under
+                    // way, or its login): kept for now.
+                    log::info!("pool {}: machine {} is busy: kept", p.name, m.name);
+                    shrunk.kept += 1;
+                    continue;
+                }
+                Err(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_))) => {
+                    log::error!("pool {}: machine {}: {e}", p.name, m.name);
+                    shrunk.problem = Some(e.to_string());
+                    shrunk.kept += 1;
+                    continue;
+                }
+                Err(down) => return Err(down),
             }
             if removal == Removal::Resumed {
                 log::debug!("{}", say_removing(&p.name, &m.name, &why));
@@ -620,8 +657,11 @@ struct Shrunk<'a> {
     demand: i64,
     /// Machines marked ending, with why: to be deleted.
     ending: Vec<(&'a Machine, String)>,
-    /// Machines to remove that took a run meanwhile: they stay.
+    /// Machines to remove that took a run meanwhile (or couldn't be
+    /// marked): they stay.
     kept: usize,
+    /// Why a machine's removal couldn't begin, if one couldn't.
+    problem: Option<String>,
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ use crate::db::{self, Db, Fault, Link, Target};
 use crate::exit::{self, Failure, Outcome, bad, no};
 use crate::lead::hold::{Instance, Leadership, Supervised};
 use crate::lead::lock;
+use crate::machines::fleet::Deadline;
 use crate::pools::{PoolScaler, mark};
 use crate::runs;
 use crate::settings::{PoolTiming, Timing};
@@ -370,13 +371,21 @@ impl Scheduler {
             if next < now {
                 next = now;
             }
-            // An instance waiting for the lead waits on the lock instead
-            // (once per gap): it leads the moment the holder drains.
+            // An instance waiting for the lead waits on the lock instead, a
+            // slice at a time (a signal is heard between slices): it leads
+            // the moment the holder drains.
             let mut may_wait = self.lead.waits();
             while Instant::now() < next && stops() == signals {
-                if std::mem::take(&mut may_wait) && self.lead.wait_for_lead(&mut self.db, next) {
-                    next = Instant::now();
-                    break;
+                if may_wait {
+                    let slice = next.min(Instant::now() + Duration::from_millis(250));
+                    match self.lead.wait_for_lead(&mut self.db, slice) {
+                        Some(true) => {
+                            next = Instant::now();
+                            break;
+                        }
+                        Some(false) => continue,
+                        None => may_wait = false,
+                    }
                 }
                 std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
             }
@@ -444,25 +453,30 @@ impl Scheduler {
         }
         self.sense(session, &pipelines);
         self.start(session, &pipelines, Starts::Local);
-        if pipelines
-            .values()
-            .any(|v| v.p.placement == config::Placement::Ec2)
-        {
-            self.start(session, &pipelines, Starts::Ec2);
-            let judge = self.judge_silence(began);
-            if let Err(e) = self.ec2_runs.watch(&mut self.db, session, judge) {
-                e.complain();
-            }
-        }
+        // Provider work (the pool scaler's pass, EC2 runs' instances) shares
+        // one deadline a tick; the pass, every ORCA_POOL_SCALE_SECONDS, goes
+        // first.
+        let deadline = Deadline::from(Instant::now());
         if self.scaler.due() {
             let judge = self.judge_silence(began);
-            match self.scaler.scale(&mut self.db, session, judge) {
+            match self.scaler.scale(&mut self.db, session, judge, deadline) {
                 Ok(figures) => {
                     if let Some(stats) = &mut self.stats {
                         stats.pass(figures);
                     }
                 }
                 Err(e) => e.complain(),
+            }
+        }
+        if pipelines
+            .values()
+            .any(|v| v.p.placement == config::Placement::Ec2)
+        {
+            self.ec2_runs.begin_tick(deadline);
+            self.start(session, &pipelines, Starts::Ec2);
+            let judge = self.judge_silence(began);
+            if let Err(e) = self.ec2_runs.watch(&mut self.db, session, judge) {
+                e.complain();
             }
         }
         // A tick the database stalled under sweeps nothing: beats of others

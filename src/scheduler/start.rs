@@ -13,7 +13,8 @@
 //!   first is skipped, and every local run claimed is spawned.
 //! * EC2 runs started before that still lack instances get them first, and
 //!   no new EC2 run is claimed once the tick may make no more instances.
-//! * Nothing more starts once a SIGTERM or SIGINT came.
+//! * No run is claimed once a SIGTERM or SIGINT came (the local runs a
+//!   tick claimed are all started: they were claimed in one statement).
 
 use crate::config::Placement;
 use crate::db::sql;
@@ -49,7 +50,6 @@ impl Scheduler {
     /// and no new one is claimed once the tick may make no more instances.
     pub(super) fn start(&mut self, session: u64, pipelines: &Views, placement: Starts) {
         let host = if placement == Starts::Ec2 {
-            self.ec2_runs.begin_tick();
             let short = match self.ec2_runs.short(&mut self.db, session) {
                 Ok(short) => short,
                 Err(e) => return e.complain(),

@@ -276,6 +276,9 @@ impl Pending {
 pub struct Supervisor {
     running: Vec<Supervised>,
     pending: Vec<Pending>,
+    /// Until when ends are written one by one (a batch failed but for an
+    /// outage: a bad one would fail every batch).
+    one_by_one_until: Option<Instant>,
     shared: Arc<Mutex<Shared>>,
     /// The connection it writes on, which its heartbeat thread shares.
     link: Link,
@@ -312,6 +315,7 @@ impl Supervisor {
         Supervisor {
             running: Vec::new(),
             pending: Vec::new(),
+            one_by_one_until: None,
             shared,
             link,
             beat_thread: Some(beat_thread),
@@ -610,7 +614,8 @@ impl Supervisor {
                 Pending::Requeue { .. } => None,
             })
             .collect();
-        if let Some(all) = self.rec.finish_all.filter(|_| ends.len() > 1) {
+        let batch = self.one_by_one_until.is_none_or(|t| Instant::now() >= t);
+        if let Some(all) = self.rec.finish_all.filter(|_| batch && ends.len() > 1) {
             match db.prepared(all, |c, s| crate::runs::write_all(c, s, &ends)) {
                 Ok(states) => {
                     for (o, (_, state)) in ends.iter().zip(&states) {
@@ -620,10 +625,13 @@ impl Supervisor {
                         .retain(|p| matches!(p, Pending::Requeue { .. }));
                 }
                 Err(Fault::Down | Fault::Refused(_)) => return,
-                Err(e) => log::warn!(
-                    "{} ends in one statement: {e}; writing them one by one",
-                    ends.len()
-                ),
+                Err(e) => {
+                    log::warn!(
+                        "{} ends in one statement: {e}; writing ends one by one for a minute",
+                        ends.len()
+                    );
+                    self.one_by_one_until = Some(Instant::now() + Duration::from_secs(60));
+                }
             }
         }
         let mut left = Vec::new();

@@ -36,7 +36,7 @@ use crate::config::Pipeline;
 use crate::config::spec::Ec2Spec;
 use crate::db::sql;
 use crate::db::{Db, Fault};
-use crate::machines::fleet::{self, AtProvider, Fleet};
+use crate::machines::fleet::{self, AtProvider, Deadline, Fleet};
 use crate::machines::logins;
 use crate::machines::walk::try_locations;
 use crate::providers::{Make, MakeError};
@@ -56,10 +56,6 @@ const POLL_FRESH: f64 = 5.0;
 
 /// An idle instance that hasn't polled for this long (s) is gone.
 const POLL_GONE: f64 = 15.0;
-
-/// How long a tick's provider calls (makes, deletes, the strays' list) may
-/// take before the rest wait for the next tick.
-const TICK_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The provider label of EC2 runs' instances.
 /// (A colon: no pool can have that name, so no pool takes them for its own.)
@@ -144,12 +140,11 @@ impl Ec2Runs {
     }
 
     /// A new tick: its budget of new instances is whole again, and its
-    /// provider calls have [`TICK_BUDGET`] from now (a hung provider costs
-    /// the tick that and one call's floor, no more).
-    pub fn begin_tick(&mut self) {
+    /// provider work has until `deadline` (the tick's, shared with the pool
+    /// scaler: a hung provider costs the tick that much at most).
+    pub fn begin_tick(&mut self, deadline: Deadline) {
         self.budget.refill();
-        self.fleet
-            .until(Some(std::time::Instant::now() + TICK_BUDGET));
+        self.fleet.until(Some(deadline));
     }
 
     /// Whether this tick may still make a new instance: some of its budget
@@ -395,6 +390,12 @@ impl Ec2Runs {
                 })?;
                 self.delete(db, session, ended.iter().map(ended_of).collect())?;
             }
+        }
+        // What is over is ended and deleted only with time left for the
+        // deletes (a row ended whose delete is not sent leaves a stray till
+        // the strays' scan): else on the next tick.
+        if self.fleet.late() {
+            return Ok(());
         }
         let rows = db.run_fenced(session, |c| {
             c.query(

@@ -225,3 +225,65 @@ fn an_idle_machine_s_removal_begins_though_the_tick_is_slow() {
     assert!(why.starts_with("idle for "), "{why}");
     s.stop();
 }
+
+/// A hung EC2 costs a tick at most the tick's deadline for provider work
+/// (5 s, and an attempt's 1 s floor), the pool scaler's pass and EC2 runs'
+/// instances together: less than the stale limit (10 s), by which the
+/// instance's beat, made once a tick, would let a standby take over.
+#[test]
+fn a_hung_ec2_costs_a_tick_at_most_its_deadline() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        r#"
+[pools.ep]
+provider = "ec2"
+ami = "ami-0123456789abcdef0"
+region = "eu-west-1"
+types = [{ type = "m7i.large", wait = 0 }]
+locations = ["subnet-a"]
+
+[pipelines.job]
+command = "true"
+placement = "worker:ep"
+
+[pipelines.train]
+command = "true"
+placement = "ec2"
+
+[pipelines.train.ec2]
+provider = "ec2"
+type = "m7i.large"
+locations = ["subnet-a"]
+ami = "ami-0123456789abcdef0"
+workers = 1
+"#,
+    );
+    let stats = dir.path("stats");
+    let mut env = with_keys(ec2_env(&ec2));
+    env.extend([
+        ("ORCA_POOL_SCALE_SECONDS", "0.5".into()),
+        ("ORCA_POOL_TRY_SECONDS", "0.5".into()),
+        ("ORCA_POOL_GROW_AFTER", "0".into()),
+        ("ORCA_TICK_STATS", stats.to_str().unwrap().into()),
+    ]);
+    ec2.state.lock().unwrap().delay_ms = 15_000;
+    db.queue("job");
+    db.queue("train");
+    let mut s = start(&db, &dir, &env);
+    s.wait_for("EC2 calls hang", 30.0, || {
+        ec2.state.lock().unwrap().in_flight > 0
+    });
+    // Some ticks with the pass, the instances' makes and their deletes.
+    let t0 = std::time::Instant::now();
+    s.wait_for("25 s of a hung EC2", 40.0, || t0.elapsed().as_secs() >= 25);
+    s.stop();
+    let max = crate::hardening::tick_max_ms(&stats);
+    assert!(
+        max <= 7500.0,
+        "a tick took {max:.0} ms with EC2 hung; the log:\n{}",
+        s.output()
+    );
+}

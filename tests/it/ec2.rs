@@ -537,3 +537,63 @@ workers = 1
     assert_eq!(ec2.bad_signatures(), 0);
     s.stop();
 }
+
+/// an endpoint that answers every call in ~2.2 s (slow, throttled)
+/// still gets this stack's strays terminated.
+#[test]
+fn a_slow_endpoint_still_gets_strays_terminated() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    let (db, dir) = setup(&ec2_pool(
+        r#"{ type = "m7i.large", wait = 0 }"#,
+        r#""subnet-a""#,
+    ));
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    let mut stack = String::new();
+    wait_until("the stack id is made", 20.0, || {
+        match db
+            .client()
+            .query_opt("SELECT id FROM orca.stack", &[])
+            .unwrap()
+        {
+            Some(r) => {
+                stack = r.get(0);
+                true
+            }
+            None => false,
+        }
+    });
+    {
+        let mut st = ec2.state.lock().unwrap();
+        st.delay_ms = 2200;
+        st.instances.push(crate::fake_aws::Inst {
+            id: "i-stray901".into(),
+            type_: "m7i.large".into(),
+            tags: vec![
+                ("Name".into(), "orca-p-901".into()),
+                ("orca-pool".into(), "p".into()),
+                ("orca-stack".into(), stack.clone()),
+            ],
+            terminated: false,
+            client_token: String::new(),
+            params: Default::default(),
+        });
+    }
+    s.wait_for("the stray is terminated", 40.0, || ec2.live().is_empty());
+    s.stop();
+}
+
+/// an endpoint that answers every call in ~2.2 s still gets a pool
+/// with demand a machine.
+#[test]
+fn a_slow_endpoint_still_grows_a_pool() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    ec2.state.lock().unwrap().delay_ms = 2200;
+    let (db, dir) = setup(&ec2_pool(
+        r#"{ type = "m7i.large", wait = 0 }"#,
+        r#""subnet-a""#,
+    ));
+    db.queue("job");
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    s.wait_for("a machine is made", 40.0, || !ec2.live().is_empty());
+    s.stop();
+}

@@ -244,7 +244,7 @@ fn what_an_instance_login_sends_is_bounded_whatever_its_size() {
 }
 
 /// The scheduler's figures from `ORCA_TICK_STATS` (written at its exit).
-fn tick_max_ms(path: &std::path::Path) -> f64 {
+pub fn tick_max_ms(path: &std::path::Path) -> f64 {
     let line = std::fs::read_to_string(path).unwrap();
     line.split_whitespace()
         .find_map(|f| f.strip_prefix("max_ms="))
@@ -646,5 +646,33 @@ fn an_attempt_s_last_output_is_recorded_with_its_end() {
             &out[out.len().saturating_sub(80)..]
         );
     }
+    s.stop();
+}
+
+/// a machine login holding its own row's lock must not stop another
+/// pool from growing (the scaler's first phase marks it ending and the mark
+/// waits out lock_timeout).
+#[test]
+fn a_held_machine_row_blocks_no_other_pool_s_growth() {
+    let toml = format!(
+        "{}idle_seconds = 1\n\n{}\n[pipelines.qjob]\ncommand = \"sleep 30\"\nplacement = \"worker:q\"\n",
+        with_pool("p", ""),
+        with_pool("q", "")
+    );
+    let (db, dir) = setup(&toml);
+    let role = format!("orca_m_rhold_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let mut c = db.client_as(&role, "pw");
+    c.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    c.batch_execute("SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0; BEGIN; SELECT * FROM orca.worker_hello()")
+        .unwrap();
+    db.queue("qjob");
+    let mut s = pool_scheduler(&db, &dir, &[("ORCA_LOGIN_XACT_SECONDS", "120")]);
+    s.wait_for(
+        "pool q gets a machine while p's machine row is held",
+        25.0,
+        || db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE pool = 'q'") > 0,
+    );
     s.stop();
 }

@@ -484,3 +484,37 @@ fn sigterm_with_overlap_on_drains() {
     ));
     assert!(ended);
 }
+
+/// a standby waiting for a hung leader's lock still hears SIGTERM
+/// at once (it used to check every 50 ms).
+#[test]
+fn a_waiting_standby_drains_on_sigterm_without_waiting_out_its_tick() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.t]\ncommand = \"true\"\n");
+    let mut a = overlap(&db, &dir, "a");
+    let a_id = instance_of(&db, a.pid());
+    wait_until("A leads", 30.0, || leads(&db, a_id));
+    a.signal(libc::SIGSTOP);
+    let mut b = db.scheduler(
+        &dir,
+        &[
+            ("ORCA_OVERLAP", "on"),
+            ("ORCA_IMAGE", "b"),
+            ("ORCA_TICK_SECONDS", "20"),
+        ],
+    );
+    let _b_id = instance_of(&db, b.pid());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let t = std::time::Instant::now();
+    b.signal(libc::SIGTERM);
+    let st = b.wait(40.0);
+    let took = t.elapsed().as_secs_f64();
+    a.signal(libc::SIGCONT);
+    assert!(
+        took < 5.0,
+        "B exited {took:.1}s after SIGTERM ({st:?}); B's log:\n{}",
+        b.output()
+    );
+    a.stop();
+}

@@ -466,6 +466,8 @@ fn an_idle_claim_takes_no_lock_and_writes_nothing() {
                 &id,
                 &None::<chrono::DateTime<chrono::Utc>>,
                 &"idle for 30 s",
+                &None::<i32>,
+                &0i64,
             ],
         )
         .unwrap();
@@ -530,6 +532,8 @@ placement = "worker:p"
                 &id,
                 &None::<chrono::DateTime<chrono::Utc>>,
                 &"its worker went silent",
+                &None::<i32>,
+                &0i64,
             ],
         )
         .unwrap();
@@ -542,6 +546,8 @@ placement = "worker:p"
                 &id,
                 &None::<chrono::DateTime<chrono::Utc>>,
                 &"its removal is taken up again",
+                &None::<i32>,
+                &0i64,
             ],
         )
         .unwrap();
@@ -682,5 +688,48 @@ fn a_worker_s_command_that_escapes_its_session_and_ignores_sigterm_dies_with_its
         "nothing the stopped worker's run started is alive",
         15.0,
         || gone(stays),
+    );
+}
+
+/// two claims of one machine at once never take more than its slots.
+#[test]
+fn concurrent_claims_of_one_machine_keep_its_slots() {
+    let (db, _dir) = setup(&with_pool(
+        "p",
+        "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 10\n\n[pipelines.job2]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 10\n",
+    ));
+    let role = format!("orca_m_conc_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw"); // slots 2
+    for _ in 0..2 {
+        db.queue("job");
+        db.queue("job2");
+    }
+    let mut a = db.client_as(&role, "pw");
+    let mut b = db.client_as(&role, "pw");
+    a.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
+    let mut ta = a.transaction().unwrap();
+    let got_a = ta
+        .query(
+            "SELECT id FROM orca.worker_claim(2) WHERE pipeline = 'job'",
+            &[],
+        )
+        .unwrap()
+        .len();
+    let h = std::thread::spawn(move || {
+        let mut tb = b.transaction().unwrap();
+        let n = tb
+            .query("SELECT id FROM orca.worker_claim(2)", &[])
+            .unwrap()
+            .len();
+        tb.commit().unwrap();
+        n
+    });
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    ta.commit().unwrap();
+    let got_b = h.join().unwrap();
+    let running: i64 = db.one("SELECT count(*) FROM orca.runs WHERE state = 'running'");
+    assert!(
+        running <= 2,
+        "slots 2, running {running} (a {got_a}, b {got_b})"
     );
 }
