@@ -385,10 +385,11 @@ impl PoolScaler {
         // Strays, last (a make comes first): the provider's machines with this
         // pool's and stack's labels that no live row holds. Not in a step
         // that tried a make: its machine's row is newer than what was read.
-        if !d.tried && !self.fleet.late() {
-            if let Err(e) = self.strays(db, session, stack, p, machines)? {
-                d.status = format!("can't list its machines: {e}");
-            }
+        if !d.tried
+            && !self.fleet.late()
+            && let Err(e) = self.strays(db, session, stack, p, machines)?
+        {
+            d.status = format!("can't list its machines: {e}");
         }
         Ok(d)
     }
