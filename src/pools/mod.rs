@@ -522,7 +522,9 @@ impl PoolScaler {
         })?;
         drop(boot);
         let Some((location, provider_id)) = tried.made else {
-            db.run_fenced(session, |c| logins::revoke(c, &token.role))?;
+            // Its login goes at once (one that can't be dropped now is an
+            // orphan, dropped on a later pass).
+            db.run_fenced(session, |c| fleet::revoke_and_drop(c, &token.role))?;
             if let Some(why) = tried.failed {
                 log::warn!("pool {}: machine {name} not made: {why}", p.name);
                 notes.push(format!("{name} not made: {why}"));

@@ -281,6 +281,12 @@ fn scan_runs(state: &Mutex<State>, token: &str) {
     }
 }
 
+/// The parent of process `pid`, from `/proc/PID/stat`.
+fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
 fn scan_groups(state: &Mutex<State>, armed: &AtomicU32, armed_instance: &AtomicBool) {
     let Some(stack) = state.lock().unwrap().stack.clone() else {
         return;
@@ -302,6 +308,18 @@ fn scan_groups(state: &Mutex<State>, armed: &AtomicU32, armed_instance: &AtomicB
         };
         let labels = String::from_utf8_lossy(labels);
         if !labels.split_whitespace().any(|l| l == want) {
+            continue;
+        }
+        // A machine's own process starting a run: between its fork (or
+        // vfork) and its exec, a child in a session of its own still shows
+        // the machine's environment. A machine's boot process is started by
+        // a scheduler (or the fake EC2), which has no machine labels.
+        // (Seed 72: such a child, stopped as a machine "that never boots",
+        // held its worker's spawn for good.)
+        let parent_is_machine = parent(pid)
+            .and_then(environ)
+            .is_some_and(|penv| var(&penv, "ORCA_LOCAL_LABELS").is_some());
+        if parent_is_machine {
             continue;
         }
         let name = var(&env, "ORCA_LOCAL_MACHINE")
