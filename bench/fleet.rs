@@ -62,6 +62,22 @@ fn ticks(reading: &HashMap<i32, (i32, i32, u64)>, which: impl Fn(i32, i32, i32) 
         .sum()
 }
 
+/// The private memory (KiB: `Private_Clean` and `Private_Dirty` of
+/// `/proc/PID/smaps_rollup`) of the postmaster's children.
+fn backends_private_kib(postmaster: i32) -> u64 {
+    cpu()
+        .iter()
+        .filter(|(_, (ppid, _, _))| *ppid == postmaster)
+        .filter_map(|(pid, _)| std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok())
+        .map(|t| {
+            t.lines()
+                .filter(|l| l.starts_with("Private_Clean:") || l.starts_with("Private_Dirty:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
 /// One window's figures.
 struct Window {
     cost: Figures,
@@ -236,6 +252,15 @@ pub fn run(b: &mut Bench) {
     let w = window(&mut cost, &mut admin, db.name(), postmaster, &stack, secs);
     s.signal(libc::SIGCONT);
     print("busy, fleet alone", &w, machines, cores);
+    let private = backends_private_kib(postmaster);
+    fig(
+        "busy: Postgres backends' private memory per machine MiB",
+        format!(
+            "{:.2} ({:.0} MiB for all the server's backends)",
+            private as f64 / 1024.0 / machines.max(1) as f64,
+            private as f64 / 1024.0
+        ),
+    );
     // Idle: every run cancelled (each worker kills its own), the machines
     // kept by their pools' long idle_seconds.
     c.execute(

@@ -284,7 +284,12 @@ fn scan_runs(state: &Mutex<State>, token: &str) {
 /// The parent of process `pid`, from `/proc/PID/stat`.
 fn parent(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 fn scan_groups(state: &Mutex<State>, armed: &AtomicU32, armed_instance: &AtomicBool) {
