@@ -218,14 +218,8 @@ fn an_auth_failure_is_shown_and_nothing_is_made() {
     s.stop();
 }
 
-#[test]
-fn strays_are_found_across_pages_and_terminated() {
-    let ec2 = FakeEc2::start(KEY, SECRET);
-    let (db, dir) = setup(&ec2_pool(
-        r#"{ type = "m7i.large", wait = 0 }"#,
-        r#""subnet-a""#,
-    ));
-    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+/// This stack's id, once the scheduler has made it.
+fn stack_id(db: &TestDb) -> String {
     let mut stack = String::new();
     wait_until("the stack id is made", 20.0, || {
         match db
@@ -240,6 +234,18 @@ fn strays_are_found_across_pages_and_terminated() {
             None => false,
         }
     });
+    stack
+}
+
+#[test]
+fn strays_are_found_across_pages_and_terminated() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    let (db, dir) = setup(&ec2_pool(
+        r#"{ type = "m7i.large", wait = 0 }"#,
+        r#""subnet-a""#,
+    ));
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    let stack = stack_id(&db);
     {
         let mut st = ec2.state.lock().unwrap();
         st.page_size = 1;
@@ -538,7 +544,7 @@ workers = 1
     s.stop();
 }
 
-/// an endpoint that answers every call in ~2.2 s (slow, throttled)
+/// An endpoint that answers every call in ~2.2 s (slow, throttled)
 /// still gets this stack's strays terminated.
 #[test]
 fn a_slow_endpoint_still_gets_strays_terminated() {
@@ -548,20 +554,7 @@ fn a_slow_endpoint_still_gets_strays_terminated() {
         r#""subnet-a""#,
     ));
     let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
-    let mut stack = String::new();
-    wait_until("the stack id is made", 20.0, || {
-        match db
-            .client()
-            .query_opt("SELECT id FROM orca.stack", &[])
-            .unwrap()
-        {
-            Some(r) => {
-                stack = r.get(0);
-                true
-            }
-            None => false,
-        }
-    });
+    let stack = stack_id(&db);
     {
         let mut st = ec2.state.lock().unwrap();
         st.delay_ms = 2200;
@@ -582,7 +575,7 @@ fn a_slow_endpoint_still_gets_strays_terminated() {
     s.stop();
 }
 
-/// an endpoint that answers every call in ~2.2 s still gets a pool
+/// An endpoint that answers every call in ~2.2 s still gets a pool
 /// with demand a machine.
 #[test]
 fn a_slow_endpoint_still_grows_a_pool() {

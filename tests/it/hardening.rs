@@ -649,7 +649,7 @@ fn an_attempt_s_last_output_is_recorded_with_its_end() {
     s.stop();
 }
 
-/// a machine login holding its own row's lock must not stop another
+/// A machine login holding its own row's lock must not stop another
 /// pool from growing (the scaler's first phase marks it ending and the mark
 /// waits out lock_timeout).
 #[test]

@@ -485,7 +485,7 @@ fn sigterm_with_overlap_on_drains() {
     assert!(ended);
 }
 
-/// a standby waiting for a hung leader's lock still hears SIGTERM
+/// A standby waiting for a hung leader's lock still hears SIGTERM
 /// at once (it used to check every 50 ms).
 #[test]
 fn a_waiting_standby_drains_on_sigterm_without_waiting_out_its_tick() {

@@ -691,7 +691,7 @@ fn a_worker_s_command_that_escapes_its_session_and_ignores_sigterm_dies_with_its
     );
 }
 
-/// two claims of one machine at once never take more than its slots.
+/// Two claims of one machine at once never take more than its slots.
 #[test]
 fn concurrent_claims_of_one_machine_keep_its_slots() {
     let (db, _dir) = setup(&with_pool(
