@@ -60,20 +60,57 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
         }
         next = Instant::now() + every;
         let Some(pid) = leader.get() else { continue };
-        let mut db = link.lock();
-        match db.run(|c| mark(c, &timing, pid)) {
-            Ok(()) => {}
-            Err(Fault::Down | Fault::Refused(_)) => {}
-            Err(e) => log::warn!("removals begun off the tick: {e}"),
+        // The link is shared with the runs' beats and ends: held for the
+        // reads, then for one mark at a time.
+        let found = link.lock().run(|c| candidates(c, &timing));
+        let candidates = match found {
+            Ok(found) => found,
+            Err(Fault::Down | Fault::Refused(_)) => continue,
+            Err(e) => {
+                log::warn!("removals begun off the tick: {e}");
+                continue;
+            }
+        };
+        for m in candidates.iter().take(MARKS_PER_ROUND) {
+            if leader.get() != Some(pid) || done.load(Ordering::SeqCst) {
+                break;
+            }
+            let marked = link
+                .lock()
+                .run(|c| logins::mark_ending(c, m.id, m.seen_busy, &m.why, Some(pid)));
+            match marked {
+                Ok(true) => log::info!("{}", super::say_removing(&m.pool, &m.name, &m.why)),
+                Ok(false) => {}
+                Err(Fault::Down | Fault::Refused(_)) => break,
+                // This machine's alone (the pass says it in the pool's status).
+                Err(e) => log::warn!("pool {}: machine {}: {e}", m.pool, m.name),
+            }
         }
     }
 }
 
-/// One round: every pool read, its removals decided, the idle and retired
-/// ones marked (fenced on `leader`).
-fn mark(c: &mut postgres::Client, timing: &PoolTiming, leader: i32) -> Result<(), postgres::Error> {
+/// At most this many machines are marked a round (the rest on the next):
+/// each mark holds the shared link for a statement.
+const MARKS_PER_ROUND: usize = 100;
+
+/// A machine whose removal this thread may begin.
+struct Candidate {
+    id: i64,
+    pool: String,
+    name: String,
+    why: String,
+    /// Its `busy_at` as seen, when it goes for idleness.
+    seen_busy: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// Every pool read and its removals decided: the idle and retired ones.
+fn candidates(
+    c: &mut postgres::Client,
+    timing: &PoolTiming,
+) -> Result<Vec<Candidate>, postgres::Error> {
     let rows = c.query(sql::POOLS_VIEW, &[&timing.grow_after])?;
     let machines = logins::live(c)?;
+    let mut out = Vec::new();
     for row in &rows {
         let Some(view) = super::view_of(row) else {
             continue;
@@ -84,20 +121,16 @@ fn mark(c: &mut postgres::Client, timing: &PoolTiming, leader: i32) -> Result<()
             .collect();
         let shrink = decide::shrink(&view, &mine, timing, false);
         for (m, removal) in shrink.remove.iter().filter(|(_, r)| begins(r)) {
-            let why = removal.why();
-            let seen_busy = removal.if_idle().then_some(m.busy_at);
-            match logins::mark_ending(c, m.id, seen_busy, &why, Some(leader)) {
-                Ok(true) => log::info!("{}", super::say_removing(&view.pool.name, &m.name, &why)),
-                Ok(false) => {}
-                // This machine's alone (the pass says it in the pool's status).
-                Err(e) if e.as_db_error().is_some() => {
-                    log::warn!("pool {}: machine {}: {e}", view.pool.name, m.name)
-                }
-                Err(e) => return Err(e),
-            }
+            out.push(Candidate {
+                id: m.id,
+                pool: view.pool.name.clone(),
+                name: m.name.clone(),
+                why: removal.why(),
+                seen_busy: removal.if_idle().then_some(m.busy_at),
+            });
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]

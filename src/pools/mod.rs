@@ -68,6 +68,26 @@ struct NewMachine<'a> {
     region: Option<&'a str>,
 }
 
+/// The pools (indices into `names`) whose provider work a pass does, in
+/// order: those a pass cut short `left`, if it did (and still exist), else
+/// every pool.
+fn pass_order(names: &[&str], left: Option<&[String]>) -> Vec<usize> {
+    match left {
+        Some(left) => {
+            let order: Vec<usize> = left
+                .iter()
+                .filter_map(|l| names.iter().position(|n| n == l))
+                .collect();
+            if order.is_empty() {
+                (0..names.len()).collect()
+            } else {
+                order
+            }
+        }
+        None => (0..names.len()).collect(),
+    }
+}
+
 /// A pool as `sql/pools_view.sql` reads it; `None` (said) if its stored
 /// spec is not one this binary reads.
 fn view_of(row: &postgres::Row) -> Option<PoolView> {
@@ -115,9 +135,9 @@ pub struct PoolScaler {
     fleet: Fleet,
     /// Orphan roles that could not be dropped (said once each).
     undroppable: std::collections::HashSet<String>,
-    /// The pool the next pass starts with, due at once: a pass that ran
-    /// out of time (slow provider calls) leaves the rest to the next.
-    resume: Option<usize>,
+    /// The pools a pass that ran out of time (slow provider calls) left:
+    /// the next pass, due at once, does their provider work alone.
+    resume: Option<Vec<String>>,
 }
 
 // The scaler's log lines about the walk, its machines made and removed:
@@ -274,16 +294,16 @@ impl PoolScaler {
         // provider costs the tick that much at most; the pools left go
         // first on the next pass.
         self.fleet.until(Some(deadline));
-        let count = pools.len();
-        let first = self.resume.take().filter(|r| *r < count).unwrap_or(0);
-        for n in 0..count {
-            let i = (first + n) % count;
+        let names: Vec<&str> = pools.iter().map(|(v, _)| v.pool.name.as_str()).collect();
+        let order = pass_order(&names, self.resume.take().as_deref());
+        for (n, &i) in order.iter().enumerate() {
             if n > 0 && self.fleet.late() {
-                self.resume = Some(i);
+                let left: Vec<String> = order[n..].iter().map(|&j| names[j].to_string()).collect();
                 log::info!(
                     "scaler pass out of time: {} left to the next pass",
-                    crate::plural::count((count - n) as i64, "pool")
+                    crate::plural::count(left.len() as i64, "pool")
                 );
+                self.resume = Some(left);
                 break;
             }
             let (view, mine) = &pools[i];
@@ -502,6 +522,12 @@ impl PoolScaler {
             database_url: boot::machine_database_url().map_err(Fault::Other)?,
         };
         let tried = try_locations(&p.machines.locations, |location, next| {
+            // A make sent late would get too little time for its answer.
+            if self.fleet.late() {
+                return Ok(Err(MakeError::Failed(
+                    "this tick's time for provider calls is spent: the next pass goes on".into(),
+                )));
+            }
             let provider = self.provider(p).map_err(Fault::Other)?;
             let env = boot.env();
             let req = Make {
@@ -676,6 +702,21 @@ mod tests {
             name: name.into(),
             wait,
         }
+    }
+
+    #[test]
+    fn a_pass_cut_short_leaves_only_its_remaining_pools_to_the_next() {
+        let names = ["a", "b", "c", "d"];
+        assert_eq!(pass_order(&names, None), vec![0, 1, 2, 3]);
+        let left = vec!["c".to_string(), "d".to_string()];
+        assert_eq!(pass_order(&names, Some(&left)), vec![2, 3]);
+        // A pool gone since is passed over; none left: every pool.
+        let left = vec!["x".to_string(), "b".to_string()];
+        assert_eq!(pass_order(&names, Some(&left)), vec![1]);
+        assert_eq!(
+            pass_order(&names, Some(&["x".to_string()])),
+            vec![0, 1, 2, 3]
+        );
     }
 
     #[test]

@@ -331,7 +331,11 @@ impl Scheduler {
                     .map(|r| r.get::<_, i32>("pid"))
             }) {
                 Ok(pid) => Some(pid),
-                Err(e) => return e.complain(),
+                Err(e) => {
+                    // Unknown: no removal begun off the tick meanwhile.
+                    self.leader.set(None);
+                    return e.complain();
+                }
             },
             None => None,
         };
