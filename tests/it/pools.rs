@@ -304,10 +304,12 @@ placement = "worker:p"
     );
     assert!(gap >= 1.0, "attempts {gap}s apart");
     // After a make the walk starts again from the first type, and the
-    // status says so. The pool's row is written at the end of the pass that
-    // made the machine, just after the machine's: wait for it.
+    // status names the machine: "made orca-p-…" at the end of the pass that
+    // made it, and the next pass's "waiting for orca-p-… to boot" (which a
+    // loaded box may show first: the pass after comes 0.3 s later).
     wait_until("the pass that made the machine is written", 30.0, || {
-        status(&db, "p").contains("made orca-p-")
+        let now = status(&db, "p");
+        now.contains("made orca-p-") || now.contains("waiting for orca-p-")
     });
     let walk: i32 = db.one("SELECT walk_type FROM orca.pools WHERE name = 'p'");
     assert_eq!(walk, 0);
