@@ -74,6 +74,16 @@ timeout = 2
     s.stop();
 }
 
+/// The EC2 pool of the scenarios where EC2 hangs.
+const EC2_POOL: &str = r#"
+[pools.ep]
+provider = "ec2"
+ami = "ami-0123456789abcdef0"
+region = "eu-west-1"
+types = [{ type = "m7i.large", wait = 0 }]
+locations = ["subnet-a"]
+"#;
+
 /// D2 (found by the churn, tests/chaos/churn.rs): the scaler's pass called
 /// every pool's provider in turn on the scheduler's thread, so a hung EC2
 /// call (here DescribeInstances, the stray listing of an EC2 pool, answering
@@ -83,8 +93,8 @@ timeout = 2
 /// waited as long to start. In a 1,000-machine churn (seed 13) hung calls
 /// left machines idle 2,875 machine-seconds past `idle_seconds` and a
 /// pass. Now removals begin for every pool before any provider is called,
-/// and no provider call is sent after the pass's budget (2 s) nor waits
-/// past it by more than a call's floor (5 s).
+/// and the tick's provider work has a deadline (no step after 2 s, no call
+/// after 5 s, one sent before waiting at most 1 s past it).
 #[test]
 fn a_hung_ec2_call_does_not_keep_another_pool_s_idle_machine() {
     let ec2 = FakeEc2::start(KEY, SECRET);
@@ -92,14 +102,9 @@ fn a_hung_ec2_call_does_not_keep_another_pool_s_idle_machine() {
     let dir = TempDir::new();
     db.register(
         &dir,
-        r#"
-[pools.ep]
-provider = "ec2"
-ami = "ami-0123456789abcdef0"
-region = "eu-west-1"
-types = [{ type = "m7i.large", wait = 0 }]
-locations = ["subnet-a"]
-
+        &format!(
+            "{EC2_POOL}{}",
+            r#"
 [pools.lp]
 provider = "local"
 types = [{ type = "small", wait = 0 }]
@@ -113,7 +118,8 @@ placement = "worker:lp"
 
 [pipelines.here]
 command = "true"
-"#,
+"#
+        ),
     );
     let mut env = with_keys(ec2_env(&ec2));
     env.extend([
@@ -237,14 +243,9 @@ fn a_hung_ec2_costs_a_tick_at_most_its_deadline() {
     let dir = TempDir::new();
     db.register(
         &dir,
-        r#"
-[pools.ep]
-provider = "ec2"
-ami = "ami-0123456789abcdef0"
-region = "eu-west-1"
-types = [{ type = "m7i.large", wait = 0 }]
-locations = ["subnet-a"]
-
+        &format!(
+            "{EC2_POOL}{}",
+            r#"
 [pipelines.job]
 command = "true"
 placement = "worker:ep"
@@ -259,7 +260,8 @@ type = "m7i.large"
 locations = ["subnet-a"]
 ami = "ami-0123456789abcdef0"
 workers = 1
-"#,
+"#
+        ),
     );
     let stats = dir.path("stats");
     let mut env = with_keys(ec2_env(&ec2));

@@ -218,6 +218,23 @@ fn an_auth_failure_is_shown_and_nothing_is_made() {
     s.stop();
 }
 
+/// An instance of pool `p` named `orca-p-<n>`, labelled with stack
+/// `stack`, that no row holds: a stray.
+fn stray(n: u32, stack: &str) -> crate::fake_aws::Inst {
+    crate::fake_aws::Inst {
+        id: format!("i-stray{n}"),
+        type_: "m7i.large".into(),
+        tags: vec![
+            ("Name".into(), format!("orca-p-{n}")),
+            ("orca-pool".into(), "p".into()),
+            ("orca-stack".into(), stack.to_string()),
+        ],
+        terminated: false,
+        client_token: String::new(),
+        params: Default::default(),
+    }
+}
+
 /// This stack's id, once the scheduler has made it.
 fn stack_id(db: &TestDb) -> String {
     let mut stack = String::new();
@@ -254,18 +271,7 @@ fn strays_are_found_across_pages_and_terminated() {
             (902, "another-stack"),
             (903, stack.as_str()),
         ] {
-            st.instances.push(crate::fake_aws::Inst {
-                id: format!("i-stray{n}"),
-                type_: "m7i.large".into(),
-                tags: vec![
-                    ("Name".into(), format!("orca-p-{n}")),
-                    ("orca-pool".into(), "p".into()),
-                    ("orca-stack".into(), owner.to_string()),
-                ],
-                terminated: false,
-                client_token: String::new(),
-                params: Default::default(),
-            });
+            st.instances.push(stray(n, owner));
         }
     }
     wait_until("this stack's strays are terminated", 40.0, || {
@@ -558,18 +564,7 @@ fn a_slow_endpoint_still_gets_strays_terminated() {
     {
         let mut st = ec2.state.lock().unwrap();
         st.delay_ms = 2200;
-        st.instances.push(crate::fake_aws::Inst {
-            id: "i-stray901".into(),
-            type_: "m7i.large".into(),
-            tags: vec![
-                ("Name".into(), "orca-p-901".into()),
-                ("orca-pool".into(), "p".into()),
-                ("orca-stack".into(), stack.clone()),
-            ],
-            terminated: false,
-            client_token: String::new(),
-            params: Default::default(),
-        });
+        st.instances.push(stray(901, &stack));
     }
     s.wait_for("the stray is terminated", 40.0, || ec2.live().is_empty());
     s.stop();

@@ -664,7 +664,11 @@ fn a_held_machine_row_blocks_no_other_pool_s_growth() {
     hand_made_machine(&db, "p", &role, "pw");
     let mut c = db.client_as(&role, "pw");
     c.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    wait_until("the machine is idle past its idle_seconds", 30.0, || {
+        db.one::<bool>(
+            "SELECT now() - busy_at > interval '1.2 s' FROM orca.pool_machines WHERE pool = 'p'",
+        )
+    });
     c.batch_execute("SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0; BEGIN; SELECT * FROM orca.worker_hello()")
         .unwrap();
     db.queue("qjob");

@@ -505,7 +505,9 @@ fn a_waiting_standby_drains_on_sigterm_without_waiting_out_its_tick() {
         ],
     );
     let _b_id = instance_of(&db, b.pid());
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    b.wait_for("B waits for the lead", 30.0, || {
+        b.output().contains("waits for the lead")
+    });
     let t = std::time::Instant::now();
     b.signal(libc::SIGTERM);
     let st = b.wait(40.0);

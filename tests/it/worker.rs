@@ -724,7 +724,19 @@ fn concurrent_claims_of_one_machine_keep_its_slots() {
         tb.commit().unwrap();
         n
     });
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    // B's claim waits on the machine's row, which A's holds.
+    let mut admin = connect(&db.admin_url());
+    wait_until("B's claim waits on A's lock", 30.0, || {
+        admin
+            .query_one(
+                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                 WHERE NOT l.granted AND a.usename = $1",
+                &[&role],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+            > 0
+    });
     ta.commit().unwrap();
     let got_b = h.join().unwrap();
     let running: i64 = db.one("SELECT count(*) FROM orca.runs WHERE state = 'running'");
