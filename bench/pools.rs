@@ -6,9 +6,10 @@
 //!    statements;
 //! 2. claims per second: 8 pgbench clients, each logged in as a pool
 //!    machine of its own, each transaction one `orca.worker_claim(1)` and
-//!    then the `orca.worker_finish` of what it claimed, as a worker does (8
-//!    pipelines, 100,000 queued); beside pgbench's own simple-update, 8
-//!    clients;
+//!    then the `orca.worker_finish` of what it claimed, as a worker does
+//!    (prepared statements; 8 pipelines, 100,000 queued); beside pgbench's
+//!    own simple-update, 8 clients, its default protocol; the two taken in
+//!    turn in slices, so that the box's drift in speed falls on both;
 //! 3. a worker's peak RSS while it runs 200 runs of `["true"]`.
 
 use crate::ctx::{Bench, pause, pgbench, pgbench_cmd, wait_for};
@@ -134,24 +135,35 @@ fn claims_db(b: &Bench) -> (TestDb, Vec<String>) {
     (db, roles)
 }
 
-/// Claims per second: one pgbench per machine, each logged in as its own
-/// role, all at once; the sum of their rates (None if one failed), and how
-/// many runs they claimed and finished.
-fn claims(b: &Bench, pgbench: &Path, db: &TestDb, roles: &[String]) -> (Option<f64>, Option<i64>) {
-    let secs = b.knobs.pool_s.to_string();
-    // As a worker does: a claim, then the end of what it claimed.
-    let script = b.dir.write(
-        "claim.sql",
-        "SELECT id, start FROM orca.worker_claim(1) \\gset\n\
-         SELECT orca.worker_finish(:id, :start, 'succeeded', 0, NULL, 'bench', ''::bytea, '{}');\n",
-    );
+/// How many slices the claims and simple-update measures are cut into,
+/// taken in turn (claims, simple-update, claims, ...): this box's speed
+/// drifts by a quarter within seconds, and two measures taken one after the
+/// other would carry that drift into their ratio.
+const SLICES: u64 = 5;
+
+/// The claims of one slice: one pgbench per machine, each logged in as its
+/// own role, all at once, for `secs`; the sum of their rates (None if one
+/// failed). As a worker does, a claim and then the end of what it claimed,
+/// over the extended protocol with prepared statements (`-M prepared`: a
+/// worker prepares its statements once a session, `Db::prepared`).
+fn claims_slice(
+    b: &Bench,
+    pgbench: &Path,
+    db: &TestDb,
+    roles: &[String],
+    script: &str,
+    secs: u64,
+    slice: u64,
+) -> Option<f64> {
+    let secs = secs.to_string();
     let mut runs: Vec<Proc> = roles
         .iter()
         .enumerate()
         .map(|(i, role)| {
             let mut cmd = pgbench_cmd(pgbench, &db.url_as(role, "bench"));
-            cmd.args(["-n", "-c", "1", "-T", &secs, "-f", &script]);
-            Proc::spawn(cmd, &b.dir.path(&format!("pgbench-claims-{}.log", i + 1)))
+            cmd.args(["-n", "-M", "prepared", "-c", "1", "-T", &secs, "-f", script]);
+            let log = format!("pgbench-claims-{}-{slice}.log", i + 1);
+            Proc::spawn(cmd, &b.dir.path(&log))
         })
         .collect();
     let mut sum = Some(0.0);
@@ -167,20 +179,22 @@ fn claims(b: &Bench, pgbench: &Path, db: &TestDb, roles: &[String]) -> (Option<f
             }
         }
     }
-    let claimed = b
-        .client(db)
-        .query_one(
-            "SELECT count(*) FROM orca.runs WHERE state = 'succeeded'",
-            &[],
-        )
-        .ok()
-        .map(|r| r.get(0));
-    (sum, claimed)
+    sum
 }
 
-/// pgbench's own simple-update, 8 clients, in a database of its own
-/// (scale 10): its rate as it printed it.
-fn simple_update(b: &Bench, pgbench: &Path) -> Option<String> {
+/// pgbench's own simple-update, 8 clients, its default protocol, for
+/// `secs` against `url` (initialised by [`simple_update_db`]): its rate.
+fn simple_update_slice(pgbench: &Path, url: &str, secs: u64) -> Option<f64> {
+    let run = pgbench_cmd(pgbench, url)
+        .args(["-n", "-b", "simple-update", "-c", "8", "-j", "2", "-T"])
+        .arg(secs.to_string())
+        .output()
+        .unwrap();
+    tps(&text(&run.stdout)).and_then(|t| t.parse().ok())
+}
+
+/// A database of its own for simple-update (scale 10), initialised.
+fn simple_update_db(b: &Bench, pgbench: &Path) -> Option<TestDb> {
     let mut db = TestDb::named_empty(&b.admin, "orca_bench_pgbench");
     if b.knobs.keep {
         db.keep();
@@ -193,12 +207,44 @@ fn simple_update(b: &Bench, pgbench: &Path) -> Option<String> {
         progress!("pgbench -i failed: {}", text(&init.stderr).trim());
         return None;
     }
-    let run = pgbench_cmd(pgbench, &db.url)
-        .args(["-n", "-b", "simple-update", "-c", "8", "-j", "2", "-T"])
-        .arg(b.knobs.pool_s.to_string())
-        .output()
-        .unwrap();
-    tps(&text(&run.stdout))
+    Some(db)
+}
+
+/// Claims per second and simple-update's rate, each the mean of its
+/// [`SLICES`] slices (taken in turn, `ORCA_BENCH_POOL_SECONDS` of each in
+/// all; None if a slice failed), and how many runs the claims claimed and
+/// finished.
+fn claims_and_simple_update(
+    b: &Bench,
+    pgbench: &Path,
+    db: &TestDb,
+    roles: &[String],
+) -> (Option<f64>, Option<f64>, Option<i64>) {
+    let script = b.dir.write(
+        "claim.sql",
+        "SELECT id, start FROM orca.worker_claim(1) \\gset\n\
+         SELECT orca.worker_finish(:id, :start, 'succeeded', 0, NULL, 'bench', ''::bytea, '{}');\n",
+    );
+    let secs = (b.knobs.pool_s / SLICES).max(1);
+    let simple = simple_update_db(b, pgbench);
+    let (mut claims, mut updates) = (Some(0.0), Some(0.0));
+    for slice in 1..=SLICES {
+        let c = claims_slice(b, pgbench, db, roles, &script, secs, slice);
+        claims = claims.zip(c).map(|(a, c)| a + c / SLICES as f64);
+        let u = simple
+            .as_ref()
+            .and_then(|s| simple_update_slice(pgbench, &s.url, secs));
+        updates = updates.zip(u).map(|(a, u)| a + u / SLICES as f64);
+    }
+    let claimed = b
+        .client(db)
+        .query_one(
+            "SELECT count(*) FROM orca.runs WHERE state = 'succeeded'",
+            &[],
+        )
+        .ok()
+        .map(|r| r.get(0));
+    (claims, updates, claimed)
 }
 
 /// A worker logged in as `role` runs 200 runs of `["true"]` (the queue
@@ -239,11 +285,10 @@ pub fn run(b: &mut Bench) {
         b.knobs.pool_s
     );
     let (db, roles) = claims_db(b);
-    let (mut claims_tps, mut claimed, mut simple_tps) = (None, None, None);
+    let (mut claims_tps, mut simple_tps, mut claimed) = (None, None, None);
     match pgbench() {
         Some(pgbench) => {
-            (claims_tps, claimed) = claims(b, &pgbench, &db, &roles);
-            simple_tps = simple_update(b, &pgbench);
+            (claims_tps, simple_tps, claimed) = claims_and_simple_update(b, &pgbench, &db, &roles);
         }
         None => {
             progress!("no pgbench (ORCA_PG_BINDIR, /usr/lib/postgresql): claim figures skipped")
@@ -267,19 +312,20 @@ pub fn run(b: &mut Bench) {
     fig("scheduler exit code", s.exit);
     fig(
         &format!(
-            "claims per second, {MACHINES} machines (pgbench: worker_claim(1), then worker_finish of it)"
+            "claims per second, {MACHINES} machines (pgbench -M prepared: worker_claim(1), then worker_finish of it)"
         ),
         or_na(claims_tps.map(|t| format!("{t:.0}"))),
     );
     fig("runs claimed and finished", or_na(claimed));
     fig(
         "pgbench simple-update per second, 8 clients",
-        or_na(simple_tps.as_ref()),
+        or_na(simple_tps.map(|t| format!("{t:.0}"))),
     );
-    if let (Some(c), Some(s)) = (
-        claims_tps,
-        simple_tps.as_ref().and_then(|s| s.parse::<f64>().ok()),
-    ) {
+    fig(
+        "claims and simple-update measured in turn, slices of each",
+        SLICES,
+    );
+    if let (Some(c), Some(s)) = (claims_tps, simple_tps) {
         fig("claims / simple-update (goal >= 0.30)", f2(Some(c / s)));
     }
     fig("worker: 200 runs of [\"true\"] s", &worker_took);

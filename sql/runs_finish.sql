@@ -1,10 +1,9 @@
 -- Records how each of several attempts ended, as sql/run_finish.sql does for
--- one, in one statement (one transaction): $1 run ids, $2 starts, $3 states,
--- $4 exit codes, $5 signals, $6 whys, $7 output tails, $8 alert bodies;
--- arrays of one length, one attempt at each place. Returns each attempt's
--- run id and the state its run is in (NULL: no longer running), in order.
-SELECT u.id, orca.finish_attempt(u.id, u.start, u.state, u.code, u.signal, u.why, u.output, u.body) AS state
-FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::integer[], $5::integer[], $6::text[],
-            $7::bytea[], $8::jsonb[])
-     WITH ORDINALITY AS u(id, start, state, code, signal, why, output, body, n)
-ORDER BY u.n
+-- one, in one statement (orca.finish_attempts, one transaction): $1 run
+-- ids, $2 starts, $3 states, $4 exit codes, $5 signals, $6 whys, $7 output
+-- tails, $8 alert bodies; arrays of one length, one attempt at each place.
+-- Returns each attempt's run id and the state its run is in (NULL: no
+-- longer running), in order.
+SELECT f.id, f.state
+FROM orca.finish_attempts($1::bigint[], $2::integer[], $3::text[], $4::integer[], $5::integer[],
+                          $6::text[], $7::bytea[], $8::jsonb[], NULL) f

@@ -103,6 +103,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "claims",
         sql: include_str!("../../sql/migrations/0009_claims.sql"),
     },
+    Migration {
+        version: 10,
+        name: "plans",
+        sql: include_str!("../../sql/migrations/0010_plans.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -745,3 +745,148 @@ fn concurrent_claims_of_one_machine_keep_its_slots() {
         "slots 2, running {running} (a {got_a}, b {got_b})"
     );
 }
+
+/// An attempt's end written alone (`orca.finish_attempt`, a worker's) and
+/// in a batch (`orca.finish_attempts`, a scheduler's tick) come to the same
+/// thing, case by case: the run's state, failures, retry time, exit, why
+/// and output (both bounded), its events in order, the alert of a final
+/// failure; an attempt no longer running is left alone, and one named
+/// twice in a batch ends once.
+#[test]
+fn ends_written_alone_and_in_a_batch_agree() {
+    let (db, _dir) = setup(
+        r#"
+[pipelines.ok]
+command = "true"
+
+[pipelines.retry]
+command = "true"
+retries = 2
+retry_delay = 30
+
+[pipelines.alerting]
+command = "true"
+alert = "http://127.0.0.1:9/hook"
+"#,
+    );
+    let long_why = "w".repeat(5000);
+    let big_output = vec![b'o'; 70 * 1024];
+    let body = serde_json::json!({ "output": "x".repeat(5000) });
+    // (pipeline, state asked, exit code, cancel asked, queued rather than running)
+    let cases: &[(&str, &str, i32, bool, bool)] = &[
+        ("ok", "succeeded", 0, false, false),
+        ("retry", "failed", 1, false, false),
+        ("retry", "failed", 1, true, false),
+        ("alerting", "failed", 3, false, false),
+        ("ok", "cancelled", 143, false, false),
+        ("ok", "succeeded", 0, false, true),
+    ];
+    let mut c = db.client();
+    let mut make = || -> Vec<i64> {
+        cases
+            .iter()
+            .map(|(p, _, _, cancel, queued)| {
+                c.query_one(
+                    "INSERT INTO orca.runs (pipeline, state, start, cancel, started_at, heartbeat)
+                     VALUES ($1, CASE WHEN $3 THEN 'queued' ELSE 'running' END, 1, $2, now(), now())
+                     RETURNING id",
+                    &[p, cancel, queued],
+                )
+                .unwrap()
+                .get(0)
+            })
+            .collect()
+    };
+    let alone = make();
+    let batch = make();
+    let mut c = db.client();
+    let mut alone_states: Vec<Option<String>> = Vec::new();
+    for (id, (_, state, code, _, _)) in alone.iter().zip(cases) {
+        alone_states.push(
+            c.query_one(
+                "SELECT orca.finish_attempt($1, 1, $2, $3, NULL, $4, $5, $6)",
+                &[id, state, code, &long_why, &big_output, &body],
+            )
+            .unwrap()
+            .get(0),
+        );
+    }
+    // The batch names its first attempt again at the end.
+    let mut ids = batch.clone();
+    ids.push(batch[0]);
+    let n = ids.len();
+    let states: Vec<&str> = cases.iter().map(|c| c.1).chain(["succeeded"]).collect();
+    let codes: Vec<i32> = cases.iter().map(|c| c.2).chain([0]).collect();
+    let batch_states: Vec<Option<String>> = c
+        .query(
+            "SELECT state FROM orca.finish_attempts($1, $2, $3, $4, $5, $6, $7, $8, NULL)",
+            &[
+                &ids,
+                &vec![1i32; n],
+                &states,
+                &codes,
+                &vec![None::<i32>; n],
+                &vec![long_why.as_str(); n],
+                &vec![big_output.as_slice(); n],
+                &vec![body.clone(); n],
+            ],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(&batch_states[..cases.len()], &alone_states[..]);
+    assert_eq!(batch_states[cases.len()], None, "ended twice");
+    assert_eq!(
+        alone_states,
+        [
+            Some("succeeded"),
+            Some("queued"),
+            Some("failed"),
+            Some("failed"),
+            Some("cancelled"),
+            None
+        ]
+        .map(|s| s.map(String::from))
+    );
+    let row = |c: &mut postgres::Client, id: i64| -> String {
+        c.query_one(
+            "SELECT format('%s %s %s %s %s %s %s', r.state, r.failures, r.exit_code,
+                           r.not_before > now() + interval '20 seconds', length(r.why),
+                           octet_length(r.output), r.ended_at IS NOT NULL)
+                    || ' events: ' || coalesce((SELECT string_agg(e.kind || '/' || left(e.why, 30), ', ' ORDER BY e.id)
+                                                FROM orca.events e WHERE e.run = r.id), '')
+                    || ' alerts: ' || coalesce((SELECT string_agg((a.body - 'run')::text, ', ' ORDER BY a.id)
+                                                FROM orca.alerts a WHERE a.run = r.id), '')
+             FROM orca.runs r WHERE r.id = $1",
+            &[&id],
+        )
+        .unwrap()
+        .get(0)
+    };
+    for (i, (a, b)) in alone.iter().zip(&batch).enumerate() {
+        let (ra, rb) = (row(&mut c, *a), row(&mut c, *b));
+        assert_eq!(ra, rb, "case {i}: {:?}", cases[i]);
+    }
+    // What each case came to, once (the rest is the two agreeing).
+    let retried = row(&mut c, alone[1]);
+    assert!(
+        retried.starts_with("queued 1 1 t 4088 65536 t events: failed/"),
+        "{retried}"
+    );
+    assert!(
+        retried.contains(", retried/retry 1 of 2 in 30s"),
+        "{retried}"
+    );
+    assert!(row(&mut c, alone[3]).contains("\"exit_code\": 3"));
+    assert!(row(&mut c, alone[5]).starts_with("queued 0"));
+    // A state that is none of an end's: refused both ways.
+    for sql in [
+        "SELECT orca.finish_attempt($1, 1, 'running', 0, NULL, '', ''::bytea, '{}')",
+        "SELECT * FROM orca.finish_attempts(ARRAY[$1::bigint], '{1}'::int[], '{running}'::text[], '{0}'::int[],
+             '{NULL}'::int[], '{\"\"}'::text[], ARRAY[''::bytea], '{\"{}\"}'::jsonb[], NULL::bigint)",
+    ] {
+        let e = c.query(sql, &[&alone[5]]).unwrap_err();
+        assert_eq!(e.code(), Some(&postgres::error::SqlState::INVALID_PARAMETER_VALUE), "{sql}");
+    }
+}
