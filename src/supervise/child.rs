@@ -322,38 +322,12 @@ pub fn passed_on(key: &std::ffi::OsStr) -> bool {
 /// Its signal mask is [`KILL_ALL`] alone, so one sent before the shim is
 /// ready waits for it instead of killing it alone; SIGPIPE is back to its
 /// default (orca ignores it). Its pid.
-///
-/// `posix_spawn(3)` with `POSIX_SPAWN_SETSID`, not fork and exec: the C
-/// library starts it without copying this process's memory map (a vfork),
-/// what every start costs (issue 14's starts a second).
 fn spawn_shim(
     args: &[OsString],
     vars: &[(OsString, OsString)],
     out: &std::io::PipeWriter,
 ) -> std::io::Result<i32> {
-    use std::ffi::CString;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    let c = |b: &[u8]| {
-        CString::new(b).map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "a NUL byte in the command or its environment",
-            )
-        })
-    };
-    let argv: Vec<CString> = args
-        .iter()
-        .map(|a| c(a.as_bytes()))
-        .collect::<Result<_, _>>()?;
-    let envp: Vec<CString> = vars
-        .iter()
-        .map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
-        .collect::<Result<_, _>>()?;
-    let mut argv_p: Vec<*mut libc::c_char> = argv.iter().map(|a| a.as_ptr() as *mut _).collect();
-    argv_p.push(std::ptr::null_mut());
-    let mut envp_p: Vec<*mut libc::c_char> = envp.iter().map(|e| e.as_ptr() as *mut _).collect();
-    envp_p.push(std::ptr::null_mut());
     // The write end as a descriptor above stderr's (dup2 onto itself would
     // leave it close-on-exec), closed again when this returns.
     // SAFETY: fcntl(2) on a descriptor we own; the new one is ours.
@@ -363,6 +337,71 @@ fn spawn_shim(
     }
     // SAFETY: `above` was just made and nothing else owns it.
     let above = unsafe { OwnedFd::from_raw_fd(above) };
+    spawn(&Spawn {
+        program: b"/proc/self/exe",
+        search: false,
+        argv: args,
+        vars,
+        new_session: true,
+        mask: &[KILL_ALL],
+        default: &[libc::SIGPIPE],
+        out: Some(above.as_raw_fd()),
+    })
+}
+
+/// How [`spawn`] starts a process.
+struct Spawn<'a> {
+    /// What it runs: a path, or with `search` a name looked up in `PATH`
+    /// (as `execvp(3)` does) when it has no `/`.
+    program: &'a [u8],
+    search: bool,
+    /// Its `argv`, `argv[0]` first.
+    argv: &'a [OsString],
+    /// Its whole environment.
+    vars: &'a [(OsString, OsString)],
+    /// In a new session (so a new process group, led by it) with no
+    /// controlling terminal, or in this one's.
+    new_session: bool,
+    /// Its signal mask.
+    mask: &'a [libc::c_int],
+    /// Signals whose action it starts with at their default (an action this
+    /// process ignores is otherwise kept across exec).
+    default: &'a [libc::c_int],
+    /// Its stdin `/dev/null` and its stdout and stderr this descriptor (one
+    /// above stderr's); or all three this process's.
+    out: Option<std::os::fd::RawFd>,
+}
+
+/// Starts a process as `s` says, with `posix_spawn(3)`, not fork and exec:
+/// the C library starts it without copying this process's memory map (a
+/// vfork), what every run's start costs twice, the shim's and its
+/// command's (issue 14's starts a second). Its pid.
+fn spawn(s: &Spawn) -> std::io::Result<i32> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |b: &[u8]| {
+        CString::new(b).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a NUL byte in the command or its environment",
+            )
+        })
+    };
+    let program = c(s.program)?;
+    let argv: Vec<CString> = s
+        .argv
+        .iter()
+        .map(|a| c(a.as_bytes()))
+        .collect::<Result<_, _>>()?;
+    let envp: Vec<CString> = s
+        .vars
+        .iter()
+        .map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+        .collect::<Result<_, _>>()?;
+    let mut argv_p: Vec<*mut libc::c_char> = argv.iter().map(|a| a.as_ptr() as *mut _).collect();
+    argv_p.push(std::ptr::null_mut());
+    let mut envp_p: Vec<*mut libc::c_char> = envp.iter().map(|e| e.as_ptr() as *mut _).collect();
+    envp_p.push(std::ptr::null_mut());
     let check = |r: libc::c_int| match r {
         0 => Ok(()),
         e => Err(std::io::Error::from_raw_os_error(e)),
@@ -378,59 +417,62 @@ fn spawn_shim(
             libc::posix_spawnattr_destroy(&mut attr);
             return Err(e);
         }
-        let mut mask: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut mask);
-        libc::sigaddset(&mut mask, KILL_ALL);
-        let mut default: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut default);
-        libc::sigaddset(&mut default, libc::SIGPIPE);
+        let set = |signals: &[libc::c_int]| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for &sig in signals {
+                libc::sigaddset(&mut set, sig);
+            }
+            set
+        };
+        let (mask, default) = (set(s.mask), set(s.default));
         // (The constants' types differ between C libraries.)
         #[allow(clippy::unnecessary_cast)]
-        let flags = libc::POSIX_SPAWN_SETSID as i32
-            | libc::POSIX_SPAWN_SETSIGMASK as i32
-            | libc::POSIX_SPAWN_SETSIGDEF as i32;
+        let mut flags = libc::POSIX_SPAWN_SETSIGMASK as i32 | libc::POSIX_SPAWN_SETSIGDEF as i32;
+        if s.new_session {
+            #[allow(clippy::unnecessary_cast)]
+            {
+                flags |= libc::POSIX_SPAWN_SETSID as i32;
+            }
+        }
         let mut pid: libc::pid_t = 0;
-        let spawned = check(libc::posix_spawnattr_setsigmask(&mut attr, &mask))
+        let mut ready = check(libc::posix_spawnattr_setsigmask(&mut attr, &mask))
             .and_then(|()| check(libc::posix_spawnattr_setsigdefault(&mut attr, &default)))
             .and_then(|()| {
                 check(libc::posix_spawnattr_setflags(
                     &mut attr,
                     flags as libc::c_short,
                 ))
-            })
-            .and_then(|()| {
-                check(libc::posix_spawn_file_actions_addopen(
-                    &mut actions,
-                    0,
-                    c"/dev/null".as_ptr(),
-                    libc::O_RDONLY,
-                    0,
-                ))
-            })
-            .and_then(|()| {
-                check(libc::posix_spawn_file_actions_adddup2(
-                    &mut actions,
-                    above.as_raw_fd(),
-                    1,
-                ))
-            })
-            .and_then(|()| {
-                check(libc::posix_spawn_file_actions_adddup2(
-                    &mut actions,
-                    above.as_raw_fd(),
-                    2,
-                ))
-            })
-            .and_then(|()| {
-                check(libc::posix_spawn(
-                    &mut pid,
-                    c"/proc/self/exe".as_ptr(),
-                    &actions,
-                    &attr,
-                    argv_p.as_ptr(),
-                    envp_p.as_ptr(),
-                ))
             });
+        if let Some(out) = s.out {
+            ready = ready
+                .and_then(|()| {
+                    check(libc::posix_spawn_file_actions_addopen(
+                        &mut actions,
+                        0,
+                        c"/dev/null".as_ptr(),
+                        libc::O_RDONLY,
+                        0,
+                    ))
+                })
+                .and_then(|()| check(libc::posix_spawn_file_actions_adddup2(&mut actions, out, 1)))
+                .and_then(|()| check(libc::posix_spawn_file_actions_adddup2(&mut actions, out, 2)));
+        }
+        let spawn = if s.search {
+            libc::posix_spawnp
+        } else {
+            libc::posix_spawn
+        };
+        let spawned = ready.and_then(|()| {
+            check(spawn(
+                &mut pid,
+                program.as_ptr(),
+                &actions,
+                &attr,
+                argv_p.as_ptr(),
+                envp_p.as_ptr(),
+            ))
+        });
         libc::posix_spawn_file_actions_destroy(&mut actions);
         libc::posix_spawnattr_destroy(&mut attr);
         spawned.map(|()| pid)
@@ -523,6 +565,39 @@ fn end_descendants() {
     }
 }
 
+/// The shim's command run as `uid`:`gid`, which `posix_spawn(3)` can't do:
+/// forked, its groups and ids set, then exec'd (`std::process::Command`).
+/// Its pid.
+fn run_as_user(
+    program: &str,
+    args: &[String],
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+) -> std::io::Result<i32> {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_remove(SHIM_PARENT)
+        .env_remove(SHIM_RUN_AS);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Groups first: after setuid they can't be dropped.
+            if libc::setgroups(1, &gid) != 0 || libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    // The child is reaped by pid (waitpid), not through `Child`.
+    cmd.spawn().map(|child| child.id() as i32)
+}
+
 /// `orca __shim -- CMD...`: runs CMD in this process group and leaves with
 /// its status. It is a subreaper: when CMD ends, whatever CMD left behind
 /// (in the group or not: `setsid`, `nohup`) is killed. On SIGUSR1 it kills
@@ -561,10 +636,6 @@ pub fn shim_main(argv: &[String]) -> i32 {
         eprintln!("orca: {SHIM}: no command");
         return 2;
     };
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .env_remove(SHIM_PARENT)
-        .env_remove(SHIM_RUN_AS);
     // `UID:GID` to run the command as; the shim stays orca's user, so the
     // command can't signal or read it.
     let run_as: Option<(libc::uid_t, libc::gid_t)> =
@@ -572,33 +643,34 @@ pub fn shim_main(argv: &[String]) -> i32 {
             let (u, g) = v.split_once(':')?;
             Some((u.parse().ok()?, g.parse().ok()?))
         });
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if let Some((uid, gid)) = run_as {
-                // Groups first: after setuid they can't be dropped.
-                if libc::setgroups(1, &gid) != 0 || libc::setgid(gid) != 0 || libc::setuid(uid) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            libc::signal(libc::SIGTERM, libc::SIG_DFL);
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::signal(libc::SIGHUP, libc::SIG_DFL);
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            Ok(())
-        });
-    }
-    let child = match cmd.spawn() {
-        Ok(c) => c,
+    // The command starts with no signal blocked and the shim's ignored ones
+    // (and SIGPIPE, which the Rust runtime ignores) at their default.
+    let command = match run_as {
+        None => {
+            let vars: Vec<(OsString, OsString)> = std::env::vars_os()
+                .filter(|(k, _)| k != SHIM_PARENT && k != SHIM_RUN_AS)
+                .collect();
+            let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+            spawn(&Spawn {
+                program: program.as_bytes(),
+                search: !program.contains('/'),
+                argv: &argv,
+                vars: &vars,
+                new_session: false,
+                mask: &[],
+                default: &[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE],
+                out: None,
+            })
+        }
+        Some((uid, gid)) => run_as_user(program, args, uid, gid),
+    };
+    let command = match command {
+        Ok(pid) => pid,
         Err(e) => {
             eprintln!("orca: can't run {program}: {e}");
             return 127;
         }
     };
-    let command = child.id() as i32;
     // Wait for the command; orphans reparented to the shim are reaped on
     // the way. Once asked, everything under the shim is killed, again at
     // each turn (for orphans just reparented) until the command is reaped.
@@ -640,7 +712,6 @@ pub fn shim_main(argv: &[String]) -> i32 {
         }
         killing |= sig == KILL_ALL;
     };
-    drop(child);
     end_descendants();
     // SAFETY: a kill request that came too late is dropped (SIG_IGN discards
     // a pending signal), then what was blocked above is unblocked, before
