@@ -326,6 +326,8 @@ BEGIN
             EXECUTE format('ALTER ROLE %I SET idle_in_transaction_session_timeout = %L', r.rolname, '5s');
         EXCEPTION WHEN insufficient_privilege THEN
             NULL; -- another stack's login, not ours to manage
+        WHEN undefined_object THEN
+            NULL; -- dropped since it was listed (another stack removed its machine)
         END;
     END LOOP;
 END
