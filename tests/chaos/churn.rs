@@ -362,25 +362,41 @@ pub fn run(seed: u64, target: u64) -> Figures {
         })
         .collect();
     // No leader, no removal begins: the windows with no scheduler leading
-    // (from a leader's last tick until the next one leads, by the
-    // database's clock), each with a pass more for the new leader's first
-    // round, are the fault's (bounded by the takeover: `make bench`'s
-    // overlap gaps), not lateness.
-    let leads: Vec<(f64, f64)> = c
-        .query(
-            "SELECT extract(epoch FROM lead_since)::float8,
-                    extract(epoch FROM coalesce(ended_at, seen_at))::float8
-             FROM orca.schedulers WHERE lead_since IS NOT NULL",
+    // are the fault's (bounded by the takeover: `make bench`'s overlap
+    // gaps), not lateness. One opens when a leader is killed (the harness's
+    // record) or drains (its event), and closes when the next one takes
+    // the lead (its event), with a pass more for its first round. The
+    // database and the harness share this host's clock.
+    let offset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        - uptime();
+    let mut opened: Vec<f64> = w
+        .records
+        .iter()
+        .filter(|r| r.what.starts_with("kill -9 leader"))
+        .map(|r| r.start + offset)
+        .collect();
+    opened.extend(
+        c.query(
+            "SELECT extract(epoch FROM at)::float8 FROM orca.events WHERE kind = 'draining'",
             &[],
         )
         .unwrap()
         .iter()
-        .map(|r| (r.get(0), r.get(1)))
+        .map(|r| r.get::<_, f64>(0)),
+    );
+    let leads: Vec<f64> = c
+        .query(
+            "SELECT extract(epoch FROM at)::float8 FROM orca.events WHERE kind = 'lead taken'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
         .collect();
-    let leaderless: Vec<(f64, f64)> = leaderless_windows(&leads)
-        .into_iter()
-        .map(|(a, b)| (a, b + PASS_SECONDS))
-        .collect();
+    let leaderless = leaderless_windows(&opened, &leads, PASS_SECONDS);
     let (hung_at, hang_s) = {
         let st = w.ec2.fake.state.lock().unwrap();
         (st.random.hung_at.clone(), 10.0)
@@ -392,7 +408,13 @@ pub fn run(seed: u64, target: u64) -> Figures {
         .filter(|(_, u)| *u > 1e-6)
         .collect();
     let sum = |f: &dyn Fn(&Late) -> bool| -> f64 {
-        unexcused.iter().filter(|(l, _)| f(l)).map(|(_, u)| u).sum()
+        // (+ 0.0: an empty sum is -0.0.)
+        unexcused
+            .iter()
+            .filter(|(l, _)| f(l))
+            .map(|(_, u)| u)
+            .sum::<f64>()
+            + 0.0
     };
     let idle = (
         sum(&|_| true),
@@ -403,7 +425,8 @@ pub fn run(seed: u64, target: u64) -> Figures {
     let idle_leaderless: f64 = late
         .iter()
         .map(|l| overlap((l.from, l.to), &leaderless))
-        .sum();
+        .sum::<f64>()
+        + 0.0;
     // A late removal with a hung call (up to the client's 10 s timeout)
     // within its late window.
     let idle_hung = sum(&|l| hung_at.iter().any(|h| *h < l.to && h + hang_s > l.from));
@@ -576,9 +599,9 @@ pub fn run(seed: u64, target: u64) -> Figures {
         (
             "idle_in_leaderless_windows_machine_seconds".into(),
             format!(
-                "{idle_leaderless:.1} (not counted above: {} windows with no leader, the longest {:.1}s)",
+                "{idle_leaderless:.1} (not counted above: {} windows with no leader{})",
                 leaderless.len(),
-                leaderless.iter().map(|(a, b)| b - a).fold(0.0, f64::max)
+                windows_said(&leads, &leaderless)
             ),
         ),
         (
@@ -660,25 +683,45 @@ struct Late {
     name: String,
 }
 
-/// The gaps between `leads` (each `[from, to)`, in any order, overlapping
-/// or not), from the first lead's start to the last one's end: when no one
-/// led.
-fn leaderless_windows(leads: &[(f64, f64)]) -> Vec<(f64, f64)> {
-    let mut sorted: Vec<(f64, f64)> = leads.iter().copied().filter(|(a, b)| b > a).collect();
-    sorted.sort_by(|x, y| x.0.total_cmp(&y.0));
-    let mut gaps = Vec::new();
-    let mut covered: Option<f64> = None;
-    for (a, b) in sorted {
-        match covered {
-            Some(to) if a > to => {
-                gaps.push((to, a));
-                covered = Some(b);
-            }
-            Some(to) => covered = Some(to.max(b)),
-            None => covered = Some(b),
+/// The windows with no leader: each opens at a time in `opened` (a leader
+/// killed or drained) and closes `pass` after the first lead taken after
+/// it (`leads`; none: it stays open), merged where they overlap, in order.
+fn leaderless_windows(opened: &[f64], leads: &[f64], pass: f64) -> Vec<(f64, f64)> {
+    let mut each: Vec<(f64, f64)> = opened
+        .iter()
+        .map(|&o| {
+            let led = leads
+                .iter()
+                .copied()
+                .filter(|&l| l >= o)
+                .fold(f64::INFINITY, f64::min);
+            (o, led + pass)
+        })
+        .collect();
+    each.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let mut merged: Vec<(f64, f64)> = Vec::new();
+    for (a, b) in each {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
         }
     }
-    gaps
+    merged
+}
+
+/// The leaderless windows, each as its length and its start (seconds after
+/// the first lead), for the figure's line.
+fn windows_said(leads: &[f64], windows: &[(f64, f64)]) -> String {
+    let first = leads.iter().copied().fold(f64::INFINITY, f64::min);
+    let each: Vec<String> = windows
+        .iter()
+        .map(|(a, b)| format!("{:.1}s at {:.0}s", b - a, a - first))
+        .collect();
+    if each.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", each.join(", "))
+    }
 }
 
 /// How much of `span` the `windows` cover (they don't overlap each other).
@@ -694,11 +737,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_gaps_between_leads_are_the_leaderless_windows() {
-        // Two overlapping leads (a deploy), a gap, one more.
-        let leads = [(10.0, 20.0), (0.0, 12.0), (25.0, 30.0)];
-        assert_eq!(leaderless_windows(&leads), vec![(20.0, 25.0)]);
-        assert_eq!(leaderless_windows(&[(0.0, 5.0)]), vec![]);
+    fn a_leaderless_window_lasts_from_a_kill_or_drain_to_the_next_lead_and_a_pass() {
+        // Killed at 10, led again at 14; drained at 20, led at once; killed
+        // at 30 and at 31 (the next leader too) before a lead at 35.
+        let w = leaderless_windows(&[31.0, 10.0, 20.0, 30.0], &[0.0, 14.0, 20.2, 35.0], 0.5);
+        assert_eq!(w, vec![(10.0, 14.5), (20.0, 20.7), (30.0, 35.5)]);
+        // Killed with no lead after: open to the end.
+        assert_eq!(
+            leaderless_windows(&[5.0], &[0.0], 0.5),
+            vec![(5.0, f64::INFINITY)]
+        );
         assert_eq!(overlap((18.0, 27.0), &[(20.0, 25.0)]), 5.0);
         assert_eq!(overlap((21.0, 22.0), &[(20.0, 25.0)]), 1.0);
         assert_eq!(overlap((26.0, 28.0), &[(20.0, 25.0)]), 0.0);
