@@ -23,7 +23,9 @@
 --   function call each (sql/runs_finish.sql, a tick's ends: issue 14's
 --   starts a second).
 -- * orca.output_fold reads and deletes chunks only when the attempt has
---   some.
+--   some, and its trigger is one that an UPDATE which sets neither state
+--   nor start (a beat) doesn't look at: every UPDATE of orca.runs read and
+--   checked its condition anew.
 -- * orca.bounded_why and orca.bounded_output are PL/pgSQL: a call is an
 --   expression evaluated, not a query planned (a SQL function with a SET
 --   clause is never inlined).
@@ -64,7 +66,8 @@ $$;
 CREATE OR REPLACE FUNCTION orca.output_fold() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM orca.output_chunks c WHERE c.run = OLD.id AND c.start = OLD.start) THEN
+    IF (NEW.state <> 'running' OR NEW.start <> OLD.start)
+       AND EXISTS (SELECT 1 FROM orca.output_chunks c WHERE c.run = OLD.id AND c.start = OLD.start) THEN
         IF NEW.output IS NOT DISTINCT FROM OLD.output THEN
             NEW.output := orca.output_tail(OLD.id, OLD.start, OLD.output);
         END IF;
@@ -73,6 +76,12 @@ BEGIN
     RETURN NEW;
 END
 $$;
+-- Only an UPDATE that sets state or start can stop an attempt running: the
+-- fold's trigger is for those alone (a beat sets neither), its condition
+-- the running row, the rest in the function.
+DROP TRIGGER runs_output_fold ON orca.runs;
+CREATE TRIGGER runs_output_fold BEFORE UPDATE OF state, start ON orca.runs FOR EACH ROW
+WHEN (OLD.state = 'running') EXECUTE FUNCTION orca.output_fold();
 
 -- How attempts ended, as migration 0005's orca.finish_attempt had it for
 -- one (and orca.finish_attempt below has it): each run queued again after its retry delay while retries are left
