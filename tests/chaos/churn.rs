@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::faults::Fault;
+use crate::faults::{Fault, Target};
 use crate::harness::*;
 use crate::observe::uptime;
 use crate::rng::Rng;
@@ -363,40 +363,36 @@ pub fn run(seed: u64, target: u64) -> Figures {
         .collect();
     // No leader, no removal begins: the windows with no scheduler leading
     // are the fault's (bounded by the takeover: `make bench`'s overlap
-    // gaps), not lateness. One opens when a leader is killed (the harness's
-    // record) or drains (its event), and closes when the next one takes
-    // the lead (its event), with a pass more for its first round. The
-    // database and the harness share this host's clock.
+    // gaps), not lateness. One opens when the leader is killed (the
+    // harness's record) or drains (its event), and closes when the next one
+    // takes the lead (its event), with a pass more for its first round. A
+    // scheduler whose lead was taken over before it drained or was killed
+    // opens none. Schedulers are told apart by pid, which the events name;
+    // the database and the harness share this host's clock.
     let offset = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
         - uptime();
-    let mut opened: Vec<f64> = w
-        .records
-        .iter()
-        .filter(|r| r.what.starts_with("kill -9 leader"))
-        .map(|r| r.start + offset)
-        .collect();
-    opened.extend(
+    let mut events = |kind: &str| -> Vec<(f64, i32)> {
         c.query(
-            "SELECT extract(epoch FROM at)::float8 FROM orca.events WHERE kind = 'draining'",
-            &[],
+            "SELECT extract(epoch FROM at)::float8, why FROM orca.events WHERE kind = $1",
+            &[&kind],
         )
         .unwrap()
         .iter()
-        .map(|r| r.get::<_, f64>(0)),
-    );
-    let leads: Vec<f64> = c
-        .query(
-            "SELECT extract(epoch FROM at)::float8 FROM orca.events WHERE kind = 'lead taken'",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let leaderless = leaderless_windows(&opened, &leads, PASS_SECONDS);
+        .filter_map(|r| Some((r.get::<_, f64>(0), pid_named(r.get(1))?)))
+        .collect()
+    };
+    let leads = events("lead taken");
+    let mut ends = events("draining");
+    ends.extend(w.records.iter().filter_map(|r| match r.target {
+        Target::Scheduler(pid) if r.what.starts_with("kill -9 leader") => {
+            Some((r.start + offset, pid))
+        }
+        _ => None,
+    }));
+    let leaderless = leaderless_windows(&ends, &leads, PASS_SECONDS);
     let (hung_at, hang_s) = {
         let st = w.ec2.fake.state.lock().unwrap();
         (st.random.hung_at.clone(), 10.0)
@@ -683,19 +679,36 @@ struct Late {
     name: String,
 }
 
-/// The windows with no leader: each opens at a time in `opened` (a leader
-/// killed or drained) and closes `pass` after the first lead taken after
-/// it (`leads`; none: it stays open), merged where they overlap, in order.
-fn leaderless_windows(opened: &[f64], leads: &[f64], pass: f64) -> Vec<(f64, f64)> {
-    let mut each: Vec<(f64, f64)> = opened
+/// The pid a scheduler's event names (`scheduler 7 on host pid 123...`).
+fn pid_named(why: &str) -> Option<i32> {
+    let (_, rest) = why.split_once(" pid ")?;
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The windows with no leader: each opens at a leader's end in `ends`
+/// (when, its pid: killed or drained) if it was the last to take the lead
+/// (`leads`: when, whose pid) before then, and closes `pass` after the next
+/// lead taken (none: it stays open); merged where they overlap, in order.
+fn leaderless_windows(ends: &[(f64, i32)], leads: &[(f64, i32)], pass: f64) -> Vec<(f64, f64)> {
+    let mut each: Vec<(f64, f64)> = ends
         .iter()
-        .map(|&o| {
+        .filter(|&&(t, pid)| {
+            leads
+                .iter()
+                .filter(|l| l.0 <= t)
+                .max_by(|x, y| x.0.total_cmp(&y.0))
+                .is_some_and(|l| l.1 == pid)
+        })
+        .map(|&(t, _)| {
             let led = leads
                 .iter()
-                .copied()
-                .filter(|&l| l >= o)
+                .map(|l| l.0)
+                .filter(|&l| l >= t)
                 .fold(f64::INFINITY, f64::min);
-            (o, led + pass)
+            (t, led + pass)
         })
         .collect();
     each.sort_by(|x, y| x.0.total_cmp(&y.0));
@@ -711,8 +724,8 @@ fn leaderless_windows(opened: &[f64], leads: &[f64], pass: f64) -> Vec<(f64, f64
 
 /// The leaderless windows, each as its length and its start (seconds after
 /// the first lead), for the figure's line.
-fn windows_said(leads: &[f64], windows: &[(f64, f64)]) -> String {
-    let first = leads.iter().copied().fold(f64::INFINITY, f64::min);
+fn windows_said(leads: &[(f64, i32)], windows: &[(f64, f64)]) -> String {
+    let first = leads.iter().map(|l| l.0).fold(f64::INFINITY, f64::min);
     let each: Vec<String> = windows
         .iter()
         .map(|(a, b)| format!("{:.1}s at {:.0}s", b - a, a - first))
@@ -737,16 +750,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_leaderless_window_lasts_from_a_kill_or_drain_to_the_next_lead_and_a_pass() {
-        // Killed at 10, led again at 14; drained at 20, led at once; killed
-        // at 30 and at 31 (the next leader too) before a lead at 35.
-        let w = leaderless_windows(&[31.0, 10.0, 20.0, 30.0], &[0.0, 14.0, 20.2, 35.0], 0.5);
+    fn a_leaderless_window_lasts_from_the_leader_s_end_to_the_next_lead_and_a_pass() {
+        // 1 leads at 0 and is killed at 10; 2 leads at 14 and drains at 20,
+        // 3 leading at once; 3 killed at 30, 4 leading at 30.2 and killed
+        // at 30.5 (within the pass after its lead: one window); 5 leads at
+        // 35.
+        let leads = [(0.0, 1), (14.0, 2), (20.2, 3), (30.2, 4), (35.0, 5)];
+        let ends = [(30.5, 4), (10.0, 1), (20.0, 2), (30.0, 3)];
+        let w = leaderless_windows(&ends, &leads, 0.5);
         assert_eq!(w, vec![(10.0, 14.5), (20.0, 20.7), (30.0, 35.5)]);
         // Killed with no lead after: open to the end.
         assert_eq!(
-            leaderless_windows(&[5.0], &[0.0], 0.5),
+            leaderless_windows(&[(5.0, 1)], &[(0.0, 1)], 0.5),
             vec![(5.0, f64::INFINITY)]
         );
+        // A scheduler whose lead was taken over (2 at 12) before it drained
+        // (at 13) opens no window.
+        assert_eq!(
+            leaderless_windows(&[(13.0, 1)], &[(0.0, 1), (12.0, 2)], 0.5),
+            vec![]
+        );
+        assert_eq!(pid_named("scheduler 7 on h pid 4242, image -"), Some(4242));
+        assert_eq!(pid_named("scheduler 7 on h pid 99: a deploy"), Some(99));
+        assert_eq!(pid_named("no pid here"), None);
         assert_eq!(overlap((18.0, 27.0), &[(20.0, 25.0)]), 5.0);
         assert_eq!(overlap((21.0, 22.0), &[(20.0, 25.0)]), 1.0);
         assert_eq!(overlap((26.0, 28.0), &[(20.0, 25.0)]), 0.0);
