@@ -18,9 +18,9 @@
 //! 30 (`scripts/test-db.sh` sets 400): a server with fewer gets fewer
 //! machines, said so.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
+use crate::cpu;
 use crate::ctx::{Bench, wait_for};
 use crate::harness::{Cost, Figures, local_machines};
 use crate::out::{fig, heading, since};
@@ -28,46 +28,12 @@ use crate::out::{fig, heading, since};
 /// Pools the fleet is spread over (each grows one machine at a time).
 const POOLS: usize = 10;
 
-/// CPU time (clock ticks) of each process now: pid → (parent, group, ticks).
-fn cpu() -> HashMap<i32, (i32, i32, u64)> {
-    let mut out = HashMap::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // After the command's closing parenthesis: state, ppid, pgrp, ...,
-        // utime and stime the 12th and 13th.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let num = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
-        out.insert(
-            pid,
-            (num(1) as i32, num(2) as i32, (num(11) + num(12)) as u64),
-        );
-    }
-    out
-}
-
-/// The CPU ticks of the processes `which` picks (from a [`cpu`] reading).
-fn ticks(reading: &HashMap<i32, (i32, i32, u64)>, which: impl Fn(i32, i32, i32) -> bool) -> u64 {
-    reading
-        .iter()
-        .filter(|(pid, (ppid, pgrp, _))| which(**pid, *ppid, *pgrp))
-        .map(|(_, (_, _, t))| t)
-        .sum()
-}
-
 /// The private memory (KiB: `Private_Clean` and `Private_Dirty` of
 /// `/proc/PID/smaps_rollup`) of the postmaster's children.
 fn backends_private_kib(postmaster: i32) -> u64 {
-    cpu()
+    cpu::reading()
         .iter()
-        .filter(|(_, (ppid, _, _))| *ppid == postmaster)
+        .filter(|(_, t)| t.ppid == postmaster)
         .filter_map(|(pid, _)| std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok())
         .map(|t| {
             t.lines()
@@ -99,12 +65,12 @@ fn window(
     secs: f64,
 ) -> Window {
     let groups: std::collections::HashSet<i32> = local_machines(stack).into_iter().collect();
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = cpu::hz();
     let pg = |pid: i32, ppid: i32, _| pid == postmaster || ppid == postmaster;
     let fleet = |_, _, pgrp: i32| groups.contains(&pgrp);
-    let (c0, t0) = (cpu(), Instant::now());
+    let (c0, t0) = (cpu::reading(), Instant::now());
     let f = cost.measure(secs, None);
-    let (c1, took) = (cpu(), t0.elapsed().as_secs_f64());
+    let (c1, took) = (cpu::reading(), t0.elapsed().as_secs_f64());
     let share = |a: u64, b: u64| b.saturating_sub(a) as f64 / hz / took;
     let sessions: i64 = admin
         .query_one(
@@ -116,8 +82,8 @@ fn window(
     Window {
         cost: f,
         sessions,
-        pg_cpu: share(ticks(&c0, pg), ticks(&c1, pg)),
-        fleet_cpu: share(ticks(&c0, fleet), ticks(&c1, fleet)),
+        pg_cpu: share(cpu::ticks(&c0, pg), cpu::ticks(&c1, pg)),
+        fleet_cpu: share(cpu::ticks(&c0, fleet), cpu::ticks(&c1, fleet)),
     }
 }
 
@@ -234,16 +200,7 @@ pub fn run(b: &mut Bench) {
         .query_one("SELECT id FROM orca.stack", &[])
         .unwrap()
         .get(0);
-    let postmaster: i32 = std::fs::read_to_string(format!(
-        "{}/postmaster.pid",
-        admin
-            .query_one("SELECT current_setting('data_directory')", &[])
-            .unwrap()
-            .get::<_, String>(0)
-    ))
-    .ok()
-    .and_then(|t| t.lines().next().and_then(|l| l.trim().parse().ok()))
-    .unwrap_or(0);
+    let postmaster = cpu::postmaster(&mut admin);
     let cores = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
     let secs = b.knobs.fleet_s;
     let mut cost = Cost::on(&db.admin_url(), db.name());

@@ -63,6 +63,7 @@ mod harness;
 mod binary;
 mod check;
 mod churn;
+mod cpu;
 mod ctx;
 mod fleet;
 mod memory;

@@ -1,9 +1,13 @@
 //! Runs started per second: 2,000 queued runs of `["true"]`, `max_runs`
 //! 64, the scheduler ticking every 0.05 s, until all have succeeded; beside
 //! it the floor: the same processes (orca's shim running `true`, each in a
-//! session of its own, its output read through a pipe by a thread of its
-//! own) spawned and reaped by a plain loop, 64 at once, with no database.
+//! session of its own with a run's environment, its output read through a
+//! pipe by a thread of its own) spawned and reaped by a plain loop, 64 at
+//! once, with no database; and the CPU a run costs, by who spends it (the
+//! scheduler, its runs' processes, Postgres), beside what the floor's
+//! processes cost.
 
+use crate::cpu;
 use crate::ctx::{Bench, wait_for};
 use crate::harness::peak_rss_kib;
 use crate::out::{fig, heading, since};
@@ -26,6 +30,11 @@ pub fn run(b: &mut Bench) {
     .unwrap();
     c.batch_execute("ANALYZE orca.runs").unwrap();
     let mut s = b.scheduler(&db, "0.05", "stats-rate", &[], "sched-rate.log");
+    // CPU from here until the runs are done: the scheduler's own, its runs'
+    // processes' (shims and commands, counted as it reaps them), Postgres's.
+    let postmaster = cpu::postmaster(&mut crate::harness::connect(&b.admin));
+    let pg = |pid: i32, ppid: i32, _| pid == postmaster || ppid == postmaster;
+    let (s0, pg0) = (cpu::of(s.pid()), cpu::ticks(&cpu::reading(), pg));
     let t0 = Instant::now();
     let mut done = 0i64;
     let mut exited = false;
@@ -45,6 +54,7 @@ pub fn run(b: &mut Bench) {
     } else if !finished {
         progress!("deadline: {done} of {RUNS} succeeded after 120 s");
     }
+    let (s1, pg1) = (cpu::of(s.pid()), cpu::ticks(&cpu::reading(), pg));
     b.rate_rss_mib = peak_rss_kib(s.pid()).map(|k| k as f64 / 1024.0);
     let not_succeeded: i64 = c
         .query_one(
@@ -72,7 +82,7 @@ pub fn run(b: &mut Bench) {
             fig("runs per second", "n/a");
         }
     }
-    let floor = spawn_floor();
+    let (floor, floor_ms) = spawn_floor();
     fig(
         "spawn floor per second (the same processes, no orca: a plain loop, 64 at once)",
         format!("{floor:.0}"),
@@ -86,6 +96,27 @@ pub fn run(b: &mut Bench) {
             ),
         );
     }
+    // Milliseconds of CPU a run, by who spent them (a box whose cores are
+    // all busy starts runs at the rate their sum allows).
+    let per_run = |ticks: u64| {
+        format!(
+            "{:.2}",
+            ticks as f64 / cpu::hz() * 1000.0 / f64::from(done.max(1) as i32)
+        )
+    };
+    if let (Some(s0), Some(s1)) = (s0, s1)
+        && took.is_some()
+    {
+        fig(
+            "CPU ms a run: the scheduler / its runs' processes (shim and command) / Postgres",
+            format!(
+                "{} / {} / {} (the floor's processes: {floor_ms:.2})",
+                per_run(s1.own - s0.own),
+                per_run(s1.children - s0.children),
+                per_run(pg1.saturating_sub(pg0))
+            ),
+        );
+    }
     fig("runs not succeeded", not_succeeded);
     fig("ticks", stats.get("ticks"));
     fig("tick p50 ms", stats.get("p50_ms"));
@@ -94,10 +125,18 @@ pub fn run(b: &mut Bench) {
     fig("scheduler exit code", exit);
 }
 
-/// The spawn floor (see the module's doc): processes a second. Spawned as
-/// orca spawns them (`posix_spawn` in a new session, stdout and stderr a
-/// pipe), with nothing else done.
-fn spawn_floor() -> f64 {
+/// The spawn floor (see the module's doc): processes a second, and their
+/// CPU (milliseconds a process). Spawned as orca spawns them (`posix_spawn`
+/// in a new session, stdout and stderr a pipe), with nothing else done.
+fn spawn_floor() -> (f64, f64) {
+    let children = || {
+        // SAFETY: getrusage(2) fills the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+        let t = |v: libc::timeval| v.tv_sec as f64 * 1000.0 + v.tv_usec as f64 / 1000.0;
+        t(u.ru_utime) + t(u.ru_stime)
+    };
+    let before = children();
     use std::ffi::CString;
     use std::io::Read;
     use std::os::fd::AsRawFd;
@@ -109,17 +148,28 @@ fn spawn_floor() -> f64 {
         .collect();
     let mut argv: Vec<*mut libc::c_char> = args.iter().map(|a| a.as_ptr() as *mut _).collect();
     argv.push(std::ptr::null_mut());
-    let parent = CString::new(format!("ORCA_SHIM_PARENT={}", std::process::id())).unwrap();
-    let path = CString::new(format!(
-        "PATH={}",
-        std::env::var("PATH").unwrap_or_default()
-    ))
-    .unwrap();
-    let envp = [
-        parent.as_ptr() as *mut _,
-        path.as_ptr() as *mut _,
-        std::ptr::null_mut(),
-    ];
+    // The environment a run gets: this process's (as the scheduler's) but
+    // for what a run never gets (`ORCA_*`, `PG*`, `AWS_*` but the region:
+    // `supervise::child::passed_on`), and a run's own.
+    let passed_on = |k: &str| {
+        let k = k.to_ascii_uppercase();
+        !(k.starts_with("ORCA_")
+            || k.starts_with("PG")
+            || (k.starts_with("AWS_") && k != "AWS_REGION" && k != "AWS_DEFAULT_REGION"))
+    };
+    let mut vars: Vec<String> = std::env::vars()
+        .filter(|(k, _)| passed_on(k))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    vars.extend([
+        format!("ORCA_SHIM_PARENT={}", std::process::id()),
+        "ORCA_RUN_ID=1".into(),
+        "ORCA_RUN_START=1".into(),
+        "ORCA_PIPELINE=t".into(),
+    ]);
+    let vars: Vec<CString> = vars.into_iter().map(|v| CString::new(v).unwrap()).collect();
+    let mut envp: Vec<*mut libc::c_char> = vars.iter().map(|v| v.as_ptr() as *mut _).collect();
+    envp.push(std::ptr::null_mut());
     let mut live = std::collections::VecDeque::new();
     let reap = |(pid, reader): (libc::pid_t, std::thread::JoinHandle<()>)| {
         let mut status = 0;
@@ -163,5 +213,8 @@ fn spawn_floor() -> f64 {
         live.push_back((pid, reader));
     }
     live.into_iter().for_each(reap);
-    f64::from(RUNS) / t0.elapsed().as_secs_f64()
+    (
+        f64::from(RUNS) / t0.elapsed().as_secs_f64(),
+        (children() - before) / f64::from(RUNS),
+    )
 }
