@@ -680,3 +680,44 @@ fn a_held_machine_row_blocks_no_other_pool_s_growth() {
     );
     s.stop();
 }
+
+/// A run's command starts with no signal blocked and none of those the
+/// shim ignores or the Rust runtime does (SIGHUP, SIGINT, SIGPIPE, SIGTERM)
+/// ignored, so a timeout's SIGTERM ends it; one that isn't there fails
+/// with exit code 127 and says so in its output.
+#[test]
+fn a_run_starts_with_its_signals_at_their_defaults_and_a_missing_command_fails_127() {
+    let (db, dir) = setup(
+        "[pipelines.sigs]\ncommand = [\"grep\", \"-E\", \"^Sig(Blk|Ign)\", \"/proc/self/status\"]\n\n\
+         [pipelines.missing]\ncommand = [\"no-such-command-for-orca\"]\n",
+    );
+    let sigs = db.queue("sigs");
+    let missing = db.queue("missing");
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("both runs end", 30.0, || {
+        db.state(sigs) == "succeeded" && db.state(missing) == "failed"
+    });
+    let out = text(&db.output(sigs));
+    let mask = |name: &str| -> u64 {
+        let line = out
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {out:?}"));
+        u64::from_str_radix(line.trim(), 16).unwrap()
+    };
+    assert_eq!(mask("SigBlk:"), 0, "{out}");
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGPIPE, libc::SIGTERM] {
+        assert_eq!(mask("SigIgn:") & bit(sig), 0, "signal {sig} ignored: {out}");
+    }
+    let code: Option<i32> = db.one(&format!(
+        "SELECT exit_code FROM orca.runs WHERE id = {missing}"
+    ));
+    assert_eq!(code, Some(127));
+    let said = text(&db.output(missing));
+    assert!(
+        said.contains("can't run no-such-command-for-orca"),
+        "{said}"
+    );
+    s.terminate(10.0);
+}
