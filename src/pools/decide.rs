@@ -223,6 +223,26 @@ pub fn shrink<'a>(
     }
 }
 
+/// In how many seconds the first of pool `v`'s `machines` will have run
+/// nothing for its `idle_seconds`, if it runs nothing from now on (one
+/// running, booting or just made included: its `busy_at` is its last beat,
+/// claim or making): when the removals thread looks again, so that an idle
+/// machine's removal begins as it comes due rather than up to a pass
+/// later. `None`: none of a declared pool, not being removed, is short of
+/// it. One past its `idle_seconds` already is left out: this look removed
+/// it, or it is kept (demand, a run, no beat yet), and looking again at
+/// once would change nothing.
+pub fn idle_due(v: &PoolView, machines: &[&Machine]) -> Option<f64> {
+    if v.retired {
+        return None;
+    }
+    machines
+        .iter()
+        .filter(|m| !m.ending && m.idle < v.pool.idle_seconds)
+        .map(|m| v.pool.idle_seconds - m.idle)
+        .min_by(f64::total_cmp)
+}
+
 /// A declared pool's status when it has no demand, its last being `last`:
 /// what the last attempt came to is kept; waiting out the try interval, a
 /// retired pool's status (from before it was put back) or nothing become
@@ -508,6 +528,34 @@ mod tests {
         );
         assert_eq!(s.live.iter().map(|m| m.id).collect::<Vec<_>>(), [2]);
         assert_eq!(s.demand, 0);
+    }
+
+    #[test]
+    fn the_next_idle_removal_is_due_when_the_first_machine_reaches_idle_seconds() {
+        let v = pool(&[("small", 0.0)]);
+        let at = |idle: f64| Machine { idle, ..machine(1) };
+        let (a, b) = (at(100.0), at(30.0));
+        assert_eq!(idle_due(&v, &[&a, &b]), Some(20.0));
+        // One running now (beaten a second ago) may come due once its run
+        // ends: as soon as idle_seconds after its last beat.
+        let busy = Machine {
+            running: 1,
+            ..at(1.0)
+        };
+        assert_eq!(idle_due(&v, &[&busy]), Some(119.0));
+        // Past idle_seconds (removed now, or kept) or being removed: none.
+        let past = at(150.0);
+        let ending = Machine {
+            ending: true,
+            ..at(100.0)
+        };
+        assert_eq!(idle_due(&v, &[&past, &ending]), None);
+        // A retired pool's machines go as soon as they run nothing.
+        let retired = PoolView {
+            retired: true,
+            ..pool(&[("small", 0.0)])
+        };
+        assert_eq!(idle_due(&retired, &[&a]), None);
     }
 
     #[test]

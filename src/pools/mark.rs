@@ -1,7 +1,8 @@
-//! Removals begun off the tick: every `ORCA_POOL_SCALE_SECONDS`, while this
-//! process leads, on the scheduler's side connection, every pool's machines
-//! idle past its `idle_seconds` (and a retired pool's idle machines) are
-//! marked ending, as the scaler's pass would mark them. A tick held up (a
+//! Removals begun off the tick: every `ORCA_POOL_SCALE_SECONDS`, and as the
+//! next machine comes due, while this process leads, on the scheduler's
+//! side connection, every pool's machines idle past its `idle_seconds` (and
+//! a retired pool's idle machines) are marked ending, as the scaler's pass
+//! would mark them. A tick held up (a
 //! slow provider call in a pass, a stalled statement) then holds up no
 //! removal's start: a machine marked ending claims nothing more, and the
 //! next pass takes its removal up and finishes it (revoke, delete, end).
@@ -49,21 +50,29 @@ pub fn begins(r: &Removal) -> bool {
 
 /// Marks, every `timing.scale` seconds while `leader` says this process
 /// leads, the machines whose removal may begin (see the module's doc), on
-/// `link`; until `done`.
+/// `link`; until `done`. It looks again sooner when a machine comes due
+/// before then ([`decide::idle_due`]), so that an idle machine's removal
+/// begins within a look's time of `idle_seconds`, not a pass later.
 pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>) {
     let every = Duration::from_secs_f64(timing.scale.max(0.1));
-    let mut next = Instant::now() + every;
+    let mut next = Instant::now();
     while !done.load(Ordering::SeqCst) {
         if Instant::now() < next {
             std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
             continue;
         }
-        next = Instant::now() + every;
-        let Some(pid) = leader.get() else { continue };
+        let began = Instant::now();
+        // Not leading: asked again soon, so that a lead just taken is
+        // looked after at once, not a pass later.
+        let Some(pid) = leader.get() else {
+            next = began + MIN_LOOK_GAP;
+            continue;
+        };
+        next = began + every;
         // The link is shared with the runs' beats and ends: held for the
         // reads, then for one mark at a time.
         let found = link.lock().run(|c| candidates(c, &timing));
-        let candidates = match found {
+        let (candidates, due) = match found {
             Ok(found) => found,
             Err(Fault::Down | Fault::Refused(_)) => continue,
             Err(e) => {
@@ -71,6 +80,14 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
                 continue;
             }
         };
+        if let Some(due) = due {
+            // Judged by the database's clock at the look: due that long
+            // after it (and a little more, so that it has passed), but
+            // never sooner than a moment after this look began.
+            let at =
+                Instant::now() + Duration::from_secs_f64(due.clamp(0.0, timing.scale)) + DUE_MARGIN;
+            next = next.min(at.max(began + MIN_LOOK_GAP));
+        }
         for m in candidates.iter().take(MARKS_PER_ROUND) {
             if leader.get() != Some(pid) || done.load(Ordering::SeqCst) {
                 break;
@@ -93,6 +110,14 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
 /// each mark holds the shared link for a statement.
 const MARKS_PER_ROUND: usize = 100;
 
+/// A look for a machine coming due is made this long after it is due.
+const DUE_MARGIN: Duration = Duration::from_millis(10);
+
+/// Looks begin at least this far apart, however soon machines come due (a
+/// look reads every pool and live machine: a fleet whose machines come due
+/// one after another makes no more than four a second).
+const MIN_LOOK_GAP: Duration = Duration::from_millis(250);
+
 /// A machine whose removal this thread may begin.
 struct Candidate {
     id: i64,
@@ -103,14 +128,16 @@ struct Candidate {
     seen_busy: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-/// Every pool read and its removals decided: the idle and retired ones.
+/// Every pool read and its removals decided: the idle and retired ones, and
+/// in how many seconds the next machine comes due ([`decide::idle_due`]).
 fn candidates(
     c: &mut postgres::Client,
     timing: &PoolTiming,
-) -> Result<Vec<Candidate>, postgres::Error> {
+) -> Result<(Vec<Candidate>, Option<f64>), postgres::Error> {
     let rows = c.query(sql::POOLS_VIEW, &[&timing.grow_after])?;
     let machines = logins::live(c)?;
     let mut out = Vec::new();
+    let mut due: Option<f64> = None;
     for row in &rows {
         let Some(view) = super::view_of(row) else {
             continue;
@@ -119,6 +146,9 @@ fn candidates(
             .iter()
             .filter(|m| m.pool == view.pool.name)
             .collect();
+        if let Some(d) = decide::idle_due(&view, &mine) {
+            due = Some(due.map_or(d, |x: f64| x.min(d)));
+        }
         let shrink = decide::shrink(&view, &mine, timing, false);
         for (m, removal) in shrink.remove.iter().filter(|(_, r)| begins(r)) {
             out.push(Candidate {
@@ -130,7 +160,7 @@ fn candidates(
             });
         }
     }
-    Ok(out)
+    Ok((out, due))
 }
 
 #[cfg(test)]

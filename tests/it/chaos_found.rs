@@ -232,6 +232,36 @@ fn an_idle_machine_s_removal_begins_though_the_tick_is_slow() {
     s.stop();
 }
 
+/// Found by the churn (seeds 91 and 92, 1,000 machines each: with a leader,
+/// 6 idle removals began up to 0.1 s past `idle_seconds` and a pass): the
+/// removals thread looked every pass (`ORCA_POOL_SCALE_SECONDS`), so a
+/// machine that came due just after a look waited for the next. Now it
+/// also looks as the next machine comes due. Here a pass comes every 30 s,
+/// and the removal begins about `idle_seconds` after the machine's last
+/// beat, not up to 30 s later.
+#[test]
+fn an_idle_machine_s_removal_begins_as_it_comes_due_not_a_pass_later() {
+    let (db, dir) = crate::pools::pool_test(
+        "max_machines = 1\nidle_seconds = 1\n\n[pipelines.job]\ncommand = \"sleep 1\"\nplacement = \"worker:p\"\n",
+    );
+    let run = db.queue("job");
+    let mut s = crate::pools::pool_scheduler(&db, &dir, &[("ORCA_POOL_SCALE_SECONDS", "30")]);
+    s.wait_for("the run succeeds on the machine", 60.0, || {
+        db.state(run) == "succeeded"
+    });
+    s.wait_for("the idle machine's removal begins", 60.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE ending IS NOT NULL") == 1
+    });
+    let late: f64 =
+        db.one("SELECT extract(epoch FROM ending - busy_at)::float8 - 1 FROM orca.pool_machines");
+    assert!(
+        late <= 2.0,
+        "the removal began {late:.1}s past idle_seconds after the machine's last beat (passes every 30 s); the log:\n{}",
+        s.output()
+    );
+    s.stop();
+}
+
 /// A hung EC2 costs a tick at most the tick's deadline for provider work
 /// (5 s, and an attempt's 1 s floor), the pool scaler's pass and EC2 runs'
 /// instances together: less than the stale limit (10 s), by which the
