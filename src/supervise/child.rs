@@ -20,7 +20,7 @@
 //! last resort for a shim that doesn't end within [`SHIM_KILL_SECONDS`].
 
 use std::collections::VecDeque;
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus};
@@ -137,15 +137,13 @@ impl Child {
     /// thread): the parent-death signal fires when the starting thread ends.
     pub fn spawn(argv: &[String], env: &[(String, String)]) -> std::io::Result<Child> {
         let (reader, writer) = std::io::pipe()?;
-        // Later settings win over earlier ones of the same name.
-        let mut vars: Vec<(OsString, OsString)> = Vec::new();
+        // Later settings win over earlier ones of the same name: orca's own
+        // environment first (but what the run sets itself), then the run's.
+        let mut own: Vec<(OsString, OsString)> = Vec::with_capacity(env.len() + 5);
         let mut set = |k: OsString, v: OsString| {
-            vars.retain(|(have, _)| *have != k);
-            vars.push((k, v));
+            own.retain(|(have, _)| *have != k);
+            own.push((k, v));
         };
-        for (k, v) in std::env::vars_os().filter(|(k, _)| passed_on(k)) {
-            set(k, v);
-        }
         for (k, v) in env {
             set(k.into(), v.into());
         }
@@ -159,9 +157,14 @@ impl Child {
             set("USER".into(), user.name.clone().into());
             set("LOGNAME".into(), user.name.clone().into());
         }
+        let inherited: Vec<&CString> = inherited()
+            .iter()
+            .filter(|(k, _)| !own.iter().any(|(o, _)| o == k))
+            .map(|(_, kv)| kv)
+            .collect();
         let mut args: Vec<OsString> = vec!["orca".into(), SHIM.into(), "--".into()];
         args.extend(argv.iter().map(OsString::from));
-        let pid = spawn_shim(&args, &vars, &writer)?;
+        let pid = spawn_shim(&args, &inherited, &own, &writer)?;
         drop(writer); // our copy of the pipe's write end
         let tail = Arc::new(Tail::default());
         let sink = tail.clone();
@@ -314,8 +317,27 @@ pub fn passed_on(key: &std::ffi::OsStr) -> bool {
         || (upper.starts_with("AWS_") && upper != "AWS_REGION" && upper != "AWS_DEFAULT_REGION"))
 }
 
+/// Orca's own environment as a run gets it (what [`passed_on`] allows), as
+/// each variable's name and its `NAME=value` entry, read once: it doesn't
+/// change once orca runs (`secrets::protect` moves its secrets first
+/// thing). A variable with a NUL byte (it can't have one) is left out.
+fn inherited() -> &'static [(OsString, CString)] {
+    static INHERITED: std::sync::OnceLock<Vec<(OsString, CString)>> = std::sync::OnceLock::new();
+    INHERITED.get_or_init(|| {
+        use std::os::unix::ffi::OsStrExt;
+        std::env::vars_os()
+            .filter(|(k, _)| passed_on(k))
+            .filter_map(|(k, v)| {
+                let kv = CString::new([k.as_bytes(), b"=", v.as_bytes()].concat()).ok()?;
+                Some((k, kv))
+            })
+            .collect()
+    })
+}
+
 /// Starts the shim, `/proc/self/exe` with `args` (its `argv`, `argv[0]`
-/// first) and only `vars` as its environment, its stdin `/dev/null`, its
+/// first) and only `inherited` (`NAME=value`) and `vars` as its
+/// environment, its stdin `/dev/null`, its
 /// stdout and stderr `out`; in a new session (so a new process group, led
 /// by it) with no controlling terminal: a command can't type into the
 /// terminal orca was started from (TIOCSTI) nor be signalled through it.
@@ -324,6 +346,7 @@ pub fn passed_on(key: &std::ffi::OsStr) -> bool {
 /// default (orca ignores it). Its pid.
 fn spawn_shim(
     args: &[OsString],
+    inherited: &[&CString],
     vars: &[(OsString, OsString)],
     out: &std::io::PipeWriter,
 ) -> std::io::Result<i32> {
@@ -341,6 +364,7 @@ fn spawn_shim(
         program: b"/proc/self/exe",
         search: false,
         argv: args,
+        inherited,
         vars,
         new_session: true,
         mask: &[KILL_ALL],
@@ -357,7 +381,9 @@ struct Spawn<'a> {
     search: bool,
     /// Its `argv`, `argv[0]` first.
     argv: &'a [OsString],
-    /// Its whole environment.
+    /// Its whole environment: entries made already (`NAME=value`), and
+    /// more.
+    inherited: &'a [&'a CString],
     vars: &'a [(OsString, OsString)],
     /// In a new session (so a new process group, led by it) with no
     /// controlling terminal, or in this one's.
@@ -377,7 +403,6 @@ struct Spawn<'a> {
 /// vfork), what every run's start costs twice, the shim's and its
 /// command's (issue 14's starts a second). Its pid.
 fn spawn(s: &Spawn) -> std::io::Result<i32> {
-    use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
     let c = |b: &[u8]| {
         CString::new(b).map_err(|_| {
@@ -398,6 +423,7 @@ fn spawn(s: &Spawn) -> std::io::Result<i32> {
         .iter()
         .map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
         .collect::<Result<_, _>>()?;
+    let envp: Vec<&CString> = s.inherited.iter().copied().chain(&envp).collect();
     let mut argv_p: Vec<*mut libc::c_char> = argv.iter().map(|a| a.as_ptr() as *mut _).collect();
     argv_p.push(std::ptr::null_mut());
     let mut envp_p: Vec<*mut libc::c_char> = envp.iter().map(|e| e.as_ptr() as *mut _).collect();
@@ -655,6 +681,7 @@ pub fn shim_main(argv: &[String]) -> i32 {
                 program: program.as_bytes(),
                 search: !program.contains('/'),
                 argv: &argv,
+                inherited: &[],
                 vars: &vars,
                 new_session: false,
                 mask: &[],
