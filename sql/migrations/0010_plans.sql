@@ -7,10 +7,11 @@
 -- UPDATE joined to the pick) were planned again on every claim, and so was
 -- the output fold's tail on every end: more than half of what a claim and
 -- an end cost. Here each statement of a claim and an end has a plan that
--- is good whatever its values (an UPDATE of the ids its pick found, the
--- fill pass a statement of its own, the tail read only when there are
--- chunks), and the functions say so (plan_cache_mode =
--- force_generic_plan), so each is planned once a session.
+-- is good whatever its values (an UPDATE of the ids its picks found, the
+-- fill runs' pick a branch of its own with the flag a constant, the tail
+-- read only when there are chunks), and the functions say so
+-- (plan_cache_mode = force_generic_plan), so each is planned once a
+-- session.
 --
 -- * orca.worker_claim: the runs it claims of a pipeline (within max_runs,
 --   then fill runs), their events and the rows it returns are one
@@ -84,9 +85,10 @@ CREATE TRIGGER runs_output_fold BEFORE UPDATE OF state, start ON orca.runs FOR E
 WHEN (OLD.state = 'running') EXECUTE FUNCTION orca.output_fold();
 
 -- How attempts ended, as migration 0005's orca.finish_attempt had it for
--- one (and orca.finish_attempt below has it): each run queued again after its retry delay while retries are left
--- (unless a cancel was asked for), its events, the alert of a final
--- failure; and with p_machine only the attempts that run on that machine.
+-- one (and orca.finish_attempt below has it): each run queued again after
+-- its retry delay while retries are left (unless a cancel was asked for),
+-- its events, the alert of a final failure; and with p_machine only the
+-- attempts that run on that machine.
 -- Arrays of one length, an attempt at each place (at most 1024); an
 -- attempt named twice ends once, at its first place. For each place in
 -- order, the run and the state it is in now (NULL: the attempt was no
