@@ -1,14 +1,15 @@
 -- Cancels run $1: a queued one at once; a running one is flagged for the
 -- process that supervises it. Returns 'now:cancelled' or 'now:asked' for
 -- what it did, else the run's state (NULL: no such run; queued or running:
--- it changed under this statement, try again).
+-- it changed under this statement, try again). COLLATE "C": the run looked
+-- up by its key, not through a partial index on state (migration 0011).
 WITH q AS (
     UPDATE orca.runs SET state = 'cancelled', ended_at = now(), why = 'cancelled before it started'
-    WHERE id = $1 AND state = 'queued'
+    WHERE id = $1 AND state = 'queued' COLLATE "C"
     RETURNING id, pipeline
 ), r AS (
     UPDATE orca.runs SET cancel = true
-    WHERE id = $1 AND state = 'running'
+    WHERE id = $1 AND state = 'running' COLLATE "C"
     RETURNING id, pipeline
 ), e AS (
     INSERT INTO orca.events (run, pipeline, kind, why)

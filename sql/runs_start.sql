@@ -1,12 +1,13 @@
 -- Claims queued runs $1 (ids) for this process, each a new start (attempt)
 -- number, in one statement: $2 the host, $3 the scheduler instance. Returns
 -- the id and start of each claimed, oldest first (a run no longer queued is
--- not claimed).
+-- not claimed). COLLATE "C": the runs looked up by their key, not through
+-- a partial index on state (migration 0011).
 WITH r AS (
     UPDATE orca.runs SET state = 'running', start = start + 1, started_at = now(), ended_at = NULL,
         heartbeat = now(), host = $2, pid = NULL, instance = $3, machine = NULL, cancel = false,
         exit_code = NULL, exit_signal = NULL, why = NULL, output = ''::bytea
-    WHERE id = ANY($1::bigint[]) AND state = 'queued'
+    WHERE id = ANY($1::bigint[]) AND state = 'queued' COLLATE "C"
     RETURNING id, pipeline, start
 ), e AS (
     INSERT INTO orca.events (run, pipeline, kind, why)

@@ -108,6 +108,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "plans",
         sql: include_str!("../../sql/migrations/0010_plans.sql"),
     },
+    Migration {
+        version: 11,
+        name: "lookups",
+        sql: include_str!("../../sql/migrations/0011_lookups.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -16,6 +16,7 @@ mod harness;
 mod layers;
 mod outage;
 mod overlap;
+mod plans;
 mod pools;
 mod registry;
 mod scheduler;
