@@ -8,7 +8,8 @@
 -- first), or whose warm time is over. Ended with why (rows a login holds
 -- locked are skipped this time); the
 -- instances (name, provider, provider id, region, login, true) returned to
--- be deleted and their logins revoked.
+-- be deleted and their logins revoked. COLLATE "C": a row's run looked up
+-- by its key, not through a partial index on state (migration 0011).
 WITH kinds AS (
     SELECT DISTINCT md5(coalesce(spec -> 'ec2', 'null'::jsonb)::text) AS kind
     FROM orca.pipelines WHERE placement = 'ec2' AND NOT retired
@@ -32,7 +33,8 @@ WITH kinds AS (
                 THEN 'more idle instances of its kind than its recent demand'
             WHEN i.state = 'idle' AND i.idle_at < now() - make_interval(secs => $1::float8 + 60) THEN 'its warm time is over'
             WHEN i.state <> 'idle' AND NOT EXISTS (
-                     SELECT 1 FROM orca.runs r WHERE r.id = i.run AND r.start = i.start AND r.state = 'running')
+                     SELECT 1 FROM orca.runs r WHERE r.id = i.run AND r.start = i.start
+                       AND r.state = 'running' COLLATE "C")
                  AND ($1::float8 = 0 OR coalesce((SELECT r.ended_at FROM orca.runs r WHERE r.id = i.run), now())
                                 < now() - make_interval(secs => $3))
                 THEN 'its run is over'

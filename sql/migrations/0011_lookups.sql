@@ -21,7 +21,8 @@
 -- runs_queued_order), orca.finish_attempt, orca.finish_attempts,
 -- orca.runs_beat, orca.outputs_put, orca.worker_beat (its requeue of lost
 -- attempts still reads runs_machine_running) and orca.instance_head_beat.
--- sql/runs_start.sql and sql/run_cancel.sql do the same.
+-- sql/runs_start.sql, sql/run_cancel.sql and sql/instances_to_end.sql do
+-- the same.
 
 CREATE OR REPLACE FUNCTION orca.worker_claim(p_room integer)
 RETURNS TABLE (id bigint, start integer, pipeline text, args text[], spec jsonb)
