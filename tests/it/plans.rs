@@ -4,7 +4,8 @@
 //! by id that also says `state = 'running'` may scan one of them whole
 //! instead, and the planner does when the statistics say few runs wait or
 //! run (a burst queued or started since the last ANALYZE): every claim
-//! then read every queued run's index entry, every end every running run.
+//! then read every queued run's index entry (migration 0011 has the
+//! figures), and an end or a beat could read every running run.
 
 use postgres::{Client, Transaction};
 
