@@ -342,14 +342,22 @@ pub fn run(seed: u64, target: u64) -> Figures {
         .unwrap()
         .get(0);
     // Idle past idle_seconds and a pass, by machine, by the database's
-    // clock.
+    // clock. Idle from its busy_at (its last claim, or beat while it ran
+    // something) or the end of the last run it ran, whichever is later: a
+    // worker beats once a second while it runs, so busy_at is up to a beat
+    // (more on a loaded box) before the run's end, and a machine is not
+    // idle while it runs (orca removes none that runs).
     let late: Vec<Late> = c
         .query(
-            "SELECT CASE WHEN pool LIKE 'ce%' THEN 'ec2' ELSE 'local' END,
-                    extract(epoch FROM busy_at)::float8 + $1 + $2,
-                    extract(epoch FROM coalesce(ending, ended_at))::float8, name
-             FROM orca.pool_machines WHERE why LIKE 'idle for %'
-               AND extract(epoch FROM coalesce(ending, ended_at) - busy_at)::float8 > $1 + $2",
+            "SELECT CASE WHEN m.pool LIKE 'ce%' THEN 'ec2' ELSE 'local' END,
+                    extract(epoch FROM greatest(m.busy_at, e.ended))::float8 + $1 + $2,
+                    extract(epoch FROM coalesce(m.ending, m.ended_at))::float8, m.name
+             FROM orca.pool_machines m
+             LEFT JOIN LATERAL (SELECT max(r.ended_at) AS ended FROM orca.runs r
+                                WHERE r.machine = m.id) e ON true
+             WHERE m.why LIKE 'idle for %'
+               AND extract(epoch FROM coalesce(m.ending, m.ended_at)
+                                      - greatest(m.busy_at, e.ended))::float8 > $1 + $2",
             &[&IDLE_SECONDS, &PASS_SECONDS],
         )
         .unwrap()
@@ -431,6 +439,37 @@ pub fn run(seed: u64, target: u64) -> Figures {
         .take(5)
         .map(|(l, u)| format!("{} {u:.1}s", l.name))
         .collect();
+    // The evidence of each late removal with a leader: what the database
+    // and the schedulers' logs say of its machine and of the leads about
+    // then (seconds since the churn began).
+    let rel = |t: f64| t - offset - w.t0;
+    for (l, u) in &unexcused {
+        println!(
+            "churn late: {} ({}): due at {:.2}s, begun at {:.2}s: {u:.1}s late with a leader",
+            l.name,
+            l.provider,
+            rel(l.from - PASS_SECONDS),
+            rel(l.to)
+        );
+        for r in c
+            .query(
+                "SELECT extract(epoch FROM at)::float8, kind, why FROM orca.events
+                 WHERE (why LIKE '%' || $1 || '%' OR kind IN ('lead taken', 'draining'))
+                   AND at BETWEEN to_timestamp($2) - interval '10 seconds' AND to_timestamp($3) + interval '2 seconds'
+                 ORDER BY id",
+                &[&l.name, &l.from, &l.to],
+            )
+            .unwrap()
+        {
+            let (at, kind, why): (f64, String, String) = (r.get(0), r.get(1), r.get(2));
+            println!("churn late:   event at {:.2}s: {kind}: {why}", rel(at));
+        }
+        for s in &w.scheds {
+            for line in s.proc.output().lines().filter(|x| x.contains(&l.name)) {
+                println!("churn late:   scheduler {}: {line}", s.n);
+            }
+        }
+    }
     let idle_removed: i64 = c
         .query_one(
             "SELECT count(*) FROM orca.pool_machines WHERE why LIKE 'idle for %'",
