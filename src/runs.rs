@@ -367,8 +367,13 @@ impl Outcome {
     }
 }
 
-/// Writes the ends of `outcomes` with `statement` (`sql::RUNS_FINISH`, its
-/// text or prepared), in one statement: as [`Outcome::write`] does each.
+/// The most ends [`write_all`] writes in one statement (what
+/// `orca.finish_attempts` takes).
+pub const ENDS_AT_ONCE: usize = 1024;
+
+/// Writes the ends of `outcomes` (at most [`ENDS_AT_ONCE`]) with
+/// `statement` (`sql::RUNS_FINISH`, its text or prepared), in one
+/// statement: as [`Outcome::write`] does each.
 /// Each run id with the state its run is in now (`None`: the attempt was no
 /// longer running), in order.
 pub fn write_all<S>(

@@ -616,22 +616,38 @@ impl Supervisor {
             .collect();
         let batch = self.one_by_one_until.is_none_or(|t| Instant::now() >= t);
         if let Some(all) = self.rec.finish_all.filter(|_| batch && ends.len() > 1) {
-            match db.prepared(all, |c, s| crate::runs::write_all(c, s, &ends)) {
-                Ok(states) => {
-                    for (o, (_, state)) in ends.iter().zip(&states) {
-                        say_written(o, *state);
+            // At most ENDS_AT_ONCE a statement (what it takes): an outage
+            // may leave more pending.
+            let mut written: HashSet<(i64, i32)> = HashSet::new();
+            let mut down = false;
+            for chunk in ends.chunks(crate::runs::ENDS_AT_ONCE) {
+                match db.prepared(all, |c, s| crate::runs::write_all(c, s, chunk)) {
+                    Ok(states) => {
+                        for (o, (_, state)) in chunk.iter().zip(&states) {
+                            say_written(o, *state);
+                        }
+                        written.extend(chunk.iter().map(|o| (o.id, o.start)));
                     }
-                    self.pending
-                        .retain(|p| matches!(p, Pending::Requeue { .. }));
+                    Err(Fault::Down | Fault::Refused(_)) => {
+                        down = true;
+                        break;
+                    }
+                    Err(e) => {
+                        log::warn!(
+                            "{} ends in one statement: {e}; writing ends one by one for a minute",
+                            chunk.len()
+                        );
+                        self.one_by_one_until = Some(Instant::now() + Duration::from_secs(60));
+                        break;
+                    }
                 }
-                Err(Fault::Down | Fault::Refused(_)) => return,
-                Err(e) => {
-                    log::warn!(
-                        "{} ends in one statement: {e}; writing ends one by one for a minute",
-                        ends.len()
-                    );
-                    self.one_by_one_until = Some(Instant::now() + Duration::from_secs(60));
-                }
+            }
+            self.pending.retain(|p| match p {
+                Pending::Finish(o) => !written.contains(&(o.id, o.start)),
+                Pending::Requeue { .. } => true,
+            });
+            if down {
+                return;
             }
         }
         let mut left = Vec::new();

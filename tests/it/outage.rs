@@ -178,3 +178,68 @@ fn tls_require_and_verify_full() {
     let preferred = try_url(&base);
     assert!(preferred.status.success(), "{}", text(&preferred.stderr));
 }
+
+/// More ends than one statement takes (`orca.finish_attempts`: 1,024) pile
+/// up while the database is away: they are written in batches when it is
+/// back, not one statement each for a minute after the batch was refused.
+#[test]
+fn over_a_thousand_ends_held_through_an_outage_are_written_in_batches() {
+    use std::os::unix::fs::OpenOptionsExt;
+    const RUNS: usize = 1100;
+    let cluster = Cluster::new("");
+    cluster.start();
+    let db = TestDb::on(&cluster.url());
+    let dir = TempDir::new();
+    let ended = dir.path("ended");
+    // Each command waits for a writer to come and go on a FIFO, then ends.
+    let fifo = dir.path("go");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.p]\nmax_runs = {RUNS}\ncommand = \"read x < {}; echo $ORCA_RUN_ID >> {}\"\n",
+            fifo.display(),
+            ended.display()
+        ),
+    );
+    db.client()
+        .execute(
+            "INSERT INTO orca.runs (pipeline) SELECT 'p' FROM generate_series(1, $1::int)",
+            &[&(RUNS as i32)],
+        )
+        .unwrap();
+    let mut s = db.scheduler(&dir, &[("ORCA_TICK_SECONDS", "0.05")]);
+    wait_until("every run running", 180.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'running'") == RUNS as i64
+    });
+    cluster.stop();
+    // A writer opens and closes the FIFO until every command has ended (one
+    // not yet reading when the writer left waits for the next).
+    wait_until("every command ended", 120.0, || {
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo);
+        pids_in(&ended).len() == RUNS
+    });
+    cluster.start();
+    wait_until("every end is recorded", 120.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'succeeded'") == RUNS as i64
+    });
+    let log = s.output();
+    assert!(
+        !log.contains("ends in one statement"),
+        "a batch was refused:\n{}",
+        log.lines()
+            .filter(|l| l.contains("ends in one statement"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    s.stop();
+}
