@@ -373,6 +373,21 @@ fn spawn_shim(
     })
 }
 
+/// Where `program` is, as `execvp(3)` finds it: itself if it has a `/`,
+/// else the first executable file of that name in a `PATH` directory.
+fn found(program: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return Some(program.into());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
 /// How [`spawn`] starts a process.
 struct Spawn<'a> {
     /// What it runs: a path, or with `search` a name looked up in `PATH`
@@ -677,17 +692,32 @@ pub fn shim_main(argv: &[String]) -> i32 {
                 .filter(|(k, _)| k != SHIM_PARENT && k != SHIM_RUN_AS)
                 .collect();
             let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
-            spawn(&Spawn {
-                program: program.as_bytes(),
-                search: !program.contains('/'),
-                argv: &argv,
-                inherited: &[],
-                vars: &vars,
-                new_session: false,
-                mask: &[],
-                default: &[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE],
-                out: None,
-            })
+            let start = |program: &[u8], search: bool, argv: &[OsString]| {
+                spawn(&Spawn {
+                    program,
+                    search,
+                    argv,
+                    inherited: &[],
+                    vars: &vars,
+                    new_session: false,
+                    mask: &[],
+                    default: &[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE],
+                    out: None,
+                })
+            };
+            match start(program.as_bytes(), !program.contains('/'), &argv) {
+                // As execvp(3) does (and Command, which ORCA_RUN_AS uses): a
+                // file with no `#!` line is run by /bin/sh.
+                Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => match found(program) {
+                    Some(path) => {
+                        let mut sh = vec![OsString::from("sh"), path.into_os_string()];
+                        sh.extend(argv[1..].iter().cloned());
+                        start(b"/bin/sh", false, &sh)
+                    }
+                    None => Err(e),
+                },
+                other => other,
+            }
         }
         Some((uid, gid)) => run_as_user(program, args, uid, gid),
     };

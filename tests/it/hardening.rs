@@ -683,20 +683,34 @@ fn a_held_machine_row_blocks_no_other_pool_s_growth() {
 
 /// A run's command starts with no signal blocked and none of those the
 /// shim ignores or the Rust runtime does (SIGHUP, SIGINT, SIGPIPE, SIGTERM)
-/// ignored, so a timeout's SIGTERM ends it; one that isn't there fails
-/// with exit code 127 and says so in its output.
+/// ignored, so a timeout's SIGTERM ends it; a script with no `#!` line
+/// runs under /bin/sh, as `execvp(3)` would run it; one that isn't there
+/// fails with exit code 127 and says so in its output.
 #[test]
 fn a_run_starts_with_its_signals_at_their_defaults_and_a_missing_command_fails_127() {
-    let (db, dir) = setup(
+    // A script with no `#!` line runs under /bin/sh, as execvp(3) runs it.
+    let script = std::env::temp_dir().join(format!("orca-no-shebang-{}", std::process::id()));
+    std::fs::write(&script, "echo \"no shebang: $1\"\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (db, dir) = setup(&format!(
         "[pipelines.sigs]\ncommand = [\"grep\", \"-E\", \"^Sig(Blk|Ign)\", \"/proc/self/status\"]\n\n\
-         [pipelines.missing]\ncommand = [\"no-such-command-for-orca\"]\n",
-    );
+         [pipelines.missing]\ncommand = [\"no-such-command-for-orca\"]\n\n\
+         [pipelines.script]\ncommand = [\"{}\", \"its arg\"]\n",
+        script.display()
+    ));
     let sigs = db.queue("sigs");
     let missing = db.queue("missing");
+    let plain = db.queue("script");
     let mut s = db.scheduler(&dir, &[]);
-    wait_until("both runs end", 30.0, || {
-        db.state(sigs) == "succeeded" && db.state(missing) == "failed"
+    wait_until("the runs end", 30.0, || {
+        db.state(sigs) == "succeeded"
+            && db.state(missing) == "failed"
+            && ["succeeded", "failed"].contains(&db.state(plain).as_str())
     });
+    let ran = text(&db.output(plain));
+    let _ = std::fs::remove_file(&script);
+    assert_eq!(db.state(plain), "succeeded", "{ran}");
+    assert!(ran.contains("no shebang: its arg"), "{ran}");
     let out = text(&db.output(sigs));
     let mask = |name: &str| -> u64 {
         let line = out
