@@ -289,6 +289,23 @@ placement = "worker:p"
         .get(0);
     assert_eq!(other, None);
     assert_eq!(db.state(theirs), "queued");
+    // Nor an attempt running on another machine (its end passes its own
+    // machine to orca.finish_attempt, which ends only attempts on it).
+    let elsewhere: i64 = db.one(
+        "WITH m AS (INSERT INTO orca.pool_machines (pool, name, type, location, role, slots)
+                    VALUES ('p', 'orca-p-other', 'small', 'here', 'orca_m_other_nobody', 1) RETURNING id)
+         INSERT INTO orca.runs (pipeline, state, start, started_at, heartbeat, machine)
+         SELECT 'ours', 'running', 1, now(), now(), m.id FROM m RETURNING id",
+    );
+    let forged: Option<String> = c
+        .query_one(
+            "SELECT orca.worker_finish($1, 1, 'succeeded', 0, NULL, 'forged', ''::bytea, '{}')",
+            &[&elsewhere],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(forged, None);
+    assert_eq!(db.state(elsewhere), "running");
     // A wrong secret is refused by Postgres; a worker with it gives up
     // after ORCA_WORKER_REFUSED_SECONDS (it may be a misconfiguration).
     let wrong = as_machine.replace(secret, "guess");
