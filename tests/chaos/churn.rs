@@ -443,6 +443,11 @@ pub fn run(seed: u64, target: u64) -> Figures {
     // and the schedulers' logs say of its machine and of the leads about
     // then (seconds since the churn began).
     let rel = |t: f64| t - offset - w.t0;
+    let logs: Vec<(u32, String)> = if unexcused.is_empty() {
+        Vec::new()
+    } else {
+        w.scheds.iter().map(|s| (s.n, s.proc.output())).collect()
+    };
     for (l, u) in &unexcused {
         println!(
             "churn late: {} ({}): due at {:.2}s, begun at {:.2}s: {u:.1}s late with a leader",
@@ -462,11 +467,13 @@ pub fn run(seed: u64, target: u64) -> Figures {
             .unwrap()
         {
             let (at, kind, why): (f64, String, String) = (r.get(0), r.get(1), r.get(2));
-            println!("churn late:   event at {:.2}s: {kind}: {why}", rel(at));
+            if kind == "lead taken" || kind == "draining" || names(&why, &l.name) {
+                println!("churn late:   event at {:.2}s: {kind}: {why}", rel(at));
+            }
         }
-        for s in &w.scheds {
-            for line in s.proc.output().lines().filter(|x| x.contains(&l.name)) {
-                println!("churn late:   scheduler {}: {line}", s.n);
+        for (n, log) in &logs {
+            for line in log.lines().filter(|x| names(x, &l.name)) {
+                println!("churn late:   scheduler {n}: {line}");
             }
         }
     }
@@ -709,13 +716,25 @@ fn unheld(w: &World, stack: &str) -> BTreeSet<String> {
 }
 
 /// A machine removed for idleness later than `idle_seconds` and a pass
-/// after its `busy_at`: from then until its removal began, seconds since the
-/// epoch by the database's clock.
+/// after it was last busy (its `busy_at` or its last run's end): from then
+/// until its removal began, seconds since the epoch by the database's
+/// clock.
 struct Late {
     provider: String,
     from: f64,
     to: f64,
     name: String,
+}
+
+/// Whether `text` names machine `name` (not merely one whose name begins
+/// so: `orca-cl0-98` is not named by `orca-cl0-980`).
+fn names(text: &str, name: &str) -> bool {
+    text.match_indices(name).any(|(i, _)| {
+        !text[i + name.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+    })
 }
 
 /// The pid a scheduler's event names (`scheduler 7 on host pid 123...`).
@@ -812,6 +831,9 @@ mod tests {
         assert_eq!(pid_named("scheduler 7 on h pid 4242, image -"), Some(4242));
         assert_eq!(pid_named("scheduler 7 on h pid 99: a deploy"), Some(99));
         assert_eq!(pid_named("no pid here"), None);
+        assert!(names("removing machine orca-cl0-98: idle", "orca-cl0-98"));
+        assert!(names("machine orca-cl0-98", "orca-cl0-98"));
+        assert!(!names("removing machine orca-cl0-980: idle", "orca-cl0-98"));
         assert_eq!(overlap((18.0, 27.0), &[(20.0, 25.0)]), 5.0);
         assert_eq!(overlap((21.0, 22.0), &[(20.0, 25.0)]), 1.0);
         assert_eq!(overlap((26.0, 28.0), &[(20.0, 25.0)]), 0.0);
