@@ -8,7 +8,7 @@
 //!    machine of its own, each transaction one `orca.worker_claim(1)` and
 //!    then the `orca.worker_finish` of what it claimed, as a worker does
 //!    (prepared statements; 8 pipelines, 100,000 queued); beside pgbench's
-//!    own simple-update, 8 clients, its default protocol; the two taken in
+//!    own simple-update, 8 clients, prepared statements too; the two taken in
 //!    turn in slices, so that the box's drift in speed falls on both;
 //! 3. a worker's peak RSS while it runs 200 runs of `["true"]`.
 
@@ -182,11 +182,24 @@ fn claims_slice(
     sum
 }
 
-/// pgbench's own simple-update, 8 clients, its default protocol, for
-/// `secs` against `url` (initialised by [`simple_update_db`]): its rate.
+/// pgbench's own simple-update, 8 clients, for `secs` against `url`
+/// (initialised by [`simple_update_db`]): its rate. Prepared statements, as
+/// the claims have them (like for like: the simple protocol would plan
+/// each of its statements anew, and make the baseline slower).
 fn simple_update_slice(pgbench: &Path, url: &str, secs: u64) -> Option<f64> {
     let run = pgbench_cmd(pgbench, url)
-        .args(["-n", "-b", "simple-update", "-c", "8", "-j", "2", "-T"])
+        .args([
+            "-n",
+            "-M",
+            "prepared",
+            "-b",
+            "simple-update",
+            "-c",
+            "8",
+            "-j",
+            "2",
+            "-T",
+        ])
         .arg(secs.to_string())
         .output()
         .unwrap();
@@ -318,7 +331,7 @@ pub fn run(b: &mut Bench) {
     );
     fig("runs claimed and finished", or_na(claimed));
     fig(
-        "pgbench simple-update per second, 8 clients",
+        "pgbench simple-update per second, 8 clients (-M prepared)",
         or_na(simple_tps.map(|t| format!("{t:.0}"))),
     );
     fig(
