@@ -1,5 +1,5 @@
--- Records how attempt ($1, $2) ended (see orca.finish_attempt in migration
--- 0003). $3: succeeded, failed or cancelled; $4/$5: exit code or signal; $6:
+-- Records how attempt ($1, $2) ended (see orca.finish_attempt, migrations
+-- 0010 and 0011). $3: succeeded, failed or cancelled; $4/$5: exit code or signal; $6:
 -- why; $7: output tail; $8: the alert's body, should it be the final failure.
 -- Retries, retry delay and alert URL come from the stored pipeline. Returns
 -- the state the run is in (NULL: the attempt was no longer running).

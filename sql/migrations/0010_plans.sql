@@ -161,7 +161,7 @@ $$;
 
 -- How attempt (p_id, p_start) ended, as orca.finish_attempts has it for
 -- several (the two must agree: tests/it/worker.rs checks they do), in two
--- statements instead of its one for all, which costs more for one: a
+-- statements (three with an alert) instead of its one for all, which costs more for one: a
 -- worker's ends come one at a time. With p_machine only if it runs on that
 -- machine. The run's state now, or NULL if the attempt was no longer
 -- running (there).
