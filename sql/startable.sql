@@ -1,5 +1,7 @@
 -- Queued runs to start now, oldest first: per pipeline at most max_runs less
 -- its running ones; fill runs on top. $1: placement; $2: how many at most.
+-- Each pick reads its own kind's runs in runs_queued_order (migration 12),
+-- oldest first, and no more of a pipeline than it may take.
 SELECT id, pipeline, args FROM (
     SELECT q.id, q.pipeline, q.args
     FROM orca.pipelines p
@@ -15,10 +17,15 @@ SELECT id, pipeline, args FROM (
     ) q
     WHERE p.placement = $1 AND NOT p.paused AND NOT p.retired
     UNION ALL
-    SELECT r.id, r.pipeline, r.args
-    FROM orca.runs r JOIN orca.pipelines p ON p.name = r.pipeline
-    WHERE r.state = 'queued' AND r.fill AND r.not_before <= now()
-      AND p.placement = $1 AND NOT p.paused AND NOT p.retired
+    SELECT f.id, f.pipeline, f.args
+    FROM orca.pipelines p
+    CROSS JOIN LATERAL (
+        SELECT r.id, r.pipeline, r.args FROM orca.runs r
+        WHERE r.pipeline = p.name AND r.state = 'queued' AND r.fill AND r.not_before <= now()
+        ORDER BY r.queued_at, r.id
+        LIMIT $2
+    ) f
+    WHERE p.placement = $1 AND NOT p.paused AND NOT p.retired
 ) s
 ORDER BY id
 LIMIT $2

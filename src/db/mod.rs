@@ -113,6 +113,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "lookups",
         sql: include_str!("../../sql/migrations/0011_lookups.sql"),
     },
+    Migration {
+        version: 12,
+        name: "picks",
+        sql: include_str!("../../sql/migrations/0012_picks.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

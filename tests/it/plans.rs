@@ -5,7 +5,11 @@
 //! instead, and the planner does when the statistics say few runs wait or
 //! run (a burst queued or started since the last ANALYZE): every claim
 //! then read every queued run's index entry (migration 0011 has the
-//! figures), and an end or a beat could read every running run.
+//! figures), and an end or a beat could read every running run. Nor do
+//! the picks of queued runs read the runs of the other kind: a claim's or
+//! a tick's pick of runs within `max_runs` skips a backfill's fill runs
+//! without reading them, and the pick of fill runs a queue without fill
+//! runs (migration 0012).
 
 use postgres::{Client, Transaction};
 
@@ -47,6 +51,17 @@ fn runs(c: &mut Client, pipeline: &str, state: &str, n: i64) -> Vec<i64> {
     .collect()
 }
 
+/// Queues `n` fill runs of `pipeline` a day ago: a backfill queued before
+/// every other run here, so its pipeline is the first a claim looks at.
+fn backfill(c: &mut Client, pipeline: &str, n: i64) {
+    c.execute(
+        "INSERT INTO orca.runs (pipeline, fill, queued_at)
+         SELECT $1, true, now() - interval '1 day' FROM generate_series(1, $2::bigint)",
+        &[&pipeline, &n],
+    )
+    .unwrap();
+}
+
 /// Most a step here may read: its own runs' few index pages, heap pages
 /// and index insertions (about 100), far below a scan of the 100,000
 /// queued runs' index entries (hundreds of pages) or the 1,200 running
@@ -54,7 +69,9 @@ fn runs(c: &mut Client, pipeline: &str, state: &str, n: i64) -> Vec<i64> {
 const BOUND: i64 = 400;
 
 /// Seven rounds of a claim, a worker's round and end (on `m`, a machine's
-/// session), and a start, a beat and two kinds of end (on `c`, orca's),
+/// session), and a tick's pick of local runs (with `fill`, a backfill's
+/// queued: a tick's most), a start, a beat and two kinds of end (on `c`,
+/// orca's),
 /// of runs `running` (each round four) and `queued` (local; each round
 /// two): what each read, named with `phase`. Seven: a statement prepared
 /// by a client, or in a function without plan_cache_mode, is planned for
@@ -64,6 +81,7 @@ fn rounds(
     m: &mut Client,
     running: &[i64],
     queued: &[i64],
+    fill: bool,
     phase: &str,
 ) -> Vec<(String, i64)> {
     let mut seen = Vec::new();
@@ -107,6 +125,15 @@ fn rounds(
             assert_eq!(state.as_deref(), Some("succeeded"));
         });
         note("worker_finish", n);
+        let n = reads(c, |tx| {
+            let picked = tx
+                .query(include_str!("../../sql/startable.sql"), &[&"local", &64i64])
+                .unwrap();
+            if fill {
+                assert_eq!(picked.len(), 64, "the tick's pick ({phase}, round {i})");
+            }
+        });
+        note("startable.sql", n);
         let start = queued[i * 2..i * 2 + 2].to_vec();
         let n = reads(c, |tx| {
             let started = tx
@@ -168,35 +195,67 @@ max_runs = 100
 
 [pipelines.local]
 command = "true"
+
+[pipelines.backfill]
+command = "true"
+placement = "worker:p"
+max_runs = 100
+
+[pipelines.busy]
+command = "true"
 "#,
     ));
     let role = format!("orca_m_plans_{}", std::process::id());
     hand_made_machine(&db, "p", &role, "pw");
     let mut c = db.client();
     let mut m = db.client_as(&role, "pw");
+    // busy: the running runs' pipeline, paused so a tick's pick doesn't
+    // count them (a count of a pipeline's running runs reads them all).
     c.batch_execute(
         "UPDATE orca.pool_machines SET slots = 100;
+         UPDATE orca.pipelines SET paused = true WHERE name = 'busy';
          ALTER TABLE orca.runs SET (autovacuum_enabled = false)",
     )
     .unwrap();
     // Statistics taken with 300,000 runs ended, a few queued and three
-    // running; then bursts they don't know of: 1,200 running, and later
-    // 100,000 queued.
+    // running; then bursts they don't know of: 1,200 running, later
+    // 100,000 queued, and last backfills of 100,000 fill runs queued
+    // before all (of a pool's pipeline with no other run queued, and of a
+    // local one).
     runs(&mut c, "local", "succeeded", 300_000);
     runs(&mut c, "job", "queued", 14);
-    runs(&mut c, "local", "running", 3);
+    runs(&mut c, "busy", "running", 3);
     c.batch_execute("ANALYZE orca.runs").unwrap();
-    let running = runs(&mut c, "local", "running", 1_200);
+    let running = runs(&mut c, "busy", "running", 1_200);
     let queued = runs(&mut c, "local", "queued", 14);
-    let mut seen = rounds(&mut c, &mut m, &running[..28], &queued, "1,200 running");
+    let mut seen = rounds(
+        &mut c,
+        &mut m,
+        &running[..28],
+        &queued,
+        false,
+        "1,200 running",
+    );
     runs(&mut c, "job", "queued", 100_000);
     let queued = runs(&mut c, "local", "queued", 14);
     seen.extend(rounds(
         &mut c,
         &mut m,
-        &running[28..],
+        &running[28..56],
         &queued,
+        false,
         "and 100,000 queued",
+    ));
+    backfill(&mut c, "backfill", 100_000);
+    backfill(&mut c, "local", 100_000);
+    let queued = runs(&mut c, "local", "queued", 14);
+    seen.extend(rounds(
+        &mut c,
+        &mut m,
+        &running[56..],
+        &queued,
+        true,
+        "and backfills",
     ));
     for (step, n) in &seen {
         eprintln!("{step}: {n}");
