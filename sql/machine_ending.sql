@@ -6,6 +6,7 @@
 -- leading one is fenced on it. A row locked now (a claim under way, or a
 -- login holding it) is not waited for: not marked this time. True if
 -- marked (or marked already).
+-- COLLATE "C": its runs read through runs_machine_running (migration 12).
 WITH m AS (
     SELECT id FROM orca.pool_machines WHERE id = $1 AND ended_at IS NULL
     FOR NO KEY UPDATE SKIP LOCKED
@@ -16,7 +17,7 @@ FROM m
 WHERE p.id = m.id
   AND ($2::timestamptz IS NULL OR p.ending IS NOT NULL OR p.busy_at = $2)
   AND ($2::timestamptz IS NULL OR p.ending IS NOT NULL
-       OR NOT EXISTS (SELECT 1 FROM orca.runs r WHERE r.machine = $1 AND r.state = 'running'))
+       OR NOT EXISTS (SELECT 1 FROM orca.runs r WHERE r.machine = $1 AND r.state = 'running' COLLATE "C"))
   AND ($4::integer IS NULL OR EXISTS (
       SELECT 1 FROM pg_locks l
       WHERE l.locktype = 'advisory' AND l.granted AND l.pid = $4
