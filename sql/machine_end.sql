@@ -2,7 +2,8 @@
 -- by now), with the why its removal began with, else $2; runs still running
 -- on it are queued again (cancelled, if a cancel was asked for). Returns the
 -- runs queued again.
--- COLLATE "C": its runs read through runs_machine_running (migration 12).
+-- COLLATE "C" and machine = (a value, not a join: one would read the
+-- index whole): its runs read through runs_machine_running (migration 12).
 WITH m AS (
     UPDATE orca.pool_machines SET ended_at = now(), why = coalesce(why, $2)
     WHERE id = $1 AND ended_at IS NULL
@@ -11,7 +12,7 @@ WITH m AS (
     UPDATE orca.runs SET state = CASE WHEN cancel THEN 'cancelled' ELSE 'queued' END,
         heartbeat = NULL, ended_at = now(),
         why = format('its machine %s was removed: %s', (SELECT name FROM m), (SELECT why FROM m))
-    WHERE machine IN (SELECT id FROM m) AND state = 'running' COLLATE "C"
+    WHERE machine = (SELECT id FROM m) AND state = 'running' COLLATE "C"
     RETURNING id, pipeline, state, why
 ), e AS (
     INSERT INTO orca.events (run, pipeline, kind, why)

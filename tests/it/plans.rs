@@ -68,6 +68,24 @@ fn runs(c: &mut Client, pipeline: &str, state: &str, n: i64) -> Vec<i64> {
     .collect()
 }
 
+/// Puts `runs` on two busy machines of pool `p` (rows only; made the first
+/// time), half on each.
+fn on_two_machines(c: &mut Client, runs: &[i64]) {
+    c.batch_execute(
+        "INSERT INTO orca.pool_machines (pool, name, type, location, role, slots)
+         VALUES ('p', 'busy-a', 'small', 'here', 'busy-a', 1000),
+                ('p', 'busy-b', 'small', 'here', 'busy-b', 1000)
+         ON CONFLICT DO NOTHING",
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE orca.runs r SET machine = m.id FROM orca.pool_machines m
+         WHERE r.id = ANY($1) AND m.name = CASE WHEN r.id % 2 = 0 THEN 'busy-a' ELSE 'busy-b' END",
+        &[&runs.to_vec()],
+    )
+    .unwrap();
+}
+
 /// Queues `n` fill runs of `pipeline` a day ago: a backfill queued before
 /// every other run here, so its pipeline is the first a claim looks at.
 fn backfill(c: &mut Client, pipeline: &str, n: i64) {
@@ -91,7 +109,10 @@ const BOUND: i64 = 400;
 /// * on `c`, orca's: a tick's pick of local runs (with `fill`, a
 ///   backfill's queued: a tick's most), a start of `queued` (local; each
 ///   round two), a beat, two kinds of end and a requeue of `running`
-///   (each round four), and a sensor's queueing of a run of `job`.
+///   (each round four), a sensor's queueing of a run of `job`, a
+///   machine's end (one that ran nothing), and the EC2 runs' looks (there
+///   are none). (The live machines' view counts each machine's running
+///   runs: it reads them all, by design.)
 ///
 /// Seven: a statement prepared by a client, or in a function without
 /// plan_cache_mode, is planned for its values five times, then may keep a
@@ -107,6 +128,27 @@ fn rounds(
 ) -> Vec<(String, Read)> {
     let mut seen = Vec::new();
     let mut note = |step: &str, n: Read| seen.push((format!("{phase}: {step}"), n));
+    // Prepared once and used each round, as orca's sessions do: planned
+    // for their values five times, then maybe once for any.
+    let worker_requeue = m
+        .prepare(include_str!("../../sql/worker_requeue.sql"))
+        .unwrap();
+    let run_over = inst
+        .0
+        .prepare(include_str!("../../sql/instance_run_over.sql"))
+        .unwrap();
+    let cluster = inst
+        .0
+        .prepare(include_str!("../../sql/instance_cluster.sql"))
+        .unwrap();
+    let prepare = |c: &mut Client, sql: &str| c.prepare(sql).unwrap();
+    let startable = prepare(c, include_str!("../../sql/startable.sql"));
+    let runs_start = prepare(c, include_str!("../../sql/runs_start.sql"));
+    let run_requeue = prepare(c, include_str!("../../sql/run_requeue.sql"));
+    let sensor_queue = prepare(c, include_str!("../../sql/sensor_queue.sql"));
+    let machine_end = prepare(c, include_str!("../../sql/machine_end.sql"));
+    let lost_heads = prepare(c, include_str!("../../sql/ec2_lost_heads.sql"));
+    let runs_short = prepare(c, include_str!("../../sql/ec2_runs_short.sql"));
     for i in 0..7 {
         let mut claimed: Vec<(i64, i32)> = Vec::new();
         let n = reads(m, |tx| {
@@ -149,7 +191,7 @@ fn rounds(
         let n = reads(m, |tx| {
             let requeued: bool = tx
                 .query_one(
-                    include_str!("../../sql/worker_requeue.sql"),
+                    &worker_requeue,
                     &[&ids[1], &starts[1], &"stopped", &b"".as_slice()],
                 )
                 .unwrap()
@@ -160,26 +202,16 @@ fn rounds(
         let (ic, run) = inst;
         let n = reads(ic, |tx| {
             let over: bool = tx
-                .query_one(
-                    include_str!("../../sql/instance_run_over.sql"),
-                    &[&"i-plans", &*run, &1i32],
-                )
+                .query_one(&run_over, &[&"i-plans", &*run, &1i32])
                 .unwrap()
                 .get(0);
             assert!(!over, "the instance's run is running");
-            let cluster = tx
-                .query(
-                    include_str!("../../sql/instance_cluster.sql"),
-                    &[&"i-plans", &*run, &1i32],
-                )
-                .unwrap();
+            let cluster = tx.query(&cluster, &[&"i-plans", &*run, &1i32]).unwrap();
             assert_eq!(cluster.len(), 1);
         });
         note("instance_run_over.sql, instance_cluster.sql", n);
         let n = reads(c, |tx| {
-            let picked = tx
-                .query(include_str!("../../sql/startable.sql"), &[&"local", &64i64])
-                .unwrap();
+            let picked = tx.query(&startable, &[&"local", &64i64]).unwrap();
             if fill {
                 assert_eq!(picked.len(), 64, "the tick's pick ({phase}, round {i})");
             }
@@ -188,10 +220,7 @@ fn rounds(
         let start = queued[i * 2..i * 2 + 2].to_vec();
         let n = reads(c, |tx| {
             let started = tx
-                .query(
-                    include_str!("../../sql/runs_start.sql"),
-                    &[&start, &"here", &None::<i64>],
-                )
+                .query(&runs_start, &[&start, &"here", &None::<i64>])
                 .unwrap();
             assert_eq!(started.len(), 2);
         });
@@ -233,7 +262,7 @@ fn rounds(
         let n = reads(c, |tx| {
             let requeued: bool = tx
                 .query_one(
-                    include_str!("../../sql/run_requeue.sql"),
+                    &run_requeue,
                     &[&running[i * 4 + 3], &1i32, &"stopped", &b"".as_slice()],
                 )
                 .unwrap()
@@ -242,15 +271,32 @@ fn rounds(
         });
         note("run_requeue.sql", n);
         let n = reads(c, |tx| {
-            let queued = tx
-                .query(
-                    include_str!("../../sql/sensor_queue.sql"),
-                    &[&"job", &"yes"],
-                )
-                .unwrap();
+            let queued = tx.query(&sensor_queue, &[&"job", &"yes"]).unwrap();
             assert!(queued.len() <= 1);
         });
         note("sensor_queue.sql", n);
+        let gone: i64 = c
+            .query_one(
+                "INSERT INTO orca.pool_machines (pool, name, type, location, role)
+                 VALUES ('p', $1, 'small', 'here', $1) RETURNING id",
+                &[&format!("gone-{phase}-{i}")],
+            )
+            .unwrap()
+            .get(0);
+        let n = reads(c, |tx| {
+            let requeued = tx.query(&machine_end, &[&gone, &"gone"]).unwrap();
+            assert!(requeued.is_empty(), "the machine ran nothing");
+        });
+        note("machine_end.sql", n);
+        let n = reads(c, |tx| {
+            assert!(
+                tx.query(&lost_heads, &[&60.0f64, &60.0f64])
+                    .unwrap()
+                    .is_empty()
+            );
+            assert!(tx.query(&runs_short, &[]).unwrap().is_empty());
+        });
+        note("ec2_lost_heads.sql, ec2_runs_short.sql", n);
     }
     seen
 }
@@ -299,6 +345,7 @@ command = "true"
     runs(&mut c, "local", "succeeded", 300_000);
     c.batch_execute("ANALYZE orca.runs").unwrap();
     let running = runs(&mut c, "busy", "running", 1_200);
+    on_two_machines(&mut c, &running);
     runs(&mut c, "job", "queued", 14);
     // A head instance of the last, which no round ends.
     let head = *running.last().unwrap();
@@ -351,6 +398,7 @@ command = "true"
     .unwrap();
     c.batch_execute("ANALYZE orca.runs").unwrap();
     let more = runs(&mut c, "busy", "running", 1_200);
+    on_two_machines(&mut c, &more);
     let queued = runs(&mut c, "local", "queued", 14);
     seen.extend(rounds(
         &mut c,
