@@ -52,16 +52,21 @@
 --   sql/machine_end.sql, machine_ending.sql, pool_machines_live.sql and
 --   sensor_queue.sql.
 
-DROP INDEX orca.runs_queued_order;
-DROP INDEX orca.runs_queued_fill;
-CREATE INDEX runs_queued_order ON orca.runs (pipeline, fill, queued_at, id) WHERE state = 'queued';
-DROP INDEX orca.runs_instance_running;
-DROP INDEX orca.runs_machine_running;
-CREATE INDEX runs_machine_running ON orca.runs (machine)
+-- The new indexes are built first, under names of their own (a build
+-- holds off writes of orca.runs, not reads), and the old ones dropped and
+-- the new renamed last: a drop holds off reads too, until the migration
+-- commits, so it comes after the builds.
+CREATE INDEX runs_queued_order_12 ON orca.runs (pipeline, fill, queued_at, id)
+    WHERE state = 'queued';
+CREATE INDEX runs_machine_running_12 ON orca.runs (machine)
     WHERE state = 'running' COLLATE "C" AND machine IS NOT NULL;
-DROP INDEX orca.runs_sensor_queued;
-CREATE INDEX runs_sensor_queued ON orca.runs (pipeline)
+CREATE INDEX runs_sensor_queued_12 ON orca.runs (pipeline)
     WHERE state = 'queued' COLLATE "C" AND origin = 'sensor';
+DROP INDEX orca.runs_queued_order, orca.runs_queued_fill, orca.runs_instance_running,
+    orca.runs_machine_running, orca.runs_sensor_queued;
+ALTER INDEX orca.runs_queued_order_12 RENAME TO runs_queued_order;
+ALTER INDEX orca.runs_machine_running_12 RENAME TO runs_machine_running;
+ALTER INDEX orca.runs_sensor_queued_12 RENAME TO runs_sensor_queued;
 
 CREATE OR REPLACE FUNCTION orca.worker_claim(p_room integer)
 RETURNS TABLE (id bigint, start integer, pipeline text, args text[], spec jsonb)
