@@ -74,12 +74,25 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
         let found = link.lock().run(|c| candidates(c, &timing));
         let (candidates, due) = match found {
             Ok(found) => found,
-            Err(Fault::Down | Fault::Refused(_)) => continue,
+            Err(Fault::Down | Fault::Refused(_)) => {
+                log::debug!("removals: no look (the database is out of reach); the next in a pass");
+                continue;
+            }
             Err(e) => {
                 log::warn!("removals begun off the tick: {e}");
                 continue;
             }
         };
+        log::debug!(
+            "removals: looked: {} to begin ({}), the next due in {}",
+            candidates.len(),
+            candidates
+                .iter()
+                .map(|m| m.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            due.map_or("none".to_string(), |d| format!("{d:.2}s"))
+        );
         if let Some(due) = due {
             // Judged by the database's clock at the look: due that long
             // after it (and a little more, so that it has passed), but
@@ -97,7 +110,10 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
                 .run(|c| logins::mark_ending(c, m.id, m.seen_busy, &m.why, Some(pid)));
             match marked {
                 Ok(true) => log::info!("{}", super::say_removing(&m.pool, &m.name, &m.why)),
-                Ok(false) => {}
+                Ok(false) => log::debug!(
+                    "removals: machine {} not marked (busy since, locked, or the lead moved)",
+                    m.name
+                ),
                 Err(Fault::Down | Fault::Refused(_)) => break,
                 // This machine's alone (the pass says it in the pool's status).
                 Err(e) => log::warn!("pool {}: machine {}: {e}", m.pool, m.name),

@@ -471,8 +471,22 @@ pub fn run(seed: u64, target: u64) -> Figures {
                 println!("churn late:   event at {:.2}s: {kind}: {why}", rel(at));
             }
         }
+        // The lines that name it, and the removals thread's looks (logged
+        // at debug, when RUST_LOG asks) from a second before it came due
+        // to its removal.
+        let second = |t: f64| {
+            chrono::DateTime::from_timestamp(t.floor() as i64, 0)
+                .map(|d| d.format("%Y-%m-%dT%H:%M:%S").to_string())
+                .unwrap_or_default()
+        };
+        let (first, last) = (second(l.from - PASS_SECONDS - 1.0), second(l.to + 1.0));
         for (n, log) in &logs {
-            for line in log.lines().filter(|x| names(x, &l.name)) {
+            for line in log.lines().filter(|x| {
+                names(x, &l.name)
+                    || (x.contains("removals:")
+                        && x.get(1..20)
+                            .is_some_and(|t| t >= first.as_str() && t <= last.as_str()))
+            }) {
                 println!("churn late:   scheduler {n}: {line}");
             }
         }
