@@ -43,6 +43,10 @@ pub fn run(b: &mut Bench) {
             println!("{figure}");
         }
     }
+    // A late removal's evidence, as the churn prints it.
+    for line in text.lines().filter(|l| l.starts_with("churn late")) {
+        println!("{line}");
+    }
     let violations = text
         .lines()
         .filter(|l| l.starts_with("violation: "))

@@ -472,8 +472,8 @@ pub fn run(seed: u64, target: u64) -> Figures {
             }
         }
         // The lines that name it, and the removals thread's looks (logged
-        // at debug, when RUST_LOG asks) from a second before it came due
-        // to its removal.
+        // at debug: world.rs asks for them) from a second before it came
+        // due to its removal.
         let second = |t: f64| {
             chrono::DateTime::from_timestamp(t.floor() as i64, 0)
                 .map(|d| d.format("%Y-%m-%dT%H:%M:%S").to_string())

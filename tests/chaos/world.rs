@@ -150,6 +150,8 @@ impl World {
             ("ORCA_EC2_POOL_SECONDS", "6"),
             ("ORCA_POOL_NEXT_GRACE_SECONDS", "2"),
             ("ORCA_WORKER_REFUSED_SECONDS", "30"),
+            // The removals thread's looks, for a late removal's evidence.
+            ("RUST_LOG", "info,orca::pools::mark=debug"),
         ];
         env.extend(aws.iter().map(|(k, v)| (*k, v.as_str())));
         let proc = self.db.scheduler(&self.dir, &env);
