@@ -166,6 +166,20 @@ fn candidates(
             due = Some(due.map_or(d, |x: f64| x.min(d)));
         }
         let shrink = decide::shrink(&view, &mine, timing, false);
+        for m in mine
+            .iter()
+            .filter(|m| !m.ending && m.idle >= view.pool.idle_seconds)
+            .filter(|m| !shrink.remove.iter().any(|(r, _)| r.id == m.id))
+        {
+            log::debug!(
+                "removals: kept {}: idle {:.1}s, running {}, seen {}, the pool's demand {}",
+                m.name,
+                m.idle,
+                m.running,
+                m.seen,
+                shrink.demand
+            );
+        }
         for (m, removal) in shrink.remove.iter().filter(|(_, r)| begins(r)) {
             out.push(Candidate {
                 id: m.id,
