@@ -166,8 +166,12 @@ fn candidates(
             due = Some(due.map_or(d, |x: f64| x.min(d)));
         }
         let shrink = decide::shrink(&view, &mine, timing, false);
+        // (Read only when debug lines are asked for: a look is repeated
+        // up to four times a second.)
+        let debug = log::log_enabled!(log::Level::Debug);
         for m in mine
             .iter()
+            .filter(|_| debug)
             .filter(|m| !m.ending && m.idle >= view.pool.idle_seconds)
             .filter(|m| !shrink.remove.iter().any(|(r, _)| r.id == m.id))
         {
