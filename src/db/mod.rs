@@ -118,6 +118,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "picks",
         sql: include_str!("../../sql/migrations/0012_picks.sql"),
     },
+    Migration {
+        version: 13,
+        name: "turns",
+        sql: include_str!("../../sql/migrations/0013_turns.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -708,6 +708,42 @@ fn a_worker_s_command_that_escapes_its_session_and_ignores_sigterm_dies_with_its
     );
 }
 
+/// A pool's pipelines take turns at claims: a run queued behind another
+/// pipeline's backlog is taken at its pipeline's turn, not after the
+/// backlog (each claim looked at every pipeline's oldest run before, which
+/// cost most of a claim's work).
+#[test]
+fn a_pools_pipelines_take_turns_at_claims() {
+    let (db, _dir) = setup(&with_pool(
+        "p",
+        "[pipelines.backlog]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 10\n\n[pipelines.late]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 10\n",
+    ));
+    let role = format!("orca_m_turns_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw"); // slots 2
+    for _ in 0..5 {
+        db.queue("backlog");
+    }
+    let late = db.queue("late");
+    let mut m = db.client_as(&role, "pw");
+    m.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
+    let mut took = Vec::new();
+    for _ in 0..2 {
+        let rows = m
+            .query("SELECT id, pipeline FROM orca.worker_claim(1)", &[])
+            .unwrap();
+        assert_eq!(rows.len(), 1, "a claim of one took {}", rows.len());
+        took.push((rows[0].get::<_, i64>(0), rows[0].get::<_, String>(1)));
+    }
+    assert!(
+        took.iter().any(|(id, _)| *id == late),
+        "two claims took {took:?}: the late pipeline's run waited behind the backlog"
+    );
+    assert!(
+        took.iter().any(|(_, p)| p == "backlog"),
+        "two claims took {took:?}"
+    );
+}
+
 /// Two claims of one machine at once never take more than its slots.
 #[test]
 fn concurrent_claims_of_one_machine_keep_its_slots() {
