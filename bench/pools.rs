@@ -5,9 +5,10 @@
 //!    `ORCA_BENCH_POOL_SECONDS`; `ORCA_TICK_STATS` gives each pass's ms and
 //!    statements;
 //! 2. claims per second: 8 pgbench clients, each logged in as a pool
-//!    machine of its own, each transaction one `orca.worker_claim(1)` and
-//!    then the `orca.worker_finish` of what it claimed, as a worker does
-//!    (prepared statements; 8 pipelines, 100,000 queued); beside pgbench's
+//!    machine of its own, each transaction one `orca.worker_round` with
+//!    the end of the run it claimed last and room for one, as a worker with
+//!    one slot does (prepared statements; 8 pipelines, 100,000 queued;
+//!    `runs claimed and finished` counts what they did); beside pgbench's
 //!    own simple-update, 8 clients, prepared statements too; the two taken in
 //!    turn in slices, so that the box's drift in speed falls on both;
 //! 3. a worker's peak RSS while it runs 200 runs of `["true"]`.
@@ -143,8 +144,8 @@ const SLICES: u64 = 5;
 
 /// The claims of one slice: one pgbench per machine, each logged in as its
 /// own role, all at once, for `secs`; the sum of their rates (None if one
-/// failed). As a worker does, a claim and then the end of what it claimed,
-/// over the extended protocol with prepared statements (`-M prepared`: a
+/// failed). As a worker with one slot does, each round trip the end of the
+/// run it claimed before and the claim of the next, over the extended protocol with prepared statements (`-M prepared`: a
 /// worker prepares its statements once a session, `Db::prepared`).
 fn claims_slice(
     b: &Bench,
@@ -161,7 +162,8 @@ fn claims_slice(
         .enumerate()
         .map(|(i, role)| {
             let mut cmd = pgbench_cmd(pgbench, &db.url_as(role, "bench"));
-            cmd.args(["-n", "-M", "prepared", "-c", "1", "-T", &secs, "-f", script]);
+            cmd.args(["-n", "-M", "prepared", "-c", "1", "-T", &secs]);
+            cmd.args(["-D", "id=0", "-D", "start=0", "-f", script]);
             let log = format!("pgbench-claims-{}-{slice}.log", i + 1);
             Proc::spawn(cmd, &b.dir.path(&log))
         })
@@ -233,10 +235,15 @@ fn claims_and_simple_update(
     db: &TestDb,
     roles: &[String],
 ) -> (Option<f64>, Option<f64>, Option<i64>) {
+    // A worker's round with one slot: the end of the run it claimed last
+    // round (none on the first: run 0) and the claim of the next, in one
+    // statement. One row always (\\gset), the run claimed or 0.
     let script = b.dir.write(
         "claim.sql",
-        "SELECT id, start FROM orca.worker_claim(1) \\gset\n\
-         SELECT orca.worker_finish(:id, :start, 'succeeded', 0, NULL, 'bench', ''::bytea, '{}');\n",
+        "SELECT coalesce(max(id), 0) AS id, coalesce(max(start), 0) AS start \
+         FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 1, \
+           ARRAY[:id]::bigint[], ARRAY[:start]::integer[], '{succeeded}', '{0}', '{NULL}', \
+           '{bench}', ARRAY[''::bytea], ARRAY['{}'::jsonb]) WHERE kind = 'claimed' \\gset\n",
     );
     let secs = (b.knobs.pool_s / SLICES).max(1);
     let simple = simple_update_db(b, pgbench);
@@ -325,7 +332,7 @@ pub fn run(b: &mut Bench) {
     fig("scheduler exit code", s.exit);
     fig(
         &format!(
-            "claims per second, {MACHINES} machines (pgbench -M prepared: worker_claim(1), then worker_finish of it)"
+            "claims per second, {MACHINES} machines (pgbench -M prepared: a worker's round, worker_round with the end of its last run and room 1)"
         ),
         or_na(claims_tps.map(|t| format!("{t:.0}"))),
     );

@@ -371,6 +371,58 @@ impl Outcome {
 /// `orca.finish_attempts` takes).
 pub const ENDS_AT_ONCE: usize = 1024;
 
+/// Several attempts' ends as the columns a statement takes them in: ids,
+/// starts, states, exit codes, signals, whys, outputs and alert bodies (see
+/// [`write_all`]; a worker's round carries its ends so too).
+pub struct EndColumns<'a> {
+    ids: Vec<i64>,
+    starts: Vec<i32>,
+    states: Vec<&'static str>,
+    codes: Vec<Option<i32>>,
+    signals: Vec<Option<i32>>,
+    whys: Vec<std::borrow::Cow<'a, str>>,
+    outputs: Vec<&'a [u8]>,
+    bodies: Vec<serde_json::Value>,
+}
+
+impl<'a> EndColumns<'a> {
+    /// The columns of `outcomes`, in order.
+    pub fn of(outcomes: &[&'a Outcome]) -> EndColumns<'a> {
+        let code = |o: &&Outcome| match o.exit {
+            Some(Exit::Code(c)) => Some(c),
+            _ => None,
+        };
+        let signal = |o: &&Outcome| match o.exit {
+            Some(Exit::Signal(s)) => Some(s),
+            _ => None,
+        };
+        EndColumns {
+            ids: outcomes.iter().map(|o| o.id).collect(),
+            starts: outcomes.iter().map(|o| o.start).collect(),
+            states: outcomes.iter().map(|o| o.state.as_str()).collect(),
+            codes: outcomes.iter().map(code).collect(),
+            signals: outcomes.iter().map(signal).collect(),
+            whys: outcomes.iter().map(|o| pg_text(&o.why)).collect(),
+            outputs: outcomes.iter().map(|o| o.output.as_slice()).collect(),
+            bodies: outcomes.iter().map(|o| o.alert_body()).collect(),
+        }
+    }
+
+    /// The eight columns, as parameters in their order.
+    pub fn params(&self) -> [&(dyn postgres::types::ToSql + Sync); 8] {
+        [
+            &self.ids,
+            &self.starts,
+            &self.states,
+            &self.codes,
+            &self.signals,
+            &self.whys,
+            &self.outputs,
+            &self.bodies,
+        ]
+    }
+}
+
 /// Writes the ends of `outcomes` (at most [`ENDS_AT_ONCE`]) with
 /// `statement` (`sql::RUNS_FINISH`, its text or prepared), in one
 /// statement: as [`Outcome::write`] does each.
@@ -384,28 +436,7 @@ pub fn write_all<S>(
 where
     S: postgres::ToStatement + ?Sized,
 {
-    let ids: Vec<i64> = outcomes.iter().map(|o| o.id).collect();
-    let starts: Vec<i32> = outcomes.iter().map(|o| o.start).collect();
-    let states: Vec<&str> = outcomes.iter().map(|o| o.state.as_str()).collect();
-    let code = |o: &&Outcome| match o.exit {
-        Some(Exit::Code(c)) => Some(c),
-        _ => None,
-    };
-    let signal = |o: &&Outcome| match o.exit {
-        Some(Exit::Signal(s)) => Some(s),
-        _ => None,
-    };
-    let codes: Vec<Option<i32>> = outcomes.iter().map(code).collect();
-    let signals: Vec<Option<i32>> = outcomes.iter().map(signal).collect();
-    let whys: Vec<std::borrow::Cow<'_, str>> = outcomes.iter().map(|o| pg_text(&o.why)).collect();
-    let outputs: Vec<&[u8]> = outcomes.iter().map(|o| o.output.as_slice()).collect();
-    let bodies: Vec<serde_json::Value> = outcomes.iter().map(|o| o.alert_body()).collect();
-    let rows = client.query(
-        statement,
-        &[
-            &ids, &starts, &states, &codes, &signals, &whys, &outputs, &bodies,
-        ],
-    )?;
+    let rows = client.query(statement, &EndColumns::of(outcomes).params())?;
     rows.iter()
         .map(|r| Ok((r.try_get("id")?, r.try_get("state")?)))
         .collect()

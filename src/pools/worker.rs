@@ -126,10 +126,10 @@ fn idle_every(lost: f64) -> Duration {
 /// credentials are refused ([`REVOKED`]).
 ///
 /// Its one connection carries a round trip each tick while it has runs and
-/// room for more (its beat, its runs' output and its claim:
+/// room for more (its runs' ends, its beat, its runs' output and its claim:
 /// [`Supervisor::round`]), each second while it is full, and every
 /// [`idle_every`] while idle; an attempt's end is written as soon as it is
-/// known.
+/// known, by the round of the tick it is known on.
 pub fn main(pool: &str) -> Outcome {
     let timing = Timing::from_env().map_err(bad)?;
     let target = crate::machines::boot::own_target("worker").map_err(bad)?;
@@ -218,8 +218,11 @@ pub fn main(pool: &str) -> Outcome {
         }
         sup.reap();
         sup.enforce();
-        sup.flush();
-        let room = machine.slots as i64 - (sup.running() + sup.pending()) as i64;
+        // Ends ride this tick's round, which writes them before it claims
+        // (their slots are free for it); what can't ride is written now.
+        sup.flush_but_riding();
+        let ending = sup.ends_waiting();
+        let room = machine.slots as i64 - (sup.running() + sup.pending() - ending) as i64;
         let resting = sup.idle() && !took;
         sup.pace(if resting { idle } else { beat });
         // While it has runs and room for more, it looks for runs each tick
@@ -228,8 +231,9 @@ pub fn main(pool: &str) -> Outcome {
         // found nothing; otherwise on the tick a beat is due.
         let every = if resting { idle } else { beat };
         let since = sup.since_beat();
-        let looks = room > 0 && !resting && (took || since.is_none_or(|t| t >= tick / 2));
-        let due = looks || since.is_none_or(|t| t + tick / 2 >= every);
+        let looks =
+            room > 0 && !resting && (took || ending > 0 || since.is_none_or(|t| t >= tick / 2));
+        let due = looks || ending > 0 || since.is_none_or(|t| t + tick / 2 >= every);
         if due {
             match sup.round(room.clamp(0, i32::MAX as i64) as i32) {
                 Ok(rows) => {

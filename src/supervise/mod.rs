@@ -326,14 +326,82 @@ impl Supervisor {
         }
     }
 
-    /// A worker's round trip ([`Recorder::claims`]): beats its attempts,
-    /// appends their output and claims up to `room` runs, in one statement.
-    /// Returns the rows of the runs claimed (`id`, `start`, `pipeline`,
-    /// `args`, `spec`).
+    /// A worker's round trip ([`Recorder::claims`]): writes the ends that
+    /// wait (while [`Supervisor::ends_ride`]), beats its attempts, appends
+    /// their output and claims up to `room` runs, in one statement. Returns
+    /// the rows of the runs claimed (`id`, `start`, `pipeline`, `args`,
+    /// `spec`). A round that fails but for an outage leaves its ends to
+    /// [`Supervisor::flush`] for a minute, one by one, so that an end that
+    /// can't be stored holds up no claim.
     pub fn round(&mut self, room: i32) -> Result<Vec<Row>, Fault> {
         self.publish();
-        let mut db = self.link.lock();
-        beat(&mut db, &self.shared, self.rec, room.max(0))
+        let ends: Vec<&Outcome> = if self.ends_ride() {
+            self.pending
+                .iter()
+                .filter_map(|p| match p {
+                    Pending::Finish(o) => Some(o),
+                    Pending::Requeue { .. } => None,
+                })
+                .take(crate::runs::ENDS_AT_ONCE)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let result = beat(
+            &mut self.link.lock(),
+            &self.shared,
+            self.rec,
+            room.max(0),
+            &ends,
+        );
+        let carried = ends.len();
+        let written: HashSet<(i64, i32)> = match &result {
+            Ok(round) => round
+                .ended
+                .iter()
+                .filter_map(|(id, start, state)| {
+                    let o = ends.iter().find(|o| (o.id, o.start) == (*id, *start))?;
+                    say_written(o, *state);
+                    Some((*id, *start))
+                })
+                .collect(),
+            Err(_) => HashSet::new(),
+        };
+        drop(ends);
+        self.pending.retain(|p| match p {
+            Pending::Finish(o) => !written.contains(&(o.id, o.start)),
+            Pending::Requeue { .. } => true,
+        });
+        match result {
+            Ok(round) => Ok(round.claimed),
+            Err(e) => {
+                if carried > 0 && !matches!(e, Fault::Down | Fault::Refused(_)) {
+                    log::warn!(
+                        "a round with {carried} ends failed: {e}; writing ends on their own for a minute"
+                    );
+                    self.one_by_one_until = Some(Instant::now() + Duration::from_secs(60));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether ends ride a worker's next round ([`Supervisor::round`])
+    /// rather than being written on their own ([`Supervisor::flush`]): a
+    /// worker's, but for a minute after a round that carried ends failed.
+    pub fn ends_ride(&self) -> bool {
+        self.rec.claims && self.one_by_one_until.is_none_or(|t| Instant::now() >= t)
+    }
+
+    /// How many ends wait for the next round ([`Supervisor::ends_ride`]).
+    pub fn ends_waiting(&self) -> usize {
+        if !self.ends_ride() {
+            return 0;
+        }
+        self.pending
+            .iter()
+            .filter(|p| matches!(p, Pending::Finish(_)))
+            .count()
     }
 
     /// How often beats are due from now on (a worker's main loop beats
@@ -598,7 +666,23 @@ impl Supervisor {
 
     /// Writes pending ends; what can't be written now stays pending.
     pub fn flush(&mut self) {
-        if self.pending.is_empty() {
+        self.write_pending(true);
+    }
+
+    /// Writes what won't ride the next round: every pending end, or while
+    /// [`Supervisor::ends_ride`] only the attempts to queue again.
+    pub fn flush_but_riding(&mut self) {
+        self.write_pending(!self.ends_ride());
+    }
+
+    /// Writes pending ends (attempts' ends only with `finishes`; attempts
+    /// to queue again always); what can't be written now stays pending.
+    fn write_pending(&mut self, finishes: bool) {
+        if !self
+            .pending
+            .iter()
+            .any(|p| finishes || matches!(p, Pending::Requeue { .. }))
+        {
             return;
         }
         let link = self.link.clone();
@@ -615,7 +699,11 @@ impl Supervisor {
             })
             .collect();
         let batch = self.one_by_one_until.is_none_or(|t| Instant::now() >= t);
-        if let Some(all) = self.rec.finish_all.filter(|_| batch && ends.len() > 1) {
+        if let Some(all) = self
+            .rec
+            .finish_all
+            .filter(|_| finishes && batch && ends.len() > 1)
+        {
             // At most ENDS_AT_ONCE a statement (what it takes): an outage
             // may leave more pending.
             let mut written: HashSet<(i64, i32)> = HashSet::new();
@@ -653,7 +741,7 @@ impl Supervisor {
         let mut left = Vec::new();
         let mut down = false;
         for p in std::mem::take(&mut self.pending) {
-            if down {
+            if down || (!finishes && matches!(p, Pending::Finish(_))) {
                 left.push(p);
                 continue;
             }
@@ -879,15 +967,29 @@ fn appends(beats: &[Beat], written: &HashMap<(i64, i32), Written>, now: Instant)
 /// printed since (and `room` runs claimed, a worker's round): cancels and
 /// lost attempts go back to the main thread, appends that landed are
 /// remembered. Returns the rows of the runs claimed.
-fn beat(db: &mut Db, shared: &Mutex<Shared>, rec: &Recorder, room: i32) -> Result<Vec<Row>, Fault> {
+fn beat(
+    db: &mut Db,
+    shared: &Mutex<Shared>,
+    rec: &Recorder,
+    room: i32,
+    ends: &[&Outcome],
+) -> Result<Round, Fault> {
     let now = Instant::now();
     let (beats, appends) = {
         let s = shared.lock().expect("shared");
-        (s.beats.clone(), appends(&s.beats, &s.written, now))
+        // An attempt whose end this round carries is ended, not beaten.
+        let beats: Vec<Beat> = s
+            .beats
+            .iter()
+            .filter(|b| !ends.iter().any(|o| (o.id, o.start) == (b.id, b.start)))
+            .cloned()
+            .collect();
+        let appends = appends(&beats, &s.written, now);
+        (beats, appends)
     };
     if !rec.beat_idle && beats.is_empty() && room == 0 {
         shared.lock().expect("shared").beaten = Some(now);
-        return Ok(Vec::new());
+        return Ok(Round::default());
     }
     let ids: Vec<i64> = beats.iter().map(|b| b.id).collect();
     let starts: Vec<i32> = beats.iter().map(|b| b.start).collect();
@@ -908,18 +1010,33 @@ fn beat(db: &mut Db, shared: &Mutex<Shared>, rec: &Recorder, room: i32) -> Resul
         &out_at,
         &out_bytes,
     ];
-    // A worker's round claims too: `room` runs at most.
+    // A worker's round claims too (`room` runs at most), and writes the
+    // ends it carries.
+    let columns = crate::runs::EndColumns::of(ends);
     if rec.claims {
         params.push(&room);
+        params.extend(columns.params());
     }
     let rows = db.prepared(rec.beat, |c, statement| c.query(statement, &params))?;
-    let mut claimed = Vec::new();
+    let mut round = Round::default();
     let mut cancels = Vec::new();
     let mut beaten = HashSet::new();
     for r in rows {
-        if rec.claims && r.get::<_, bool>("claimed") {
-            claimed.push(r);
-            continue;
+        if rec.claims {
+            match r.get::<_, &str>("kind") {
+                "claimed" => {
+                    round.claimed.push(r);
+                    continue;
+                }
+                "ended" => {
+                    let state = r
+                        .try_get("state")
+                        .map_err(|e| Fault::Other(format!("a round's end: {e}")))?;
+                    round.ended.push((r.get("id"), r.get("start"), state));
+                    continue;
+                }
+                _ => {}
+            }
         }
         let id: i64 = r.get("id");
         beaten.insert(id);
@@ -945,7 +1062,16 @@ fn beat(db: &mut Db, shared: &Mutex<Shared>, rec: &Recorder, room: i32) -> Resul
     }
     let live: HashSet<(i64, i32)> = s.beats.iter().map(|b| (b.id, b.start)).collect();
     s.written.retain(|k, _| live.contains(k));
-    Ok(claimed)
+    Ok(round)
+}
+
+/// What a worker's round came to: the rows of the runs it claimed, and
+/// each end it carried with the state its run is in now (`None`: the
+/// attempt was no longer running there).
+#[derive(Default)]
+struct Round {
+    claimed: Vec<Row>,
+    ended: Vec<(i64, i32, Option<RunState>)>,
 }
 
 /// The heartbeat thread: beats the attempts the main thread supervises
@@ -983,7 +1109,7 @@ fn heartbeat_loop(link: Link, shared: Arc<Mutex<Shared>>, rec: &'static Recorder
                     log::debug!("no beat landed for a beat and a half: beating");
                 }
                 if db.ensure() {
-                    let _ = beat(&mut db, &shared, rec, 0);
+                    let _ = beat(&mut db, &shared, rec, 0, &[]);
                 }
             }
             looked = Instant::now();

@@ -744,6 +744,107 @@ fn a_pools_pipelines_take_turns_at_claims() {
     );
 }
 
+/// A worker with one slot writes a run's end and claims the next in one
+/// round trip, one transaction: the end's event and the next run's start
+/// carry one transaction's time (two statements, two transactions, before).
+#[test]
+fn a_workers_end_and_its_next_claim_are_one_round() {
+    let (db, dir) = setup(&with_pool(
+        "p",
+        "[pipelines.quick]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
+    ));
+    let role = format!("orca_m_round_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    db.client()
+        .execute("UPDATE orca.pool_machines SET slots = 1", &[])
+        .unwrap();
+    let first = db.queue("quick");
+    let second = db.queue("quick");
+    let mut w = hand_worker(&db, &dir, "p", &role, "pw");
+    wait_until("both runs succeed", 60.0, || {
+        db.state(first) == "succeeded" && db.state(second) == "succeeded"
+    });
+    w.stop();
+    let (ended, started): (i64, i64) = {
+        let r = db
+            .client()
+            .query_one(
+                "SELECT (SELECT run FROM orca.events WHERE kind = 'succeeded' ORDER BY id LIMIT 1),
+                        (SELECT run FROM orca.events WHERE kind = 'started' ORDER BY id OFFSET 1 LIMIT 1)",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    let same: bool = db
+        .client()
+        .query_one(
+            "SELECT (SELECT at FROM orca.events WHERE run = $1 AND kind = 'succeeded')
+                  = (SELECT at FROM orca.events WHERE run = $2 AND kind = 'started')",
+            &[&ended, &started],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        same,
+        "run {ended}'s end and run {started}'s start were written in two transactions"
+    );
+}
+
+/// A round's ends are its machine's own attempts and are bounded: an end of
+/// another machine's attempt writes nothing, ends' arrays of unequal
+/// lengths or more than 1,024 ends are refused, and nothing is written then.
+#[test]
+fn a_rounds_ends_are_its_machines_own_and_bounded() {
+    let (db, _dir) = setup(&with_pool(
+        "p",
+        "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 10\n",
+    ));
+    let (mine, theirs) = (
+        format!("orca_m_ends_a_{}", std::process::id()),
+        format!("orca_m_ends_b_{}", std::process::id()),
+    );
+    hand_made_machine(&db, "p", &mine, "pw");
+    db.login_role(&theirs, "pw", "orca_worker");
+    db.client()
+        .execute(
+            "INSERT INTO orca.pool_machines (pool, name, type, location, role, slots)
+             VALUES ('p', 'orca-p-other', 'small', 'here', $1, 2)",
+            &[&theirs],
+        )
+        .unwrap();
+    db.queue("job");
+    let mut b = db.client_as(&theirs, "pw");
+    let claimed = b
+        .query_one("SELECT id, start FROM orca.worker_claim(1)", &[])
+        .unwrap();
+    let (id, start): (i64, i32) = (claimed.get(0), claimed.get(1));
+    let mut a = db.client_as(&mine, "pw");
+    let round = "SELECT kind, id, state FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 0,
+                 $1, $2, $3, '{1}', '{NULL}', '{stolen}', ARRAY[''::bytea], ARRAY['{}'::jsonb])";
+    let rows = a
+        .query(round, &[&vec![id], &vec![start], &vec!["failed"]])
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, &str>("kind"), "ended");
+    assert_eq!(rows[0].get::<_, Option<&str>>("state"), None);
+    assert_eq!(db.state(id), "running", "another machine's end landed");
+    let unequal = a
+        .query(round, &[&vec![id, id], &vec![start], &vec!["failed"]])
+        .unwrap_err();
+    assert_eq!(unequal.code().map(|c| c.code()), Some("22023"), "{unequal}");
+    let many: Vec<i64> = vec![id; 1025];
+    let too_many = a
+        .query(
+            "SELECT kind FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 0,
+             $1, '{}', '{}', '{}', '{}', '{}', '{}', '{}')",
+            &[&many],
+        )
+        .unwrap_err();
+    assert_eq!(too_many.code().map(|c| c.code()), Some("54000"), "{too_many}");
+    assert_eq!(db.state(id), "running");
+}
+
 /// Two claims of one machine at once never take more than its slots.
 #[test]
 fn concurrent_claims_of_one_machine_keep_its_slots() {
