@@ -820,7 +820,8 @@ fn a_rounds_ends_are_its_machines_own_and_bounded() {
         .unwrap();
     let (id, start): (i64, i32) = (claimed.get(0), claimed.get(1));
     let mut a = db.client_as(&mine, "pw");
-    let round = "SELECT kind, id, state FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 0,
+    let round =
+        "SELECT kind, id, state FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 0,
                  $1, $2, $3, '{1}', '{NULL}', '{stolen}', ARRAY[''::bytea], ARRAY['{}'::jsonb])";
     let rows = a
         .query(round, &[&vec![id], &vec![start], &vec!["failed"]])
@@ -841,7 +842,11 @@ fn a_rounds_ends_are_its_machines_own_and_bounded() {
             &[&many],
         )
         .unwrap_err();
-    assert_eq!(too_many.code().map(|c| c.code()), Some("54000"), "{too_many}");
+    assert_eq!(
+        too_many.code().map(|c| c.code()),
+        Some("54000"),
+        "{too_many}"
+    );
     assert_eq!(db.state(id), "running");
 }
 
