@@ -20,7 +20,7 @@
 //! is how many machines to make (a short form by default); `make bench`
 //! prints the figures (`churn figure: name: value` lines).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -405,12 +405,39 @@ pub fn run(seed: u64, target: u64) -> Figures {
         let st = w.ec2.fake.state.lock().unwrap();
         (st.random.hung_at.clone(), 10.0)
     };
-    // Each late removal's lateness with a leader.
+    // While its pool has demand (runs waiting beyond the room its workers
+    // have), an idle machine is kept (the seed's rule): its lateness then
+    // is the claims', not the removal's. The demand by the database's
+    // record, a sample each DEMAND_STEP of each late window.
+    let samples: Vec<(String, f64)> = late
+        .iter()
+        .flat_map(|l| steps(l.from, l.to).map(|t| (pool_of(&l.name), t)))
+        .collect();
+    let demand = demand_at(&mut c, &samples);
+    let with_demand = |l: &Late, t: f64| demand.contains(&(pool_of(&l.name), t.to_bits()));
+    // Each late removal's lateness with a leader and no demand.
     let unexcused: Vec<(&Late, f64)> = late
         .iter()
-        .map(|l| (l, (l.to - l.from) - overlap((l.from, l.to), &leaderless)))
+        .map(|l| {
+            let u = steps(l.from, l.to)
+                .filter(|&t| !in_windows(t, &leaderless))
+                .filter(|&t| !with_demand(l, t))
+                .count() as f64
+                * DEMAND_STEP;
+            (l, u)
+        })
         .filter(|(_, u)| *u > 1e-6)
         .collect();
+    let idle_demand: f64 = late
+        .iter()
+        .map(|l| {
+            steps(l.from, l.to)
+                .filter(|&t| !in_windows(t, &leaderless) && with_demand(l, t))
+                .count() as f64
+                * DEMAND_STEP
+        })
+        .sum::<f64>()
+        + 0.0;
     let sum = |f: &dyn Fn(&Late) -> bool| -> f64 {
         // (+ 0.0: an empty sum is -0.0.)
         unexcused
@@ -661,6 +688,12 @@ pub fn run(seed: u64, target: u64) -> Figures {
             ),
         ),
         (
+            "idle_while_the_pool_had_demand_machine_seconds".into(),
+            format!(
+                "{idle_demand:.1} (not counted above: runs of the pool waited beyond its workers' room, so orca kept its idle machines)"
+            ),
+        ),
+        (
             "roles_left_for_ended_machines".into(),
             format!("{roles_left} (goal 0)"),
         ),
@@ -810,6 +843,83 @@ fn windows_said(leads: &[(f64, i32)], windows: &[(f64, f64)]) -> String {
 }
 
 /// How much of `span` the `windows` cover (they don't overlap each other).
+/// How finely a late window is judged for demand, seconds.
+const DEMAND_STEP: f64 = 0.05;
+
+/// The midpoints of `DEMAND_STEP`s from `from` to `to`.
+fn steps(from: f64, to: f64) -> impl Iterator<Item = f64> {
+    let n = ((to - from) / DEMAND_STEP).ceil().max(0.0) as usize;
+    (0..n).map(move |i| from + (i as f64 + 0.5) * DEMAND_STEP)
+}
+
+/// Whether `t` falls in one of `windows`.
+fn in_windows(t: f64, windows: &[(f64, f64)]) -> bool {
+    windows.iter().any(|(a, b)| *a <= t && t < *b)
+}
+
+/// The pool a machine name is of (`orca-cl1-998`: `cl1`).
+fn pool_of(name: &str) -> String {
+    name.split('-').nth(1).unwrap_or_default().to_string()
+}
+
+/// The samples (pool, when: seconds since the epoch) at which the pool had
+/// demand, as the scaler counts it (`sql/pools_view.sql`, `pools::demand`):
+/// runs of its pipelines queued and due at least `ORCA_POOL_GROW_AFTER`
+/// (1 s here) and not started, at most `max_runs` less its running ones,
+/// beyond the room of its live machines (slots less the attempts running
+/// on them). From the events: a wait runs from a run's `queued`,
+/// `requeued` or `retried` (after its delay) to its next event, an attempt
+/// from its `started` to its next.
+fn demand_at(c: &mut postgres::Client, samples: &[(String, f64)]) -> HashSet<(String, u64)> {
+    if samples.is_empty() {
+        return HashSet::new();
+    }
+    let pools: Vec<&str> = samples.iter().map(|(p, _)| p.as_str()).collect();
+    let times: Vec<f64> = samples.iter().map(|(_, t)| *t).collect();
+    c.query(
+        "WITH s AS (SELECT * FROM unnest($1::text[], $2::float8[]) AS s(pool, t)),
+         ev AS (
+             SELECT e.kind, e.why, r.pipeline, extract(epoch FROM e.at)::float8 AS at,
+                    coalesce(extract(epoch FROM lead(e.at) OVER (PARTITION BY e.run ORDER BY e.id))::float8,
+                             'infinity') AS next_at
+             FROM orca.events e JOIN orca.runs r ON r.id = e.run
+             WHERE e.kind IN ('queued', 'started', 'succeeded', 'failed', 'cancelled', 'requeued', 'retried')
+         ),
+         waits AS (
+             SELECT substr(p.placement, 8) AS pool, p.max_runs,
+                    ev.at + CASE WHEN ev.kind = 'retried'
+                                 THEN coalesce(substring(ev.why FROM 'in ([0-9.]+)s$')::float8, 0)
+                                 ELSE 0 END AS from_t,
+                    ev.next_at AS to_t
+             FROM ev JOIN orca.pipelines p ON p.name = ev.pipeline
+             WHERE ev.kind IN ('queued', 'requeued', 'retried')
+         ),
+         busy AS (
+             SELECT substring(why FROM 'on machine (\\S+)$') AS machine, at AS from_t, next_at AS to_t
+             FROM ev WHERE ev.kind = 'started'
+         ),
+         m AS (
+             SELECT s.pool, s.t, pm.slots,
+                    (SELECT count(*) FROM busy b WHERE b.machine = pm.name
+                       AND b.from_t <= s.t AND s.t < b.to_t) AS running
+             FROM s JOIN orca.pool_machines pm ON pm.pool = s.pool
+              AND extract(epoch FROM pm.made_at)::float8 <= s.t
+              AND s.t < coalesce(extract(epoch FROM pm.ended_at)::float8, 'infinity')
+         )
+         SELECT s.pool, s.t FROM s
+         WHERE (SELECT least(count(*), greatest(max(w.max_runs)
+                        - (SELECT coalesce(sum(m.running), 0) FROM m WHERE m.pool = s.pool AND m.t = s.t), 0))
+                FROM waits w WHERE w.pool = s.pool AND w.from_t + 1.0 <= s.t AND s.t < w.to_t)
+             > (SELECT coalesce(sum(greatest(m.slots - m.running, 0)), 0)
+                FROM m WHERE m.pool = s.pool AND m.t = s.t)",
+        &[&pools, &times],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get::<_, String>(0), r.get::<_, f64>(1).to_bits()))
+    .collect()
+}
+
 fn overlap(span: (f64, f64), windows: &[(f64, f64)]) -> f64 {
     windows
         .iter()
@@ -820,6 +930,16 @@ fn overlap(span: (f64, f64), windows: &[(f64, f64)]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_late_window_is_judged_at_the_middle_of_each_step() {
+        let t: Vec<f64> = steps(10.0, 10.1).collect();
+        assert_eq!(t.len(), 2);
+        assert!((t[0] - 10.025).abs() < 1e-9 && (t[1] - 10.075).abs() < 1e-9);
+        assert_eq!(steps(10.0, 10.0).count(), 0);
+        assert!(in_windows(10.5, &[(10.0, 11.0)]) && !in_windows(11.0, &[(10.0, 11.0)]));
+        assert_eq!(pool_of("orca-cl1-998"), "cl1");
+    }
 
     #[test]
     fn a_leaderless_window_lasts_from_the_leader_s_end_to_the_next_lead_and_a_pass() {
