@@ -7,8 +7,9 @@
 -- end's work (bench/pools.rs's database under valgrind, one session: 2.38 M
 -- instructions for a claim and its end before, 1.96 M after). It now takes
 -- them in turn, by when each last took its turn (orca.claim_locks.
--- claimed_at, set under the pipeline's claim lock): the first with a run
--- queued and due is looked at, and for one run that is all. Within a pipeline the order is as
+-- claimed_at, set under the pipeline's claim lock) and takes from the
+-- first with a run queued and due; one with nothing queued costs a probe
+-- and takes no turn (an idle claim writes nothing). Within a pipeline the order is as
 -- before (oldest first within max_runs, then fill runs). A pipeline queued
 -- behind another's backlog now waits for its turn, not for the backlog.
 --
@@ -82,7 +83,7 @@ BEGIN
         -- to that one (this worker tries again on its next round).
         -- Otherwise its lock is taken and so is its turn, whatever this
         -- claim takes of it.
-        UPDATE orca.claim_locks l SET claimed_at = now()
+        UPDATE orca.claim_locks l SET claimed_at = clock_timestamp()
         WHERE l.pipeline = (SELECT k.pipeline FROM orca.claim_locks k WHERE k.pipeline = c.name
                             FOR UPDATE SKIP LOCKED);
         CONTINUE WHEN NOT FOUND;
@@ -184,7 +185,7 @@ BEGIN
     END IF;
     PERFORM orca.check_beat(p_ids, p_starts, p_pids);
     UPDATE orca.pool_machines pm SET seen_at = clock_timestamp(),
-        busy_at = CASE WHEN ends > 0 OR cardinality(p_ids) > 0 THEN now() ELSE pm.busy_at END
+        busy_at = CASE WHEN ends > 0 OR coalesce(cardinality(p_ids), 0) > 0 THEN now() ELSE pm.busy_at END
     WHERE pm.role = session_user AND pm.ended_at IS NULL
     RETURNING pm.* INTO m;
     IF NOT FOUND THEN
@@ -207,7 +208,7 @@ BEGIN
     FROM orca.runs x
     WHERE x.machine = m.id AND x.state = 'running' COLLATE "C" AND NOT (x.id = ANY(p_ids))
       AND x.heartbeat < now() - interval '15 seconds';
-    IF cardinality(p_ids) > 0 THEN
+    IF coalesce(cardinality(p_ids), 0) > 0 THEN
         WITH b AS (
             UPDATE orca.runs r SET heartbeat = clock_timestamp(), pid = x.pid
             FROM unnest(p_ids, p_starts, p_pids) AS x(id, start, pid)
@@ -226,7 +227,7 @@ BEGIN
         RETURN QUERY SELECT 'claimed', c.id, c.start, false, 'running', c.pipeline, c.args, c.spec
         FROM orca.claim_runs(m, p_room, false) c;
         GET DIAGNOSTICS n = ROW_COUNT;
-        IF n > 0 AND ends = 0 AND cardinality(p_ids) = 0 THEN
+        IF n > 0 AND ends = 0 AND coalesce(cardinality(p_ids), 0) = 0 THEN
             UPDATE orca.pool_machines SET busy_at = now() WHERE pool_machines.id = m.id;
         END IF;
     END IF;

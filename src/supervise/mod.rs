@@ -987,7 +987,7 @@ fn beat(
         let appends = appends(&beats, &s.written, now);
         (beats, appends)
     };
-    if !rec.beat_idle && beats.is_empty() && room == 0 {
+    if !rec.beat_idle && beats.is_empty() && room == 0 && ends.is_empty() {
         shared.lock().expect("shared").beaten = Some(now);
         return Ok(Round::default());
     }

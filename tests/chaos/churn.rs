@@ -842,7 +842,6 @@ fn windows_said(leads: &[(f64, i32)], windows: &[(f64, f64)]) -> String {
     }
 }
 
-/// How much of `span` the `windows` cover (they don't overlap each other).
 /// How finely a late window is judged for demand, seconds.
 const DEMAND_STEP: f64 = 0.05;
 
@@ -869,7 +868,10 @@ fn pool_of(name: &str) -> String {
 /// beyond the room of its live machines (slots less the attempts running
 /// on them). From the events: a wait runs from a run's `queued`,
 /// `requeued` or `retried` (after its delay) to its next event, an attempt
-/// from its `started` to its next.
+/// from its `started` to its next. A wait counts for its first 3 s only
+/// (`ORCA_POOL_GROW_AFTER` and an idle worker's look every 2 s): a run that
+/// waits longer beside an idle machine is a claim that failed, not demand.
+/// Per pool, as the churn has one pipeline a pool.
 fn demand_at(c: &mut postgres::Client, samples: &[(String, f64)]) -> HashSet<(String, u64)> {
     if samples.is_empty() {
         return HashSet::new();
@@ -909,7 +911,8 @@ fn demand_at(c: &mut postgres::Client, samples: &[(String, f64)]) -> HashSet<(St
          SELECT s.pool, s.t FROM s
          WHERE (SELECT least(count(*), greatest(max(w.max_runs)
                         - (SELECT coalesce(sum(m.running), 0) FROM m WHERE m.pool = s.pool AND m.t = s.t), 0))
-                FROM waits w WHERE w.pool = s.pool AND w.from_t + 1.0 <= s.t AND s.t < w.to_t)
+                FROM waits w WHERE w.pool = s.pool AND w.from_t + 1.0 <= s.t
+                  AND s.t < least(w.to_t, w.from_t + 3.0))
              > (SELECT coalesce(sum(greatest(m.slots - m.running, 0)), 0)
                 FROM m WHERE m.pool = s.pool AND m.t = s.t)",
         &[&pools, &times],
@@ -920,6 +923,7 @@ fn demand_at(c: &mut postgres::Client, samples: &[(String, f64)]) -> HashSet<(St
     .collect()
 }
 
+/// How much of `span` the `windows` cover (they don't overlap each other).
 fn overlap(span: (f64, f64), windows: &[(f64, f64)]) -> f64 {
     windows
         .iter()

@@ -848,6 +848,26 @@ fn a_rounds_ends_are_its_machines_own_and_bounded() {
         "{too_many}"
     );
     assert_eq!(db.state(id), "running");
+    // A round that names no beats at all (NULL) and claims a run marks its
+    // machine busy, as every claim does: a removal judges idleness by it.
+    let queued = db.queue("job");
+    let busy = "SELECT busy_at FROM orca.pool_machines WHERE role = $1";
+    let before: chrono::DateTime<chrono::Utc> =
+        db.client().query_one(busy, &[&mine]).unwrap().get(0);
+    let claimed: Vec<i64> = a
+        .query(
+            "SELECT id FROM orca.worker_round(NULL, NULL, NULL, '{}', '{}', '{}', '{}', 1,
+             '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}') WHERE kind = 'claimed'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(claimed, vec![queued]);
+    let after: chrono::DateTime<chrono::Utc> =
+        db.client().query_one(busy, &[&mine]).unwrap().get(0);
+    assert!(after > before, "a claim left busy_at at {before}");
 }
 
 /// Two claims of one machine at once never take more than its slots.
