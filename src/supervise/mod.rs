@@ -336,14 +336,7 @@ impl Supervisor {
     pub fn round(&mut self, room: i32) -> Result<Vec<Row>, Fault> {
         self.publish();
         let ends: Vec<&Outcome> = if self.ends_ride() {
-            self.pending
-                .iter()
-                .filter_map(|p| match p {
-                    Pending::Finish(o) => Some(o),
-                    Pending::Requeue { .. } => None,
-                })
-                .take(crate::runs::ENDS_AT_ONCE)
-                .collect()
+            self.finishes().take(crate::runs::ENDS_AT_ONCE).collect()
         } else {
             Vec::new()
         };
@@ -355,23 +348,16 @@ impl Supervisor {
             &ends,
         );
         let carried = ends.len();
-        let written: HashSet<(i64, i32)> = match &result {
-            Ok(round) => round
-                .ended
-                .iter()
-                .filter_map(|(id, start, state)| {
-                    let o = ends.iter().find(|o| (o.id, o.start) == (*id, *start))?;
-                    say_written(o, *state);
-                    Some((*id, *start))
-                })
-                .collect(),
-            Err(_) => HashSet::new(),
-        };
+        let mut written: HashSet<(i64, i32)> = HashSet::new();
+        for (id, start, state) in result.iter().flat_map(|r| &r.ended) {
+            if let Some(o) = ends.iter().find(|o| (o.id, o.start) == (*id, *start)) {
+                say_written(o, *state);
+                written.insert((*id, *start));
+            }
+        }
         drop(ends);
-        self.pending.retain(|p| match p {
-            Pending::Finish(o) => !written.contains(&(o.id, o.start)),
-            Pending::Requeue { .. } => true,
-        });
+        self.pending
+            .retain(|p| !matches!(p, Pending::Finish(o) if written.contains(&(o.id, o.start))));
         match result {
             Ok(round) => Ok(round.claimed),
             Err(e) => {
@@ -398,10 +384,15 @@ impl Supervisor {
         if !self.ends_ride() {
             return 0;
         }
-        self.pending
-            .iter()
-            .filter(|p| matches!(p, Pending::Finish(_)))
-            .count()
+        self.finishes().count()
+    }
+
+    /// The pending attempts' ends (not the attempts to queue again).
+    fn finishes(&self) -> impl Iterator<Item = &Outcome> {
+        self.pending.iter().filter_map(|p| match p {
+            Pending::Finish(o) => Some(o),
+            Pending::Requeue { .. } => None,
+        })
     }
 
     /// How often beats are due from now on (a worker's main loop beats
@@ -690,14 +681,7 @@ impl Supervisor {
         // Ends first all in one statement where the statements allow it;
         // if that fails but for an outage, one by one (below), so one that
         // can't be stored holds up no other.
-        let ends: Vec<&Outcome> = self
-            .pending
-            .iter()
-            .filter_map(|p| match p {
-                Pending::Finish(o) => Some(o),
-                Pending::Requeue { .. } => None,
-            })
-            .collect();
+        let ends: Vec<&Outcome> = self.finishes().collect();
         let batch = self.one_by_one_until.is_none_or(|t| Instant::now() >= t);
         if let Some(all) = self
             .rec

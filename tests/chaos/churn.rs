@@ -414,30 +414,28 @@ pub fn run(seed: u64, target: u64) -> Figures {
         .flat_map(|l| steps(l.from, l.to).map(|t| (pool_of(&l.name), t)))
         .collect();
     let demand = demand_at(&mut c, &samples);
-    let with_demand = |l: &Late, t: f64| demand.contains(&(pool_of(&l.name), t.to_bits()));
-    // Each late removal's lateness with a leader and no demand.
-    let unexcused: Vec<(&Late, f64)> = late
+    // Each late removal's seconds with a leader: without demand (its
+    // lateness) and with.
+    let led: Vec<(&Late, f64, f64)> = late
         .iter()
         .map(|l| {
-            let u = steps(l.from, l.to)
-                .filter(|&t| !in_windows(t, &leaderless))
-                .filter(|&t| !with_demand(l, t))
-                .count() as f64
-                * DEMAND_STEP;
-            (l, u)
+            let (mut without, mut with) = (0.0, 0.0);
+            for t in steps(l.from, l.to).filter(|&t| !in_windows(t, &leaderless)) {
+                if demand.contains(&(pool_of(&l.name), t.to_bits())) {
+                    with += DEMAND_STEP;
+                } else {
+                    without += DEMAND_STEP;
+                }
+            }
+            (l, without, with)
         })
+        .collect();
+    let unexcused: Vec<(&Late, f64)> = led
+        .iter()
+        .map(|&(l, u, _)| (l, u))
         .filter(|(_, u)| *u > 1e-6)
         .collect();
-    let idle_demand: f64 = late
-        .iter()
-        .map(|l| {
-            steps(l.from, l.to)
-                .filter(|&t| !in_windows(t, &leaderless) && with_demand(l, t))
-                .count() as f64
-                * DEMAND_STEP
-        })
-        .sum::<f64>()
-        + 0.0;
+    let idle_demand: f64 = led.iter().map(|(_, _, d)| d).sum::<f64>() + 0.0;
     let sum = |f: &dyn Fn(&Late) -> bool| -> f64 {
         // (+ 0.0: an empty sum is -0.0.)
         unexcused

@@ -791,6 +791,43 @@ fn a_workers_end_and_its_next_claim_are_one_round() {
     );
 }
 
+/// A round carrying an end it can't write now (the run's row locked, past
+/// the login's 2 s lock wait) fails as a whole: the end stays, is written
+/// on its own once it can be (the worker says so), and the next run is
+/// claimed after it.
+#[test]
+fn an_end_a_round_could_not_write_is_written_on_its_own() {
+    let (db, dir) = setup(&with_pool(
+        "p",
+        "[pipelines.quick]\ncommand = [\"sleep\", \"1\"]\nplacement = \"worker:p\"\n",
+    ));
+    let role = format!("orca_m_fallback_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    db.client()
+        .execute("UPDATE orca.pool_machines SET slots = 1", &[])
+        .unwrap();
+    let first = db.queue("quick");
+    let second = db.queue("quick");
+    let mut w = hand_worker(&db, &dir, "p", &role, "pw");
+    wait_until("the first run runs", 30.0, || db.state(first) == "running");
+    let mut holder = db.client();
+    let mut tx = holder.transaction().unwrap();
+    tx.execute(
+        "SELECT 1 FROM orca.runs WHERE id = $1 FOR UPDATE",
+        &[&first],
+    )
+    .unwrap();
+    wait_until("the round carrying its end fails", 30.0, || {
+        w.output().contains("ends failed")
+    });
+    assert_eq!(db.state(first), "running");
+    tx.commit().unwrap();
+    wait_until("both runs succeed", 60.0, || {
+        db.state(first) == "succeeded" && db.state(second) == "succeeded"
+    });
+    w.stop();
+}
+
 /// A round's ends are its machine's own attempts and are bounded: an end of
 /// another machine's attempt writes nothing, ends' arrays of unequal
 /// lengths or more than 1,024 ends are refused, and nothing is written then.
