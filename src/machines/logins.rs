@@ -160,24 +160,42 @@ pub fn drop_role(client: &mut Client, role: &str) -> Result<bool, postgres::Erro
     Ok(client.query_one(sql::MACHINE_ROLE_DROP, &[&role])?.get(0))
 }
 
+/// What [`mark_ending`] came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// Marked ending (or it was already).
+    Marked,
+    /// Not marked: its row is held by another session (a claim under way,
+    /// or its login), which a mark does not wait for. Worth asking again
+    /// soon: a worker's round holds it for milliseconds.
+    Held,
+    /// Not marked: it took a run since it was seen idle, it is gone, or the
+    /// lead moved.
+    Not,
+}
+
 /// Marks machine `id` as being removed for `why` (a removal taken up again
 /// keeps its first why), so it claims nothing more. With `busy_at` (an idle
-/// machine's, as seen), only if it is still idle: false when it took a run
+/// machine's, as seen), only if it is still idle: not when it took a run
 /// since. With `leader` (a backend pid), only while that session holds the
-/// lead lock: the fence of a write made on another session.
+/// lead lock: the fence of a write made on another session. A held row is
+/// not waited for ([`Mark::Held`]).
 pub fn mark_ending(
     client: &mut Client,
     id: i64,
     busy_at: Option<chrono::DateTime<chrono::Utc>>,
     why: &str,
     leader: Option<i32>,
-) -> Result<bool, postgres::Error> {
-    Ok(client
-        .query_opt(
-            sql::MACHINE_ENDING,
-            &[&id, &busy_at, &why, &leader, &crate::lead::lock::LEAD_LOCK],
-        )?
-        .is_some())
+) -> Result<Mark, postgres::Error> {
+    let row = client.query_one(
+        sql::MACHINE_ENDING,
+        &[&id, &busy_at, &why, &leader, &crate::lead::lock::LEAD_LOCK],
+    )?;
+    Ok(match (row.get(0), row.get(1)) {
+        (true, _) => Mark::Marked,
+        (false, true) => Mark::Held,
+        (false, false) => Mark::Not,
+    })
 }
 
 /// This stack's machine roles that no live row holds.

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::db::{Fault, Link, sql};
-use crate::machines::logins::{self, Machine};
+use crate::machines::logins::{self, Machine, Mark};
 use crate::pools::decide::{self, Removal};
 use crate::settings::PoolTiming;
 
@@ -52,16 +52,41 @@ pub fn begins(r: &Removal) -> bool {
 /// leads, the machines whose removal may begin (see the module's doc), on
 /// `link`; until `done`. It looks again sooner when a machine comes due
 /// before then ([`decide::idle_due`]), so that an idle machine's removal
-/// begins within a look's time of `idle_seconds`, not a pass later.
+/// begins within a look's time of `idle_seconds`, not a pass later; and a
+/// mark skipped for a held row ([`Mark::Held`]) is asked again every
+/// [`HELD_AGAIN`] for up to [`HELD_FOR`], not at the next look.
 pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>) {
     let every = Duration::from_secs_f64(timing.scale.max(0.1));
     let mut next = Instant::now();
+    // Marks skipped for a held row, each with when it is given up (to the
+    // next look), and when they are asked again.
+    let mut held: Vec<(Candidate, Instant)> = Vec::new();
+    let mut again = Instant::now();
     while !done.load(Ordering::SeqCst) {
-        if Instant::now() < next {
-            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+        let now = Instant::now();
+        if now < next {
+            if !held.is_empty() && now >= again {
+                match leader.get() {
+                    Some(pid) => held.retain(|(m, until)| {
+                        now < *until && mark(&link, m, pid) == Some(Mark::Held)
+                    }),
+                    None => held.clear(),
+                }
+                again = now + HELD_AGAIN;
+            }
+            let wake = if held.is_empty() {
+                next
+            } else {
+                next.min(again)
+            };
+            std::thread::sleep(
+                wake.saturating_duration_since(now)
+                    .min(Duration::from_millis(50)),
+            );
             continue;
         }
-        let began = Instant::now();
+        let began = now;
+        held.clear();
         // Not leading: asked again soon, so that a lead just taken is
         // looked after at once, not a pass later.
         let Some(pid) = leader.get() else {
@@ -101,23 +126,49 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
                 Instant::now() + Duration::from_secs_f64(due.clamp(0.0, timing.scale)) + DUE_MARGIN;
             next = next.min(at.max(began + MIN_LOOK_GAP));
         }
-        for m in candidates.iter().take(MARKS_PER_ROUND) {
+        for m in candidates.into_iter().take(MARKS_PER_ROUND) {
             if leader.get() != Some(pid) || done.load(Ordering::SeqCst) {
                 break;
             }
-            let marked = link
-                .lock()
-                .run(|c| logins::mark_ending(c, m.id, m.seen_busy, &m.why, Some(pid)));
-            match marked {
-                Ok(true) => log::info!("{}", super::say_removing(&m.pool, &m.name, &m.why)),
-                Ok(false) => log::debug!(
-                    "removals: machine {} not marked (busy since, locked, or the lead moved)",
-                    m.name
-                ),
-                Err(Fault::Down | Fault::Refused(_)) => break,
-                // This machine's alone (the pass says it in the pool's status).
-                Err(e) => log::warn!("pool {}: machine {}: {e}", m.pool, m.name),
+            match mark(&link, &m, pid) {
+                None => break,
+                Some(Mark::Held) if held.len() < HELD_AT_MOST => {
+                    held.push((m, Instant::now() + HELD_FOR));
+                }
+                Some(_) => {}
             }
+        }
+        again = Instant::now() + HELD_AGAIN;
+    }
+}
+
+/// Marks `m` ending on `link`, fenced on the lead of session `pid`, and
+/// says so; what came of it, or `None` when the database is out of reach.
+fn mark(link: &Link, m: &Candidate, pid: i32) -> Option<Mark> {
+    match link
+        .lock()
+        .run(|c| logins::mark_ending(c, m.id, m.seen_busy, &m.why, Some(pid)))
+    {
+        Ok(Mark::Marked) => {
+            log::info!("{}", super::say_removing(&m.pool, &m.name, &m.why));
+            Some(Mark::Marked)
+        }
+        Ok(Mark::Held) => {
+            log::debug!("removals: machine {}: its row is held; asked again", m.name);
+            Some(Mark::Held)
+        }
+        Ok(Mark::Not) => {
+            log::debug!(
+                "removals: machine {} not marked (busy since, gone, or the lead moved)",
+                m.name
+            );
+            Some(Mark::Not)
+        }
+        Err(Fault::Down | Fault::Refused(_)) => None,
+        // This machine's alone (the pass says it in the pool's status).
+        Err(e) => {
+            log::warn!("pool {}: machine {}: {e}", m.pool, m.name);
+            Some(Mark::Not)
         }
     }
 }
@@ -125,6 +176,19 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
 /// At most this many machines are marked a round (the rest on the next):
 /// each mark holds the shared link for a statement.
 const MARKS_PER_ROUND: usize = 100;
+
+/// A mark skipped for a held row is asked again this long after: a
+/// worker's round holds its machine's row for a few milliseconds.
+const HELD_AGAIN: Duration = Duration::from_millis(25);
+
+/// ... for this long at most, then at the next look: a login that holds
+/// its row (until its idle-in-transaction timeout) costs a statement every
+/// [`HELD_AGAIN`] for this long, not more.
+const HELD_FOR: Duration = Duration::from_secs(2);
+
+/// At most this many held marks are asked again between looks (the rest
+/// at the next look): what logins holding their rows can cost is bounded.
+const HELD_AT_MOST: usize = 16;
 
 /// A look for a machine coming due is made this long after it is due.
 const DUE_MARGIN: Duration = Duration::from_millis(10);

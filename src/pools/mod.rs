@@ -621,8 +621,8 @@ impl PoolScaler {
             match db.run_fenced(session, |c| {
                 logins::mark_ending(c, m.id, seen_busy, &why, None)
             }) {
-                Ok(true) => {}
-                Ok(false) => {
+                Ok(logins::Mark::Marked) => {}
+                Ok(logins::Mark::Held | logins::Mark::Not) => {
                     // It took a run, or its row is held (a claim under
                     // way, or its login): kept for now.
                     log::info!("pool {}: machine {} is busy: kept", p.name, m.name);

@@ -304,6 +304,75 @@ fn an_idle_machine_killed_before_it_comes_due_is_removed_when_due() {
     s.stop();
 }
 
+/// Found by the churn (seed 131, 1,000 machines: one idle removal begun
+/// 0.02 s past `idle_seconds` and a pass, with a leader): the removals
+/// thread's mark skips a machine row that is held (the worker's own round,
+/// for a few milliseconds; `SKIP LOCKED`, so that a login holding its row
+/// stalls no removal), and a machine skipped so waited for the next look,
+/// up to a pass later. Now a mark skipped for a held row is tried again
+/// every few tens of milliseconds (for a while, then at the next look).
+/// Here a pass comes every 30 s, and the machine's row is held from before
+/// it comes due until half a second after: its removal begins as soon as
+/// the row is free.
+#[test]
+fn an_idle_machine_whose_row_is_held_is_marked_once_it_is_free_not_a_pass_later() {
+    let (db, dir) = crate::pools::pool_test(
+        "max_machines = 1\nidle_seconds = 3\n\n[pipelines.job]\ncommand = \"sleep 1\"\nplacement = \"worker:p\"\n",
+    );
+    let run = db.queue("job");
+    let mut s = crate::pools::pool_scheduler(&db, &dir, &[("ORCA_POOL_SCALE_SECONDS", "30")]);
+    s.wait_for("the run succeeds on the machine", 60.0, || {
+        db.state(run) == "succeeded"
+    });
+    // The row held as a claim or a login would hold it, until half a
+    // second past the machine's coming due (by the database's clock).
+    let mut holder = db.client();
+    let mut tx = holder.transaction().unwrap();
+    let due_in: f64 = tx
+        .query_one(
+            "SELECT extract(epoch FROM busy_at + interval '3 s' - clock_timestamp())::float8
+             FROM orca.pool_machines FOR UPDATE",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        due_in > 0.3,
+        "the row was held {due_in:.2}s before the machine came due: too late to show anything"
+    );
+    s.wait_for("half a second past the machine's coming due", 30.0, || {
+        tx.query_one(
+            "SELECT clock_timestamp() > busy_at + interval '3.5 s' FROM orca.pool_machines",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    });
+    let marked: bool = db.one("SELECT ending IS NOT NULL FROM orca.pool_machines");
+    assert!(!marked, "marked while its row was held");
+    tx.commit().unwrap();
+    let freed: chrono::DateTime<chrono::Utc> = db.one("SELECT clock_timestamp()");
+    s.wait_for("the idle machine's removal begins", 60.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE ending IS NOT NULL") == 1
+    });
+    let (after, why): (f64, String) = {
+        let r = db
+            .client()
+            .query_one(
+                "SELECT extract(epoch FROM ending - $1)::float8, why FROM orca.pool_machines",
+                &[&freed],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert!(
+        after <= 1.0 && why.starts_with("idle for "),
+        "the removal ({why}) began {after:.2}s after the machine's row was free (passes every 30 s); the log:\n{}",
+        s.output()
+    );
+    s.stop();
+}
+
 /// A hung EC2 costs a tick at most the tick's deadline for provider work
 /// (5 s, and an attempt's 1 s floor), the pool scaler's pass and EC2 runs'
 /// instances together: less than the stale limit (10 s), by which the
