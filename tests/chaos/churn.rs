@@ -392,6 +392,25 @@ pub fn run(seed: u64, target: u64) -> Figures {
         .filter_map(|r| Some((r.get::<_, f64>(0), pid_named(r.get(1))?)))
         .collect()
     };
+    // A machine stopped at birth ("never boots") that the kernel continued
+    // when the scheduler that made it died (its group orphaned) booted
+    // then: it was not up, so not idle, before. Its idle window opens at
+    // the last scan that found it stopped.
+    let stopped = w.observer.stopped();
+    let late: Vec<Late> = late
+        .into_iter()
+        .map(|mut l| {
+            if let Some(r) = stopped
+                .iter()
+                .filter(|s| s.name == l.name)
+                .find_map(|s| s.resumed)
+            {
+                l.from = l.from.max(r + offset + IDLE_SECONDS + PASS_SECONDS);
+            }
+            l
+        })
+        .filter(|l| l.to > l.from)
+        .collect();
     let leads = events("lead taken");
     let mut ends = events("draining");
     ends.extend(w.records.iter().filter_map(|r| match r.target {
@@ -481,6 +500,14 @@ pub fn run(seed: u64, target: u64) -> Figures {
             rel(l.from - PASS_SECONDS),
             rel(l.to)
         );
+        for st in stopped.iter().filter(|st| st.name == l.name) {
+            println!(
+                "churn late:   stopped at birth at {:.2}s, continued {}",
+                st.at - w.t0,
+                st.resumed
+                    .map_or("never".into(), |r| format!("after {:.2}s", r - w.t0))
+            );
+        }
         for r in c
             .query(
                 "SELECT extract(epoch FROM at)::float8, kind, why FROM orca.events

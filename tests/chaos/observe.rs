@@ -58,6 +58,13 @@ pub struct Stopped {
     pub at: f64,
     /// Seconds after it was first seen.
     pub after: f64,
+    /// When a scan last found it still stopped.
+    pub checked: f64,
+    /// When it was last found stopped, if a later scan found it running
+    /// (or gone): the kernel continues a stopped group whose parent's exit
+    /// orphans it, so a machine "that never boots" boots once the
+    /// scheduler that made it dies. orca can't have seen it before then.
+    pub resumed: Option<f64>,
 }
 
 #[derive(Default)]
@@ -98,6 +105,12 @@ fn stat_field(pid: i32, n: usize) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = stat.rsplit_once(')')?.1;
     rest.split_whitespace().nth(n - 3)?.parse().ok()
+}
+
+/// The state of a process (field 3 of `/proc/PID/stat`: `T` stopped).
+fn stat_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 /// The start time of a process, in ticks.
@@ -298,6 +311,19 @@ fn scan_groups(state: &Mutex<State>, armed: &AtomicU32, armed_instance: &AtomicB
     };
     let want = format!("orca-stack={stack}");
     let t = uptime();
+    for s in state
+        .lock()
+        .unwrap()
+        .stopped
+        .iter_mut()
+        .filter(|s| s.resumed.is_none())
+    {
+        if stat_state(s.pgid).is_some_and(|c| c == 'T' || c == 't') {
+            s.checked = t;
+        } else {
+            s.resumed = Some(s.checked);
+        }
+    }
     for pid in pids() {
         // SAFETY: getpgid(2) only reads.
         if unsafe { libc::getpgid(pid) } != pid {
@@ -343,6 +369,8 @@ fn scan_groups(state: &Mutex<State>, armed: &AtomicU32, armed_instance: &AtomicB
                 name,
                 at: uptime(),
                 after: uptime() - t,
+                checked: uptime(),
+                resumed: None,
             });
         }
     }
