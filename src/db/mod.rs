@@ -123,6 +123,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "turns",
         sql: include_str!("../../sql/migrations/0013_turns.sql"),
     },
+    Migration {
+        version: 14,
+        name: "fewer statements",
+        sql: include_str!("../../sql/migrations/0014_fewer_statements.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -425,7 +425,7 @@ fn a_removal_begun_on_another_session_is_fenced_on_the_lead() {
         .get(0);
     let mark = |db: &TestDb| {
         db.client()
-            .query_opt(
+            .query_one(
                 ending,
                 &[
                     &id,
@@ -436,7 +436,7 @@ fn a_removal_begun_on_another_session_is_fenced_on_the_lead() {
                 ],
             )
             .unwrap()
-            .is_some()
+            .get::<_, bool>(0)
     };
     assert!(!mark(&db), "marked though that session holds no lead");
     leader
@@ -477,7 +477,7 @@ fn an_idle_claim_takes_no_lock_and_writes_nothing() {
     c.batch_execute("SET lock_timeout = '1s'").unwrap();
     let ending = include_str!("../../sql/machine_ending.sql");
     let marked = c
-        .query_opt(
+        .query_one(
             ending,
             &[
                 &id,
@@ -488,8 +488,70 @@ fn an_idle_claim_takes_no_lock_and_writes_nothing() {
             ],
         )
         .unwrap();
-    assert!(marked.is_some());
+    assert!(marked.get::<_, bool>(0));
     tx.rollback().unwrap();
+}
+
+/// A round asks each pipeline for a run queued and due as its claim lock's
+/// condition (migration 0014): with none (nothing queued, or only a retry
+/// not yet due) the pipeline's claim lock is not taken, so another
+/// worker's claim of it never waits on an idle one; with one, it is.
+#[test]
+fn a_round_takes_a_pipeline_s_claim_lock_only_for_a_run_due() {
+    let (db, _dir) = setup(&with_pool(
+        "p",
+        "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
+    ));
+    let role = format!("orca_m_round_lock_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let mut m = db.client_as(&role, "pw");
+    m.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
+    let round =
+        "SELECT kind, id FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 4,
+                 '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}')";
+    let mut other = db.client();
+    let mut lock_is_free = || {
+        other
+            .query(
+                "SELECT pipeline FROM orca.claim_locks WHERE pipeline = 'job' FOR UPDATE NOWAIT",
+                &[],
+            )
+            .is_ok()
+    };
+    // Nothing queued.
+    let mut tx = m.transaction().unwrap();
+    assert!(tx.query(round, &[]).unwrap().is_empty());
+    assert!(
+        lock_is_free(),
+        "a round with nothing queued took the claim lock"
+    );
+    tx.rollback().unwrap();
+    // A run queued but not due yet (a retry waiting out its delay).
+    let later = db.queue("job");
+    db.client()
+        .execute(
+            "UPDATE orca.runs SET not_before = now() + interval '1 hour' WHERE id = $1",
+            &[&later],
+        )
+        .unwrap();
+    let mut tx = m.transaction().unwrap();
+    assert!(tx.query(round, &[]).unwrap().is_empty());
+    assert!(
+        lock_is_free(),
+        "a round with no run due took the claim lock"
+    );
+    tx.rollback().unwrap();
+    // A run due: claimed, under the lock.
+    let due = db.queue("job");
+    let mut tx = m.transaction().unwrap();
+    let rows = tx.query(round, &[]).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, i64>("id"), due);
+    assert!(
+        !lock_is_free(),
+        "a round that claimed a run held no claim lock"
+    );
+    tx.commit().unwrap();
 }
 
 #[test]
@@ -524,7 +586,7 @@ placement = "worker:p"
     let ending = include_str!("../../sql/machine_ending.sql");
     let marked = db
         .client()
-        .query_opt(
+        .query_one(
             ending,
             &[
                 &id,
@@ -536,14 +598,14 @@ placement = "worker:p"
         )
         .unwrap();
     assert!(
-        marked.is_none(),
+        !marked.get::<_, bool>(0),
         "a machine that took a run was marked for idleness"
     );
     assert_eq!(db.state(first), "running");
     // Marked for removal (unconditionally: lost, say), it claims nothing more.
     let marked = db
         .client()
-        .query_opt(
+        .query_one(
             ending,
             &[
                 &id,
@@ -554,10 +616,10 @@ placement = "worker:p"
             ],
         )
         .unwrap();
-    assert!(marked.is_some());
+    assert!(marked.get::<_, bool>(0));
     // Its removal keeps the why it began with, taken up again or not.
     db.client()
-        .query_opt(
+        .query_one(
             ending,
             &[
                 &id,
