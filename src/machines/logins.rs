@@ -179,16 +179,18 @@ pub enum Mark {
 /// machine's, as seen), only if it is still idle: not when it took a run
 /// since. With `leader` (a backend pid), only while that session holds the
 /// lead lock: the fence of a write made on another session. A held row is
-/// not waited for ([`Mark::Held`]).
-pub fn mark_ending(
+/// not waited for ([`Mark::Held`]). `statement` is `sql/machine_ending.sql`,
+/// as text or prepared.
+pub fn mark_ending<S: postgres::ToStatement + ?Sized>(
     client: &mut Client,
+    statement: &S,
     id: i64,
     busy_at: Option<chrono::DateTime<chrono::Utc>>,
     why: &str,
     leader: Option<i32>,
 ) -> Result<Mark, postgres::Error> {
     let row = client.query_one(
-        sql::MACHINE_ENDING,
+        statement,
         &[&id, &busy_at, &why, &leader, &crate::lead::lock::LEAD_LOCK],
     )?;
     Ok(match (row.get(0), row.get(1)) {

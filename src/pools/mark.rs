@@ -15,6 +15,7 @@
 //! fence on the leader's backend pid): this thread's session is not the
 //! leading one.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
@@ -53,40 +54,28 @@ pub fn begins(r: &Removal) -> bool {
 /// `link`; until `done`. It looks again sooner when a machine comes due
 /// before then ([`decide::idle_due`]), so that an idle machine's removal
 /// begins within a look's time of `idle_seconds`, not a pass later; and a
-/// mark skipped for a held row ([`Mark::Held`]) is asked again every
-/// [`HELD_AGAIN`] for up to [`HELD_FOR`], not at the next look.
+/// mark skipped for a held row ([`Mark::Held`]) is asked again between
+/// looks ([`Held`]), not only at the next.
 pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>) {
     let every = Duration::from_secs_f64(timing.scale.max(0.1));
     let mut next = Instant::now();
-    // Marks skipped for a held row, each with when it is given up (to the
-    // next look), and when they are asked again.
-    let mut held: Vec<(Candidate, Instant)> = Vec::new();
-    let mut again = Instant::now();
+    let mut held: HashMap<i64, Held> = HashMap::new();
     while !done.load(Ordering::SeqCst) {
         let now = Instant::now();
         if now < next {
-            if !held.is_empty() && now >= again {
-                match leader.get() {
-                    Some(pid) => held.retain(|(m, until)| {
-                        now < *until && mark(&link, m, pid) == Some(Mark::Held)
-                    }),
-                    None => held.clear(),
-                }
-                again = now + HELD_AGAIN;
-            }
-            let wake = if held.is_empty() {
-                next
-            } else {
-                next.min(again)
-            };
+            retry_held(&link, &leader, &done, &mut held, now);
+            let wake = held
+                .values()
+                .filter(|h| h.again < h.until)
+                .map(|h| h.again)
+                .fold(next, Instant::min);
             std::thread::sleep(
-                wake.saturating_duration_since(now)
+                wake.saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(50)),
             );
             continue;
         }
         let began = now;
-        held.clear();
         // Not leading: asked again soon, so that a lead just taken is
         // looked after at once, not a pass later.
         let Some(pid) = leader.get() else {
@@ -126,29 +115,96 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
                 Instant::now() + Duration::from_secs_f64(due.clamp(0.0, timing.scale)) + DUE_MARGIN;
             next = next.min(at.max(began + MIN_LOOK_GAP));
         }
+        // Held marks are kept across looks only while still held: one that
+        // is marked, or no longer a candidate, is forgotten, and one still
+        // held keeps the time it is given up at.
+        let mut still: HashMap<i64, Held> = HashMap::new();
         for m in candidates.into_iter().take(MARKS_PER_ROUND) {
             if leader.get() != Some(pid) || done.load(Ordering::SeqCst) {
                 break;
             }
             match mark(&link, &m, pid) {
                 None => break,
-                Some(Mark::Held) if held.len() < HELD_AT_MOST => {
-                    held.push((m, Instant::now() + HELD_FOR));
+                Some(Mark::Held) => {
+                    let at = Instant::now();
+                    let h = match held.remove(&m.id) {
+                        Some(h) if h.pid == pid => Held { m, ..h },
+                        _ => Held {
+                            m,
+                            pid,
+                            again: at + HELD_AGAIN,
+                            gap: HELD_AGAIN,
+                            until: at + HELD_FOR,
+                        },
+                    };
+                    if still.len() < HELD_AT_MOST {
+                        still.insert(h.m.id, h);
+                    }
                 }
                 Some(_) => {}
             }
         }
-        again = Instant::now() + HELD_AGAIN;
+        held = still;
     }
+}
+
+/// A mark skipped because its machine's row was held (a worker's round
+/// holds it for a few milliseconds): asked again [`HELD_AGAIN`] later, then
+/// twice as long after each time, until [`HELD_FOR`] after it was first
+/// skipped; after that only at the looks, until it is marked or no longer
+/// a candidate. So a login that holds its row for good costs about six
+/// marks, not one every few milliseconds; and at most [`HELD_AT_MOST`] are
+/// asked again between looks.
+struct Held {
+    m: Candidate,
+    /// The leading session's pid it was looked at under: the lead moved,
+    /// it is dropped.
+    pid: i32,
+    again: Instant,
+    gap: Duration,
+    until: Instant,
+}
+
+/// Asks again, as of `now`, the held marks that are due (see [`Held`]);
+/// forgets them all if the lead moved.
+fn retry_held(
+    link: &Link,
+    leader: &Leader,
+    done: &AtomicBool,
+    held: &mut HashMap<i64, Held>,
+    now: Instant,
+) {
+    let Some(pid) = leader.get() else {
+        held.clear();
+        return;
+    };
+    // (One given up stays, not asked, so that the next look keeps its time.)
+    held.retain(|_, h| {
+        if h.pid != pid {
+            return false;
+        }
+        if now < h.again || h.again >= h.until || done.load(Ordering::SeqCst) {
+            return true;
+        }
+        match mark(link, &h.m, pid) {
+            Some(Mark::Held) => {
+                h.gap *= 2;
+                h.again = now + h.gap;
+                true
+            }
+            // Marked, gone or busy (or no database): the next look says.
+            _ => false,
+        }
+    });
 }
 
 /// Marks `m` ending on `link`, fenced on the lead of session `pid`, and
 /// says so; what came of it, or `None` when the database is out of reach.
 fn mark(link: &Link, m: &Candidate, pid: i32) -> Option<Mark> {
-    match link
-        .lock()
-        .run(|c| logins::mark_ending(c, m.id, m.seen_busy, &m.why, Some(pid)))
-    {
+    // Prepared: a held row's mark is asked again between looks.
+    match link.lock().prepared(sql::MACHINE_ENDING, |c, st| {
+        logins::mark_ending(c, st, m.id, m.seen_busy, &m.why, Some(pid))
+    }) {
         Ok(Mark::Marked) => {
             log::info!("{}", super::say_removing(&m.pool, &m.name, &m.why));
             Some(Mark::Marked)
@@ -177,17 +233,15 @@ fn mark(link: &Link, m: &Candidate, pid: i32) -> Option<Mark> {
 /// each mark holds the shared link for a statement.
 const MARKS_PER_ROUND: usize = 100;
 
-/// A mark skipped for a held row is asked again this long after: a
-/// worker's round holds its machine's row for a few milliseconds.
+/// A mark skipped for a held row is first asked again this long after (see
+/// [`Held`]).
 const HELD_AGAIN: Duration = Duration::from_millis(25);
 
-/// ... for this long at most, then at the next look: a login that holds
-/// its row (until its idle-in-transaction timeout) costs a statement every
-/// [`HELD_AGAIN`] for this long, not more.
+/// ... and between looks for this long at most after it was first skipped.
 const HELD_FOR: Duration = Duration::from_secs(2);
 
 /// At most this many held marks are asked again between looks (the rest
-/// at the next look): what logins holding their rows can cost is bounded.
+/// at the looks).
 const HELD_AT_MOST: usize = 16;
 
 /// A look for a machine coming due is made this long after it is due.
@@ -209,7 +263,8 @@ struct Candidate {
 }
 
 /// Every pool read and its removals decided: the idle and retired ones, and
-/// in how many seconds the next machine comes due ([`decide::idle_due`]).
+/// in how many seconds the next machine comes due ([`decide::idle_due`];
+/// a machine not made yet, a pool's `idle_seconds`).
 fn candidates(
     c: &mut postgres::Client,
     timing: &PoolTiming,
@@ -226,7 +281,14 @@ fn candidates(
             .iter()
             .filter(|m| m.pool == view.pool.name)
             .collect();
-        if let Some(d) = decide::idle_due(&view, &mine) {
+        // A machine made after this look (or none of its machines) comes
+        // due no sooner than idle_seconds after it is made: looked for by
+        // then, it is seen before it is due.
+        let soonest = decide::idle_due(&view, &mine)
+            .into_iter()
+            .chain((!view.retired).then_some(view.pool.idle_seconds))
+            .reduce(f64::min);
+        if let Some(d) = soonest {
             due = Some(due.map_or(d, |x: f64| x.min(d)));
         }
         let shrink = decide::shrink(&view, &mine, timing, false);

@@ -619,7 +619,7 @@ impl PoolScaler {
             let why = removal.why();
             let seen_busy = removal.if_idle().then_some(m.busy_at);
             match db.run_fenced(session, |c| {
-                logins::mark_ending(c, m.id, seen_busy, &why, None)
+                logins::mark_ending(c, sql::MACHINE_ENDING, m.id, seen_busy, &why, None)
             }) {
                 Ok(logins::Mark::Marked) => {}
                 Ok(logins::Mark::Held | logins::Mark::Not) => {

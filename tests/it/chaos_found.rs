@@ -373,6 +373,56 @@ fn an_idle_machine_whose_row_is_held_is_marked_once_it_is_free_not_a_pass_later(
     s.stop();
 }
 
+/// What a login that holds its machine's row costs the removals thread:
+/// the held mark is asked again between looks for 2 s, less and less
+/// often, and after that only at the looks; not every few milliseconds for
+/// as long as it holds it (each look keeping the first skip's time). Here
+/// looks come every second and the row is held for 6 s past the machine's
+/// coming due.
+#[test]
+fn a_machine_row_held_for_long_costs_a_few_marks_not_one_every_few_milliseconds() {
+    let (db, dir) = crate::pools::pool_test(
+        "max_machines = 1\nidle_seconds = 3\n\n[pipelines.job]\ncommand = \"sleep 1\"\nplacement = \"worker:p\"\n",
+    );
+    let run = db.queue("job");
+    let mut s = crate::pools::pool_scheduler(
+        &db,
+        &dir,
+        &[
+            ("ORCA_POOL_SCALE_SECONDS", "1"),
+            ("RUST_LOG", "info,orca::pools::mark=debug"),
+        ],
+    );
+    s.wait_for("the run succeeds on the machine", 60.0, || {
+        db.state(run) == "succeeded"
+    });
+    let mut holder = db.client();
+    let mut tx = holder.transaction().unwrap();
+    tx.execute("SELECT 1 FROM orca.pool_machines FOR UPDATE", &[])
+        .unwrap();
+    s.wait_for("6 s past the machine's coming due", 60.0, || {
+        tx.query_one(
+            "SELECT clock_timestamp() > busy_at + interval '9 s' FROM orca.pool_machines",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    });
+    tx.commit().unwrap();
+    s.wait_for("the idle machine's removal begins", 60.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE ending IS NOT NULL") == 1
+    });
+    let asked = s.output().matches("its row is held").count();
+    // About six between looks and one a look (six or seven looks): the
+    // old way, one every 25 ms, was over two hundred.
+    assert!(
+        (2..=20).contains(&asked),
+        "the held mark was asked {asked} times in about 6 s; the log:\n{}",
+        s.output()
+    );
+    s.stop();
+}
+
 /// A hung EC2 costs a tick at most the tick's deadline for provider work
 /// (5 s, and an attempt's 1 s floor), the pool scaler's pass and EC2 runs'
 /// instances together: less than the stale limit (10 s), by which the

@@ -492,6 +492,76 @@ fn an_idle_claim_takes_no_lock_and_writes_nothing() {
     tx.rollback().unwrap();
 }
 
+/// A round counts its machine's room once (migration 0014): its running
+/// attempts less those it queues again for silence in the same round. A
+/// machine of 2 slots running a silent attempt and a beaten one claims one
+/// run: not none (the silent one counted), not two (the beaten one not).
+#[test]
+fn a_round_that_queues_a_silent_attempt_again_claims_into_its_slot() {
+    let (db, _dir) = setup(&with_pool(
+        "p",
+        "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 8\n",
+    ));
+    let role = format!("orca_m_room_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let machine: i64 = db.one("SELECT id FROM orca.pool_machines");
+    // Its worker said hello (which queues again what the machine ran
+    // before) before these attempts began.
+    let mut m = db.client_as(&role, "pw");
+    m.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
+    let mut c = db.client();
+    let mut running = |beat: &str| -> i64 {
+        c.query_one(
+            &format!(
+                "INSERT INTO orca.runs (pipeline, state, start, started_at, heartbeat, machine)
+                 VALUES ('job', 'running', 1, now(), {beat}, $1) RETURNING id"
+            ),
+            &[&machine],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let silent = running("now() - interval '20 seconds'");
+    let beaten = running("now()");
+    let queued = [db.queue("job"), db.queue("job")];
+    let rows = m
+        .query(
+            "SELECT kind, id FROM orca.worker_round($1, '{1}', '{4242}', '{}', '{}', '{}', '{}', 2,
+                 '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}')",
+            &[&vec![beaten]],
+        )
+        .unwrap();
+    let kinds: Vec<(String, i64)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let claimed: Vec<i64> = kinds
+        .iter()
+        .filter(|(k, _)| k == "claimed")
+        .map(|(_, id)| *id)
+        .collect();
+    assert_eq!(claimed.len(), 1, "claimed {claimed:?} (rows {kinds:?})");
+    assert!(
+        claimed[0] == silent || queued.contains(&claimed[0]),
+        "claimed {claimed:?}"
+    );
+    let requeued: i64 = db.one(&format!(
+        "SELECT count(*) FROM orca.events WHERE run = {silent} AND kind = 'requeued'"
+    ));
+    assert_eq!(requeued, 1, "the silent attempt was queued again");
+    let on_machine: i64 = db.one(&format!(
+        "SELECT count(*) FROM orca.runs WHERE machine = {machine} AND state = 'running'"
+    ));
+    let states: Vec<(i64, String, Option<i64>)> = db
+        .client()
+        .query("SELECT id, state, machine FROM orca.runs ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        on_machine, 2,
+        "the machine runs as many as its slots: {states:?}, rows {kinds:?}"
+    );
+}
+
 /// A round asks each pipeline for a run queued and due as its claim lock's
 /// condition (migration 0014): with none (nothing queued, or only a retry
 /// not yet due) the pipeline's claim lock is not taken, so another
