@@ -476,7 +476,19 @@ fn a_run_has_no_controlling_terminal_even_when_orca_has_one() {
     wait_until("the run succeeds", 30.0, || db.state(run) == "succeeded");
     let out = db.output(run);
     assert_eq!(text(&out).trim(), "NO_TTY");
-    s.signal(libc::SIGTERM);
+    // The scheduler leads a session of its own on script's terminal: it is
+    // stopped there, not left to the hang-up script's exit would send (a
+    // suite run under nohup ignores SIGHUP, and the scheduler outlived it).
+    let pid = s.pid();
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    for child in children
+        .split_whitespace()
+        .filter_map(|c| c.parse::<i32>().ok())
+    {
+        // SAFETY: kill(2) of the session script started for this test.
+        unsafe { libc::kill(-child, libc::SIGTERM) };
+    }
     let _ = s.child.wait();
 }
 
