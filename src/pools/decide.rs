@@ -228,10 +228,12 @@ pub fn shrink<'a>(
 /// running, booting or just made included: its `busy_at` is its last beat,
 /// claim or making): when the removals thread looks again, so that an idle
 /// machine's removal begins as it comes due rather than up to a pass
-/// later. `None`: none of a declared pool, not being removed, is short of
-/// it. One past its `idle_seconds` already is left out: this look removed
-/// it, or it is kept (demand, a run, no beat yet), and looking again at
-/// once would change nothing.
+/// later. One past its `idle_seconds` already is left out: this look
+/// removed it, or it is kept (demand, a run, no beat yet), and looking
+/// again at once would change nothing. A machine made after this look comes
+/// due no sooner than `idle_seconds` after it: so that too is the latest
+/// answer, and a machine the look did not see is seen before it is due.
+/// `None`: a retired pool (its machines go as soon as they run nothing).
 pub fn idle_due(v: &PoolView, machines: &[&Machine]) -> Option<f64> {
     if v.retired {
         return None;
@@ -240,7 +242,8 @@ pub fn idle_due(v: &PoolView, machines: &[&Machine]) -> Option<f64> {
         .iter()
         .filter(|m| !m.ending && m.idle < v.pool.idle_seconds)
         .map(|m| v.pool.idle_seconds - m.idle)
-        .min_by(f64::total_cmp)
+        .fold(v.pool.idle_seconds, f64::min)
+        .into()
 }
 
 /// A declared pool's status when it has no demand, its last being `last`:
@@ -543,13 +546,15 @@ mod tests {
             ..at(1.0)
         };
         assert_eq!(idle_due(&v, &[&busy]), Some(119.0));
-        // Past idle_seconds (removed now, or kept) or being removed: none.
+        // Past idle_seconds (removed now, or kept) or being removed: as a
+        // machine made after the look, idle_seconds; so with none.
         let past = at(150.0);
         let ending = Machine {
             ending: true,
             ..at(100.0)
         };
-        assert_eq!(idle_due(&v, &[&past, &ending]), None);
+        assert_eq!(idle_due(&v, &[&past, &ending]), Some(120.0));
+        assert_eq!(idle_due(&v, &[]), Some(120.0));
         // A retired pool's machines go as soon as they run nothing.
         let retired = PoolView {
             retired: true,

@@ -263,8 +263,7 @@ struct Candidate {
 }
 
 /// Every pool read and its removals decided: the idle and retired ones, and
-/// in how many seconds the next machine comes due ([`decide::idle_due`];
-/// a machine not made yet, a pool's `idle_seconds`).
+/// in how many seconds the next machine comes due ([`decide::idle_due`]).
 fn candidates(
     c: &mut postgres::Client,
     timing: &PoolTiming,
@@ -281,14 +280,7 @@ fn candidates(
             .iter()
             .filter(|m| m.pool == view.pool.name)
             .collect();
-        // A machine made after this look (or none of its machines) comes
-        // due no sooner than idle_seconds after it is made: looked for by
-        // then, it is seen before it is due.
-        let soonest = decide::idle_due(&view, &mine)
-            .into_iter()
-            .chain((!view.retired).then_some(view.pool.idle_seconds))
-            .reduce(f64::min);
-        if let Some(d) = soonest {
+        if let Some(d) = decide::idle_due(&view, &mine) {
             due = Some(due.map_or(d, |x: f64| x.min(d)));
         }
         let shrink = decide::shrink(&view, &mine, timing, false);
