@@ -128,6 +128,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "fewer statements",
         sql: include_str!("../../sql/migrations/0014_fewer_statements.sql"),
     },
+    Migration {
+        version: 15,
+        name: "fold when streamed",
+        sql: include_str!("../../sql/migrations/0015_fold_when_streamed.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -268,6 +268,148 @@ fn appended_output_is_kept_once_within_64_kib_and_kept_when_its_attempt_ends() {
     assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.output_chunks"), 0);
 }
 
+/// How often `orca.output_fold` (the trigger that folds an attempt's
+/// chunks into its run's row as it stops running) was called in the open
+/// transaction of `c`, a session with `track_functions = 'pl'`.
+fn folds(c: &mut postgres::Transaction) -> i64 {
+    c.query_one(
+        "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_xact_user_functions
+         WHERE schemaname = 'orca' AND funcname = 'output_fold'",
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// A worker's round ending attempt `(id, start)` as succeeded with output
+/// `output`, claiming nothing; the state it ended in.
+fn end(c: &mut postgres::Transaction, id: i64, start: i32, output: &[u8]) -> String {
+    c.query_one(
+        "SELECT state FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 0,
+             ARRAY[$1::bigint], ARRAY[$2::integer], '{succeeded}', '{0}', ARRAY[NULL::integer],
+             ARRAY['exited 0'], ARRAY[$3::bytea], ARRAY['{}'::jsonb])",
+        &[&id, &start, &output],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Most attempts end before their first append: their claim and their end
+/// call no fold (migration 0015: the trigger fires only for an attempt
+/// with chunks), and one that streamed has its chunks folded away at its
+/// end, once.
+#[test]
+fn only_an_attempt_that_streamed_output_costs_a_fold() {
+    let (db, _dir) = setup(&with_pool(
+        "p",
+        "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 2\n",
+    ));
+    let role = format!("orca_m_folds_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    db.admin(&format!("ALTER ROLE {role} SET track_functions = 'pl'"));
+    db.client()
+        .execute("UPDATE orca.pool_machines SET slots = 2", &[])
+        .unwrap();
+    let (quiet, chatty) = (db.queue("job"), db.queue("job"));
+    let mut m = db.client_as(&role, "pw");
+    m.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
+    let mut tx = m.transaction().unwrap();
+    let claimed = tx
+        .query("SELECT id, start FROM orca.worker_claim(2)", &[])
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    assert_eq!(folds(&mut tx), 0, "claims of attempts with no chunks");
+    tx.commit().unwrap();
+    let start: i32 = claimed[0].get(1);
+    append(&mut m, chatty, start, start, 0, b"streamed\0so far\n");
+    assert_eq!(
+        db.one::<i64>(&format!(
+            "SELECT count(*) FROM orca.output_chunks WHERE run = {chatty}"
+        )),
+        1
+    );
+    let mut tx = m.transaction().unwrap();
+    assert_eq!(end(&mut tx, quiet, start, b"quiet\n"), "succeeded");
+    assert_eq!(
+        folds(&mut tx),
+        0,
+        "the end of an attempt that streamed nothing"
+    );
+    assert_eq!(
+        end(&mut tx, chatty, start, b"the whole tail\n"),
+        "succeeded"
+    );
+    assert_eq!(folds(&mut tx), 1, "the end of one that streamed");
+    tx.commit().unwrap();
+    assert_eq!(db.output(quiet), b"quiet\n");
+    assert_eq!(db.output(chatty), b"the whole tail\n");
+    assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.output_chunks"), 0);
+    assert_eq!(
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE chunked"),
+        0
+    );
+}
+
+/// An attempt streaming output as migration 0015 applies (its chunks stored
+/// before runs.chunked existed) still has them folded into its run's row
+/// when it stops running.
+#[test]
+fn an_attempt_streaming_as_migration_15_applies_keeps_its_output() {
+    let db = TestDb::empty_on(&admin_url());
+    let mut c = db.client();
+    c.batch_execute(include_str!("../../sql/migrations_table.sql"))
+        .unwrap();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/sql/migrations");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for (i, path) in files.iter().take(14).enumerate() {
+        let mut tx = c.transaction().unwrap();
+        tx.batch_execute(&std::fs::read_to_string(path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        tx.execute(
+            include_str!("../../sql/migration_record.sql"),
+            &[&(i as i32 + 1), &"as it was"],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    c.batch_execute("INSERT INTO orca.pipelines (name, spec) VALUES ('job', '{}')")
+        .unwrap();
+    let run: i64 = c
+        .query_one(
+            "INSERT INTO orca.runs (pipeline, state, start, started_at, heartbeat)
+             VALUES ('job', 'running', 1, now(), now()) RETURNING id",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    c.execute(
+        "SELECT orca.output_put($1, 1, 0, $2)",
+        &[&run, &b"streamed\0before\n".as_slice()],
+    )
+    .unwrap();
+    let out = db.orca(&["migrate"]).output().unwrap();
+    assert!(out.status.success(), "migrate: {}", text(&out.stderr));
+    assert_eq!(
+        db.one::<i32>("SELECT max(version) FROM orca.migrations"),
+        15
+    );
+    // Whoever ends it (here a lost machine's requeue, written as orca's
+    // role): its output is what it streamed.
+    c.execute(
+        "UPDATE orca.runs SET state = 'queued', heartbeat = NULL WHERE id = $1",
+        &[&run],
+    )
+    .unwrap();
+    assert_eq!(db.output(run), b"streamed\0before\n");
+    let row: Vec<u8> = db.one(&format!("SELECT output FROM orca.runs WHERE id = {run}"));
+    assert_eq!(row, b"streamed\0before\n", "folded into the run's row");
+    assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.output_chunks"), 0);
+}
+
 #[test]
 fn a_worker_holds_one_connection_and_makes_about_a_transaction_a_second() {
     let (_cluster, db, dir) = own_server();
