@@ -999,7 +999,15 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
     // A prepared transaction holding the lock has no session to end.
     let prepared =
         crate::db::locks::free_from_prepared(client, MIGRATE_LOCK).map_err(|e| plain(&e))?;
-    let mut tx = client.transaction().map_err(|e| plain(&e))?;
+    // At READ COMMITTED whatever the database's default: a migration's
+    // statement that follows a lock wait (an ALTER TABLE waiting out the
+    // transactions under way) must see what they committed meanwhile
+    // (migration 0015 marks the attempts that have output chunks).
+    let mut tx = client
+        .build_transaction()
+        .isolation_level(postgres::IsolationLevel::ReadCommitted)
+        .start()
+        .map_err(|e| plain(&e))?;
     // Another `orca migrate` (orca's role, `orca migrate` sessions) is
     // waited for; any other session holding the lock is ended.
     loop {

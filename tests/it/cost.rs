@@ -294,10 +294,11 @@ fn end(c: &mut postgres::Transaction, id: i64, start: i32, output: &[u8]) -> Str
     .get(0)
 }
 
-/// Most attempts end before their first append: their claim and their end
-/// call no fold (migration 0015: the trigger fires only for an attempt
-/// with chunks), and one that streamed has its chunks folded away at its
-/// end, once.
+/// Most attempts end before their first append: their end calls no fold
+/// (migration 0015: the trigger fires only for an attempt with chunks; a
+/// claim has called none since migration 0010), and one that streamed is
+/// marked with its first chunk and has its chunks folded away at its end,
+/// once.
 #[test]
 fn only_an_attempt_that_streamed_output_costs_a_fold() {
     let (db, _dir) = setup(&with_pool(
@@ -318,16 +319,21 @@ fn only_an_attempt_that_streamed_output_costs_a_fold() {
         .query("SELECT id, start FROM orca.worker_claim(2)", &[])
         .unwrap();
     assert_eq!(claimed.len(), 2);
-    assert_eq!(folds(&mut tx), 0, "claims of attempts with no chunks");
+    assert_eq!(folds(&mut tx), 0, "claims");
     tx.commit().unwrap();
     let start: i32 = claimed[0].get(1);
+    let chunked =
+        |run: i64| db.one::<bool>(&format!("SELECT chunked FROM orca.runs WHERE id = {run}"));
     append(&mut m, chatty, start, start, 0, b"streamed\0so far\n");
+    append(&mut m, chatty, start, start, 16, b"and more\n");
     assert_eq!(
         db.one::<i64>(&format!(
             "SELECT count(*) FROM orca.output_chunks WHERE run = {chatty}"
         )),
-        1
+        2
     );
+    assert!(chunked(chatty), "marked with its first chunk");
+    assert!(!chunked(quiet));
     let mut tx = m.transaction().unwrap();
     assert_eq!(end(&mut tx, quiet, start, b"quiet\n"), "succeeded");
     assert_eq!(
@@ -344,38 +350,56 @@ fn only_an_attempt_that_streamed_output_costs_a_fold() {
     assert_eq!(db.output(quiet), b"quiet\n");
     assert_eq!(db.output(chatty), b"the whole tail\n");
     assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.output_chunks"), 0);
-    assert_eq!(
-        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE chunked"),
-        0
-    );
+    assert!(!chunked(chatty), "cleared by the fold");
 }
 
-/// An attempt streaming output as migration 0015 applies (its chunks stored
-/// before runs.chunked existed) still has them folded into its run's row
-/// when it stops running.
-#[test]
-fn an_attempt_streaming_as_migration_15_applies_keeps_its_output() {
-    let db = TestDb::empty_on(&admin_url());
+/// A database at migration `upto`: its migrations applied one by one, as
+/// `orca migrate` of a binary that knew no more would have.
+fn migrated_to(db: &TestDb, upto: i32) {
     let mut c = db.client();
     c.batch_execute(include_str!("../../sql/migrations_table.sql"))
         .unwrap();
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/sql/migrations");
-    let mut files: Vec<_> = std::fs::read_dir(dir)
+    let mut files: Vec<(i32, std::path::PathBuf)> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_string();
+            Some((name.get(..4)?.parse().ok()?, p))
+        })
+        .filter(|(v, _)| *v <= upto)
         .collect();
     files.sort();
-    for (i, path) in files.iter().take(14).enumerate() {
+    assert_eq!(files.len(), upto as usize);
+    for (version, path) in files {
         let mut tx = c.transaction().unwrap();
-        tx.batch_execute(&std::fs::read_to_string(path).unwrap())
+        tx.batch_execute(&std::fs::read_to_string(&path).unwrap())
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         tx.execute(
             include_str!("../../sql/migration_record.sql"),
-            &[&(i as i32 + 1), &"as it was"],
+            &[&version, &"as it was"],
         )
         .unwrap();
         tx.commit().unwrap();
     }
+}
+
+/// An attempt whose beat stores its first chunk while migration 0015
+/// applies (the beat under way as `orca migrate` begins, committed while
+/// the migration waits for its lock) still has its output folded into its
+/// run's row when it stops running; on a database whose transactions are
+/// REPEATABLE READ by default too (`orca migrate` runs at READ COMMITTED,
+/// else the migration's marking would not see what the beat committed).
+#[test]
+fn an_attempt_streaming_as_migration_15_applies_keeps_its_output() {
+    let db = TestDb::empty_on(&admin_url());
+    migrated_to(&db, 14);
+    let mut c = db.client();
+    c.batch_execute(&format!(
+        "ALTER DATABASE {} SET default_transaction_isolation = 'repeatable read'",
+        db.name()
+    ))
+    .unwrap();
     c.batch_execute("INSERT INTO orca.pipelines (name, spec) VALUES ('job', '{}')")
         .unwrap();
     let run: i64 = c
@@ -386,25 +410,46 @@ fn an_attempt_streaming_as_migration_15_applies_keeps_its_output() {
         )
         .unwrap()
         .get(0);
-    c.execute(
+    // A beat: its run's row updated (as every beat does first), then its
+    // first chunk; left open.
+    let mut beat = db.client();
+    let mut tx = beat.transaction().unwrap();
+    tx.execute(
+        "UPDATE orca.runs SET heartbeat = now() WHERE id = $1",
+        &[&run],
+    )
+    .unwrap();
+    tx.execute(
         "SELECT orca.output_put($1, 1, 0, $2)",
         &[&run, &b"streamed\0before\n".as_slice()],
     )
     .unwrap();
-    let out = db.orca(&["migrate"]).output().unwrap();
-    assert!(out.status.success(), "migrate: {}", text(&out.stderr));
-    assert_eq!(
-        db.one::<i32>("SELECT max(version) FROM orca.migrations"),
-        15
-    );
+    let logs = TempDir::new();
+    let mut migrate = Proc::spawn(db.orca(&["migrate"]), &logs.path("migrate.log"));
+    let mut watch = db.client();
+    wait_until("orca migrate waits for the beat's lock", 30.0, || {
+        watch
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE application_name = 'orca migrate' AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+            == 1
+    });
+    tx.commit().unwrap();
+    let status = migrate.wait(60.0);
+    assert!(status.success(), "migrate: {}", migrate.output());
+    assert!(db.one::<i32>("SELECT max(version) FROM orca.migrations") >= 15);
     // Whoever ends it (here a lost machine's requeue, written as orca's
-    // role): its output is what it streamed.
+    // role): its output is what it streamed, in its row, and no chunk is
+    // left.
     c.execute(
         "UPDATE orca.runs SET state = 'queued', heartbeat = NULL WHERE id = $1",
         &[&run],
     )
     .unwrap();
-    assert_eq!(db.output(run), b"streamed\0before\n");
     let row: Vec<u8> = db.one(&format!("SELECT output FROM orca.runs WHERE id = {run}"));
     assert_eq!(row, b"streamed\0before\n", "folded into the run's row");
     assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.output_chunks"), 0);

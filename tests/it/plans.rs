@@ -251,7 +251,7 @@ fn rounds(
         let n = reads(c, |tx| {
             let state: Option<String> = tx
                 .query_one(
-                    "SELECT orca.finish_attempt($1, 1, 'failed', 1, NULL, 'x', ''::bytea, '{}'::jsonb, NULL)",
+                    "SELECT orca.finish_attempt($1, 1, 'failed', 1, NULL, 'x', ''::bytea, '{}'::jsonb)",
                     &[&running[i * 4 + 2]],
                 )
                 .unwrap()
