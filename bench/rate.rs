@@ -3,9 +3,10 @@
 //! it the floor: the same processes (orca's shim running `true`, each in a
 //! session of its own with a run's environment, its output read through a
 //! pipe by a thread of its own) spawned and reaped by a plain loop, 64 at
-//! once, with no database; and the CPU a run costs, by who spends it (the
-//! scheduler, its runs' processes, Postgres), beside what the floor's
-//! processes cost.
+//! once, with no database; the same for `true` alone, what this box's
+//! process starts would allow at one process a run instead of two; and the
+//! CPU a run costs, by who spends it (the scheduler, its runs' processes,
+//! Postgres), beside what the floor's processes cost.
 
 use crate::cpu;
 use crate::ctx::{Bench, wait_for};
@@ -82,10 +83,21 @@ pub fn run(b: &mut Bench) {
             fig("runs per second", "n/a");
         }
     }
-    let (floor, floor_ms) = spawn_floor();
+    let (floor, floor_ms) = spawn_floor(crate::harness::bin(), &["orca", "__shim", "--", "true"]);
     fig(
         "spawn floor per second (the same processes, no orca: a plain loop, 64 at once)",
         format!("{floor:.0}"),
+    );
+    // What this box's process starts allow at one process a run: a run is
+    // two (its shim and its command), so its floor is about half of this.
+    let true_path = ["/usr/bin/true", "/bin/true"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap_or("/bin/true");
+    let (alone, alone_ms) = spawn_floor(true_path, &["true"]);
+    fig(
+        "spawn floor per second of the command alone (no shim: one process a run)",
+        format!("{alone:.0} ({alone_ms:.2} CPU ms each)"),
     );
     if let Some(t) = took.as_deref().and_then(|t| t.parse::<f64>().ok()) {
         fig(
@@ -125,10 +137,11 @@ pub fn run(b: &mut Bench) {
     fig("scheduler exit code", exit);
 }
 
-/// The spawn floor (see the module's doc): processes a second, and their
-/// CPU (milliseconds a process). Spawned as orca spawns them (`posix_spawn`
-/// in a new session, stdout and stderr a pipe), with nothing else done.
-fn spawn_floor() -> (f64, f64) {
+/// The spawn floor (see the module's doc): `program` with `args` (its
+/// `argv`) started a second, and their CPU (milliseconds each, what they
+/// start counted in). Spawned as orca spawns a shim (`posix_spawn` in a
+/// new session, stdout and stderr a pipe), with nothing else done.
+fn spawn_floor(program: &str, args: &[&str]) -> (f64, f64) {
     let children = || {
         // SAFETY: getrusage(2) fills the struct it is given.
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
@@ -141,11 +154,8 @@ fn spawn_floor() -> (f64, f64) {
     use std::io::Read;
     use std::os::fd::AsRawFd;
     let t0 = Instant::now();
-    let bin = CString::new(crate::harness::bin()).unwrap();
-    let args: Vec<CString> = ["orca", "__shim", "--", "true"]
-        .iter()
-        .map(|a| CString::new(*a).unwrap())
-        .collect();
+    let bin = CString::new(program).unwrap();
+    let args: Vec<CString> = args.iter().map(|a| CString::new(*a).unwrap()).collect();
     let mut argv: Vec<*mut libc::c_char> = args.iter().map(|a| a.as_ptr() as *mut _).collect();
     argv.push(std::ptr::null_mut());
     // The environment a run gets: this process's (as the scheduler's) but
