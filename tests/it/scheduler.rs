@@ -749,3 +749,39 @@ fn a_schedule_that_never_fires_costs_the_tick_nothing() {
         0
     );
 }
+
+/// A supervisor's ends (`orca.finish_attempts`, one array per field) with
+/// one array shorter than the rest are refused whole (migration 0015):
+/// unnest padded it with NULLs, and the second end was recorded with no
+/// exit code.
+#[test]
+fn ends_whose_arrays_differ_in_length_are_refused_and_nothing_ends() {
+    let (db, _dir) = setup("[pipelines.job]\ncommand = \"true\"\nmax_runs = 2\n");
+    let mut c = db.client();
+    let ids: Vec<i64> = (0..2)
+        .map(|_| {
+            c.query_one(
+                "INSERT INTO orca.runs (pipeline, state, start, started_at, heartbeat)
+                 VALUES ('job', 'running', 1, now(), now()) RETURNING id",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+        })
+        .collect();
+    let e = c
+        .query(
+            "SELECT * FROM orca.finish_attempts($1, '{1,1}', '{succeeded,succeeded}', '{0}',
+                 '{NULL,NULL}', '{a,b}', '{\"\",\"\"}', '{\"{}\",\"{}\"}', NULL)",
+            &[&ids],
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(&postgres::error::SqlState::INVALID_PARAMETER_VALUE),
+        "{e}"
+    );
+    for id in ids {
+        assert_eq!(db.state(id), "running");
+    }
+}
