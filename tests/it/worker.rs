@@ -1238,3 +1238,63 @@ alert = "http://127.0.0.1:9/hook"
         assert_eq!(e.code(), Some(&postgres::error::SqlState::INVALID_PARAMETER_VALUE), "{sql}");
     }
 }
+
+/// The statements a claim makes don't grow with the pool's idle pipelines
+/// (migration 0015): forty pipelines with nothing queued, which take no
+/// turn and so stay ahead of the one with work, cost a probe each in the
+/// claim's one query, not statements of their own (each claim made about
+/// forty more before). Counted by pg_stat_statements, nested statements
+/// included, on a server of the test's own.
+#[test]
+fn a_claim_s_statements_do_not_grow_with_the_pool_s_idle_pipelines() {
+    let cluster = Cluster::new(
+        "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all",
+    );
+    cluster.start();
+    let db = TestDb::on(&cluster.url());
+    let dir = TempDir::new();
+    let mut toml = String::new();
+    for i in 0..40 {
+        toml.push_str(&format!(
+            "[pipelines.idle{i:02}]\ncommand = \"true\"\nplacement = \"worker:p\"\n"
+        ));
+    }
+    toml.push_str("[pipelines.zz]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 4\n");
+    db.register(&dir, &with_pool("p", &toml));
+    let role = format!("orca_m_idle_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    db.client()
+        .execute("UPDATE orca.pool_machines SET slots = 4", &[])
+        .unwrap();
+    let queued = [db.queue("zz"), db.queue("zz")];
+    let mut m = db.client_as(&role, "pw");
+    m.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
+    let mut su = connect(&with_db(&cluster.url(), db.name()));
+    su.batch_execute("CREATE EXTENSION pg_stat_statements")
+        .unwrap();
+    let nested = |su: &mut postgres::Client| -> i64 {
+        su.query_one(
+            "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
+             WHERE NOT toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    for (i, run) in queued.iter().enumerate() {
+        su.execute("SELECT pg_stat_statements_reset()", &[])
+            .unwrap();
+        let claimed: Vec<i64> = m
+            .query("SELECT id FROM orca.worker_claim(1)", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(claimed, vec![*run], "claim {i}");
+        let n = nested(&mut su);
+        assert!(
+            n <= 12,
+            "claim {i} made {n} statements inside its functions, with 40 idle pipelines ahead"
+        );
+    }
+}
