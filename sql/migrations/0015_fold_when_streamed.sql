@@ -29,10 +29,10 @@
 --   statements a claim). The loop's own query now leaves out the
 --   pipelines with nothing due (a probe each, in that one query, fetched
 --   a row at a time so that none after the first with work is probed):
---   9 statements. The claim lock no longer probes again: the loop found
---   a run due (one claimed by another worker meanwhile costs a turn and
---   a claim of nothing, as one claimed between the probe and the pick
---   did).
+--   9 statements. A round's claim lock no longer probes again: the loop
+--   found a run due (one another worker claimed since, a few milliseconds
+--   ago at most, costs a turn and a claim of nothing); orca.worker_claim's,
+--   which waits for its machine's row lock first, probes again after it.
 -- * orca.finish_attempts (a supervisor's ends) refuses arrays of
 --   different lengths, as orca.worker_round does, instead of padding the
 --   shorter with NULLs.
@@ -201,17 +201,18 @@ RETURNS TABLE (id bigint, start integer, pipeline text, args text[], spec jsonb)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    turns CURSOR (p_pool text) FOR
+    turns CURSOR FOR
         SELECT t.name, t.max_runs, t.spec FROM (
-            SELECT p.name, p.max_runs, p.spec FROM orca.pipelines p
+            SELECT p.name, p.max_runs, p.spec, l.claimed_at FROM orca.pipelines p
             JOIN orca.claim_locks l ON l.pipeline = p.name
-            WHERE p.placement = 'worker:' || p_pool AND NOT p.paused AND NOT p.retired
+            WHERE p.placement = 'worker:' || m.pool AND NOT p.paused AND NOT p.retired
             ORDER BY l.claimed_at NULLS FIRST, p.name
             OFFSET 0) t
         CROSS JOIN LATERAL (
             SELECT r.id FROM orca.runs r
             WHERE r.pipeline = t.name AND r.state = 'queued' AND r.not_before <= now()
-            ORDER BY r.fill, r.queued_at, r.id LIMIT 1) due;
+            ORDER BY r.fill, r.queued_at, r.id LIMIT 1) due
+        ORDER BY t.claimed_at NULLS FIRST, t.name;
     c record;
     taken integer := 0;
     n integer;
@@ -230,10 +231,10 @@ BEGIN
     -- query a probe, not statements of its own, and those after the first
     -- with work are not probed. (The probe in the order of
     -- runs_queued_order, so that it is read from its start; OFFSET 0 keeps
-    -- the turn order below the probes, which follow it.)
-    FOR c IN turns(m.pool)
+    -- the turn order below the probes, which follow it: the outer ORDER BY
+    -- costs no sort.)
+    FOR c IN turns
     LOOP
-        EXIT WHEN taken >= p_room;
         IF NOT locked THEN
             -- The machine's row, locked before the first claim: a removal
             -- marks it ending under the same lock, so a claim and a removal
@@ -248,11 +249,19 @@ BEGIN
             p_room := least(p_room, m.slots - (SELECT count(*) FROM orca.runs r
                                                WHERE r.machine = m.id AND r.state = 'running' COLLATE "C"));
             EXIT WHEN p_room <= 0;
+            -- Still due after the wait for that lock (another worker may
+            -- have claimed it meanwhile): else no claim lock, no turn.
+            PERFORM 1 FROM orca.runs r
+            WHERE r.pipeline = c.name AND r.state = 'queued' AND r.not_before <= now()
+            ORDER BY r.fill, r.queued_at, r.id LIMIT 1;
+            CONTINUE WHEN NOT FOUND;
         END IF;
         -- Another worker claiming this pipeline's runs right now: leave it
         -- to that one (this worker tries again on its next round).
         -- Otherwise its lock is taken and so is its turn, whatever this
-        -- claim takes of it (it had a run due as the loop found it).
+        -- claim takes of it (it had a run due as the loop found it; one
+        -- another worker claimed since, on a round, costs a turn and a
+        -- claim of nothing).
         UPDATE orca.claim_locks l SET claimed_at = clock_timestamp()
         WHERE l.pipeline = (
             SELECT k.pipeline FROM orca.claim_locks k

@@ -562,9 +562,10 @@ fn a_round_that_queues_a_silent_attempt_again_claims_into_its_slot() {
     );
 }
 
-/// A round asks each pipeline for a run queued and due as its claim lock's
-/// condition (migration 0014): with none (nothing queued, or only a retry
-/// not yet due) the pipeline's claim lock is not taken, so another
+/// A round takes a pipeline's claim lock only for a run queued and due
+/// (migration 0014: the lock's one-time condition; since 0015 its loop
+/// leaves out a pipeline with none): with none (nothing queued, or only a
+/// retry not yet due) the pipeline's claim lock is not taken, so another
 /// worker's claim of it never waits on an idle one; with one, it is.
 #[test]
 fn a_round_takes_a_pipeline_s_claim_lock_only_for_a_run_due() {
@@ -1259,27 +1260,36 @@ fn a_claim_s_statements_do_not_grow_with_the_pool_s_idle_pipelines() {
             "[pipelines.idle{i:02}]\ncommand = \"true\"\nplacement = \"worker:p\"\n"
         ));
     }
-    toml.push_str("[pipelines.zz]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 4\n");
+    for last in ["zy", "zz"] {
+        toml.push_str(&format!(
+            "[pipelines.{last}]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 4\n"
+        ));
+    }
     db.register(&dir, &with_pool("p", &toml));
     let role = format!("orca_m_idle_{}", std::process::id());
     hand_made_machine(&db, "p", &role, "pw");
     db.client()
         .execute("UPDATE orca.pool_machines SET slots = 4", &[])
         .unwrap();
-    let queued = [db.queue("zz"), db.queue("zz")];
+    // In turn: zy (never claimed, by name), then zz.
+    let queued = [db.queue("zy"), db.queue("zz")];
     let mut m = db.client_as(&role, "pw");
     m.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
     let mut su = connect(&with_db(&cluster.url(), db.name()));
     su.batch_execute("CREATE EXTENSION pg_stat_statements")
         .unwrap();
-    let nested = |su: &mut postgres::Client| -> i64 {
-        su.query_one(
-            "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
-             WHERE NOT toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+    let nested = |su: &mut postgres::Client| -> (i64, i64) {
+        let r = su
+            .query_one(
+                "SELECT coalesce(sum(calls), 0)::bigint,
+                        coalesce(sum(rows) FILTER (WHERE query LIKE '%CROSS JOIN LATERAL%'), 0)::bigint
+                 FROM pg_stat_statements
+                 WHERE NOT toplevel
+                   AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
     };
     for (i, run) in queued.iter().enumerate() {
         su.execute("SELECT pg_stat_statements_reset()", &[])
@@ -1291,10 +1301,15 @@ fn a_claim_s_statements_do_not_grow_with_the_pool_s_idle_pipelines() {
             .map(|r| r.get(0))
             .collect();
         assert_eq!(claimed, vec![*run], "claim {i}");
-        let n = nested(&mut su);
+        let (n, turns) = nested(&mut su);
         assert!(
             n <= 12,
             "claim {i} made {n} statements inside its functions, with 40 idle pipelines ahead"
         );
+        // Its loop's query's last fetch (what pg_stat_statements counts of
+        // a cursor) gave the pipeline it claimed from: the loop fetched no
+        // further once its room was taken (on the second claim, a fetch
+        // past zz, the last with work, would give none).
+        assert_eq!(turns, 1, "claim {i}: rows of its loop's last fetch");
     }
 }
