@@ -198,17 +198,27 @@ fn an_auth_failure_is_shown_and_nothing_is_made() {
     });
     assert!(ec2.live().is_empty());
     assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.pool_machines"), 0);
-    // No role is left behind for the machine that wasn't made.
+    // No role is left behind for the machines that weren't made. The pool
+    // tries again every pass (0.3 s here), each try making a role and
+    // dropping it once the make has failed, so one may be there for a
+    // moment (a check just after the first failure met the second try's
+    // role once in a CI run): they don't pile up, and a moment later none
+    // is there.
     let stack: String = db.one("SELECT id FROM orca.stack");
-    let roles: i64 = db
-        .client()
-        .query_one(
-            "SELECT count(*) FROM pg_roles WHERE starts_with(rolname, $1)",
-            &[&format!("orca_m_{stack}_")],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(roles, 0);
+    let mut c = db.client();
+    let mut most = 0;
+    wait_until("no machine role left", 30.0, || {
+        let roles: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_roles WHERE starts_with(rolname, $1)",
+                &[&format!("orca_m_{stack}_")],
+            )
+            .unwrap()
+            .get(0);
+        most = most.max(roles);
+        roles == 0
+    });
+    assert!(most <= 1, "{most} machine roles at once");
     assert!(
         s.child.try_wait().unwrap().is_none(),
         "the scheduler exited"
