@@ -72,7 +72,6 @@ BEGIN
     RETURN NEW;
 END
 $$;
-ALTER FUNCTION orca.output_fold() RESET ALL;
 
 DROP TRIGGER runs_output_fold ON orca.runs;
 CREATE TRIGGER runs_output_fold BEFORE UPDATE OF state, start ON orca.runs FOR EACH ROW
@@ -124,19 +123,17 @@ SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan A
 #variable_conflict use_column
 DECLARE
     bad text;
+    ends integer := coalesce(cardinality(p_ids), 0);
 BEGIN
-    IF coalesce(cardinality(p_ids), 0) > 1024 THEN
+    IF ends > 1024 THEN
         RAISE EXCEPTION 'at most 1024 ends at once' USING ERRCODE = '54000';
     END IF;
     -- One of each per end: unnest would pad a shorter array with NULLs
     -- (an end with no exit code, say) instead of refusing.
-    IF coalesce(cardinality(p_starts), 0) <> coalesce(cardinality(p_ids), 0)
-       OR coalesce(cardinality(p_states), 0) <> coalesce(cardinality(p_ids), 0)
-       OR coalesce(cardinality(p_codes), 0) <> coalesce(cardinality(p_ids), 0)
-       OR coalesce(cardinality(p_signals), 0) <> coalesce(cardinality(p_ids), 0)
-       OR coalesce(cardinality(p_whys), 0) <> coalesce(cardinality(p_ids), 0)
-       OR coalesce(cardinality(p_outputs), 0) <> coalesce(cardinality(p_ids), 0)
-       OR coalesce(cardinality(p_bodies), 0) <> coalesce(cardinality(p_ids), 0) THEN
+    IF NOT ends = ALL (ARRAY[coalesce(cardinality(p_starts), 0), coalesce(cardinality(p_states), 0),
+                             coalesce(cardinality(p_codes), 0), coalesce(cardinality(p_signals), 0),
+                             coalesce(cardinality(p_whys), 0), coalesce(cardinality(p_outputs), 0),
+                             coalesce(cardinality(p_bodies), 0)]) THEN
         RAISE EXCEPTION 'the ends'' arrays differ in length' USING ERRCODE = '22023';
     END IF;
     SELECT coalesce(s, 'NULL') INTO bad FROM unnest(p_states) AS s
@@ -206,8 +203,7 @@ DECLARE
             SELECT p.name, p.max_runs, p.spec, l.claimed_at FROM orca.pipelines p
             JOIN orca.claim_locks l ON l.pipeline = p.name
             WHERE p.placement = 'worker:' || m.pool AND NOT p.paused AND NOT p.retired
-            ORDER BY l.claimed_at NULLS FIRST, p.name
-            OFFSET 0) t
+            ORDER BY l.claimed_at NULLS FIRST, p.name) t
         CROSS JOIN LATERAL (
             SELECT r.id FROM orca.runs r
             WHERE r.pipeline = t.name AND r.state = 'queued' AND r.not_before <= now()
@@ -230,9 +226,9 @@ BEGIN
     -- nothing due, which takes no turn and so stays ahead, costs this
     -- query a probe, not statements of its own, and those after the first
     -- with work are not probed. (The probe in the order of
-    -- runs_queued_order, so that it is read from its start; OFFSET 0 keeps
-    -- the turn order below the probes, which follow it: the outer ORDER BY
-    -- costs no sort.)
+    -- runs_queued_order, so that it is read from its start; the subquery's
+    -- ORDER BY keeps it a subquery, sorted below the probes, which follow
+    -- its order: the outer ORDER BY costs no sort.)
     FOR c IN turns
     LOOP
         IF NOT locked THEN
@@ -307,7 +303,7 @@ BEGIN
         SELECT u.id, u.start, u.pipeline, u.args, c.spec FROM u ORDER BY u.id;
         GET DIAGNOSTICS n = ROW_COUNT;
         taken := taken + n;
-        -- (Here, not only at the top: the next pipeline is not probed.)
+        -- (Left before the next fetch: the next pipeline is not probed.)
         EXIT WHEN taken >= p_room;
     END LOOP;
 END
@@ -315,7 +311,6 @@ $$;
 
 ALTER FUNCTION orca.finish_attempt(bigint, integer, text, integer, integer, text, bytea, jsonb, bigint)
     RESET ALL;
-ALTER FUNCTION orca.claim_runs(orca.pool_machines, integer, integer) RESET ALL;
 ALTER FUNCTION orca.finish_attempt(bigint, integer, text, integer, integer, text, bytea, jsonb)
     SET plan_cache_mode = force_generic_plan;
 ALTER FUNCTION orca.worker_finish(bigint, integer, text, integer, integer, text, bytea, jsonb)
