@@ -225,16 +225,24 @@ fn simple_update_db(b: &Bench, pgbench: &Path) -> Option<TestDb> {
     Some(db)
 }
 
-/// Claims per second and simple-update's rate, each the mean of its
-/// [`SLICES`] slices (taken in turn, `ORCA_BENCH_POOL_SECONDS` of each in
-/// all; None if a slice failed), and how many runs the claims claimed and
-/// finished.
-fn claims_and_simple_update(
-    b: &Bench,
-    pgbench: &Path,
-    db: &TestDb,
-    roles: &[String],
-) -> (Option<f64>, Option<f64>, Option<i64>) {
+/// What the claims and simple-update slices came to.
+struct Claims {
+    /// Claims per second, the mean of the slices (None if one failed).
+    claims: Option<f64>,
+    /// Simple-update's rate, the mean of its slices (None if one failed).
+    updates: Option<f64>,
+    /// Each slice's claims over the simple-update slice taken right after
+    /// it: the ratio's spread within one run (the box's drift between
+    /// slices, against which a change of a few percent can't be seen).
+    ratios: Vec<Option<f64>>,
+    /// How many runs the claims claimed and finished.
+    claimed: Option<i64>,
+}
+
+/// Claims per second and simple-update's rate in [`SLICES`] slices of each,
+/// taken in turn (`ORCA_BENCH_POOL_SECONDS` of each in all), and how many
+/// runs the claims claimed and finished.
+fn claims_and_simple_update(b: &Bench, pgbench: &Path, db: &TestDb, roles: &[String]) -> Claims {
     // A worker's round with one slot: the end of the run it claimed last
     // round (none on the first: run 0) and the claim of the next, in one
     // statement. One row always (\\gset), the run claimed or 0.
@@ -247,7 +255,7 @@ fn claims_and_simple_update(
     );
     let secs = (b.knobs.pool_s / SLICES).max(1);
     let simple = simple_update_db(b, pgbench);
-    let (mut claims, mut updates) = (Some(0.0), Some(0.0));
+    let (mut claims, mut updates, mut ratios) = (Some(0.0), Some(0.0), Vec::new());
     for slice in 1..=SLICES {
         let c = claims_slice(b, pgbench, db, roles, &script, secs, slice);
         claims = claims.zip(c).map(|(a, c)| a + c / SLICES as f64);
@@ -255,6 +263,7 @@ fn claims_and_simple_update(
             .as_ref()
             .and_then(|s| simple_update_slice(pgbench, &s.url, secs));
         updates = updates.zip(u).map(|(a, u)| a + u / SLICES as f64);
+        ratios.push(c.zip(u).map(|(c, u)| c / u));
     }
     let claimed = b
         .client(db)
@@ -264,7 +273,12 @@ fn claims_and_simple_update(
         )
         .ok()
         .map(|r| r.get(0));
-    (claims, updates, claimed)
+    Claims {
+        claims,
+        updates,
+        ratios,
+        claimed,
+    }
 }
 
 /// A worker logged in as `role` runs 200 runs of `["true"]` (the queue
@@ -311,15 +325,18 @@ pub fn run(b: &mut Bench) {
         b.knobs.pool_s
     );
     let (db, roles) = claims_db(b);
-    let (mut claims_tps, mut simple_tps, mut claimed) = (None, None, None);
-    match pgbench() {
-        Some(pgbench) => {
-            (claims_tps, simple_tps, claimed) = claims_and_simple_update(b, &pgbench, &db, &roles);
-        }
+    let claims = match pgbench() {
+        Some(pgbench) => claims_and_simple_update(b, &pgbench, &db, &roles),
         None => {
-            progress!("no pgbench (ORCA_PG_BINDIR, /usr/lib/postgresql): claim figures skipped")
+            progress!("no pgbench (ORCA_PG_BINDIR, /usr/lib/postgresql): claim figures skipped");
+            Claims {
+                claims: None,
+                updates: None,
+                ratios: Vec::new(),
+                claimed: None,
+            }
         }
-    }
+    };
     let (worker_took, worker_rss) = worker(b, &db, &roles[0]);
     drop(db);
 
@@ -340,20 +357,25 @@ pub fn run(b: &mut Bench) {
         &format!(
             "claims per second, {MACHINES} machines (pgbench -M prepared: a worker's round, worker_round with the end of its last run and room 1)"
         ),
-        or_na(claims_tps.map(|t| format!("{t:.0}"))),
+        or_na(claims.claims.map(|t| format!("{t:.0}"))),
     );
-    fig("runs claimed and finished", or_na(claimed));
+    fig("runs claimed and finished", or_na(claims.claimed));
     fig(
         "pgbench simple-update per second, 8 clients (-M prepared)",
-        or_na(simple_tps.map(|t| format!("{t:.0}"))),
+        or_na(claims.updates.map(|t| format!("{t:.0}"))),
     );
     fig(
         "claims and simple-update measured in turn, slices of each",
         SLICES,
     );
-    if let (Some(c), Some(s)) = (claims_tps, simple_tps) {
+    if let (Some(c), Some(s)) = (claims.claims, claims.updates) {
         fig("claims / simple-update (goal >= 0.30)", f2(Some(c / s)));
     }
+    let each: Vec<String> = claims.ratios.iter().map(|r| f2(*r)).collect();
+    fig(
+        "claims / simple-update, each slice with the next (the box's drift)",
+        or_na((!each.is_empty()).then(|| each.join(" "))),
+    );
     fig("worker: 200 runs of [\"true\"] s", &worker_took);
     fig("worker peak RSS MiB", f2(worker_rss));
 }
