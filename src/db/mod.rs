@@ -133,6 +133,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "fold when streamed",
         sql: include_str!("../../sql/migrations/0015_fold_when_streamed.sql"),
     },
+    Migration {
+        version: 16,
+        name: "one round",
+        sql: include_str!("../../sql/migrations/0016_one_round.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -625,6 +625,82 @@ fn a_round_takes_a_pipeline_s_claim_lock_only_for_a_run_due() {
     tx.commit().unwrap();
 }
 
+/// A round with room for several takes turns across its pool's pipelines
+/// until its room is taken or every pipeline with a run due had its turn,
+/// each pipeline once and within its `max_runs`: a pipeline at `max_runs`
+/// first in turn takes its turn and nothing else, and one whose claim lock
+/// another worker holds is left to it.
+#[test]
+fn a_round_with_room_for_several_takes_turns_across_pipelines() {
+    let (db, _dir) = setup(&with_pool(
+        "p",
+        "[pipelines.a]\ncommand = \"true\"\nplacement = \"worker:p\"\n\n\
+         [pipelines.b]\ncommand = \"true\"\nplacement = \"worker:p\"\n\n\
+         [pipelines.c]\ncommand = \"true\"\nplacement = \"worker:p\"\n\n\
+         [pipelines.d]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
+    ));
+    let role = format!("orca_m_turns_round_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let mut c = db.client();
+    c.execute("UPDATE orca.pool_machines SET slots = 8", &[])
+        .unwrap();
+    for p in ["a", "b", "c", "d"] {
+        db.queue(p);
+        db.queue(p);
+    }
+    // a is at its max_runs (1) and first in turn; d's claim lock is held
+    // by another worker's claim under way.
+    c.execute(
+        "UPDATE orca.runs SET state = 'running', start = 1 WHERE id = (SELECT min(id) FROM orca.runs WHERE pipeline = 'a')",
+        &[],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE orca.claim_locks SET claimed_at = CASE pipeline WHEN 'a' THEN now() - interval '3 minutes'
+             WHEN 'b' THEN now() - interval '2 minutes' ELSE now() - interval '1 minute' END",
+        &[],
+    )
+    .unwrap();
+    let mut holder = db.client();
+    let mut held = holder.transaction().unwrap();
+    held.execute(
+        "SELECT 1 FROM orca.claim_locks WHERE pipeline = 'd' FOR UPDATE",
+        &[],
+    )
+    .unwrap();
+    let mut m = db.client_as(&role, "pw");
+    let round = |m: &mut postgres::Client, room: i32| -> Vec<String> {
+        m.query(
+            "SELECT pipeline FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', $1,
+             '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}') WHERE kind = 'claimed'",
+            &[&room],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    };
+    let mut took = round(&mut m, 4);
+    took.sort();
+    assert_eq!(took, ["b", "c"], "a round with room for 4");
+    let turned: Vec<String> = c
+        .query(
+            "SELECT pipeline FROM orca.claim_locks ORDER BY claimed_at NULLS FIRST, pipeline",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(turned, ["d", "a", "b", "c"], "the turns taken");
+    held.rollback().unwrap();
+    // d's lock free: d's turn is longest ago; the others are each at their
+    // max_runs now, and each takes its turn for nothing.
+    assert_eq!(round(&mut m, 2), ["d"]);
+    let left: i64 = db.one("SELECT count(*) FROM orca.runs WHERE state = 'queued'");
+    assert_eq!(left, 4, "one run of each pipeline left queued");
+}
+
 #[test]
 fn a_machine_being_removed_takes_no_run_and_one_that_took_a_run_is_kept() {
     let (db, _dir) = setup(&with_pool(
@@ -1095,15 +1171,18 @@ fn concurrent_claims_of_one_machine_keep_its_slots() {
     );
 }
 
-/// An attempt's end written alone (`orca.finish_attempt`, a worker's) and
-/// in a batch (`orca.finish_attempts`, a scheduler's tick) come to the same
+/// An attempt's end written alone (`orca.finish_attempt`, an older
+/// worker's), in a batch (`orca.finish_attempts`, a scheduler's tick) and
+/// by a worker's round (`orca.worker_round`, which writes its ends itself
+/// since migration 16: one a round and several in one) come to the same
 /// thing, case by case: the run's state, failures, retry time, exit, why
 /// and output (both bounded), its events in order, the alert of a final
 /// failure; an attempt no longer running is left alone, and one named
-/// twice in a batch ends once.
+/// twice in a batch or a round ends once.
 #[test]
 fn ends_written_alone_and_in_a_batch_agree() {
-    let (db, _dir) = setup(
+    let (db, _dir) = setup(&with_pool(
+        "p",
         r#"
 [pipelines.ok]
 command = "true"
@@ -1117,7 +1196,10 @@ retry_delay = 30
 command = "true"
 alert = "http://127.0.0.1:9/hook"
 "#,
-    );
+    ));
+    let role = format!("orca_m_agree_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let machine: i64 = db.one("SELECT id FROM orca.pool_machines");
     let long_why = "w".repeat(5000);
     let big_output = vec![b'o'; 70 * 1024];
     let body = serde_json::json!({ "output": "x".repeat(5000) });
@@ -1131,23 +1213,24 @@ alert = "http://127.0.0.1:9/hook"
         ("ok", "succeeded", 0, false, true),
     ];
     let mut c = db.client();
-    let mut make = || -> Vec<i64> {
+    let mut make = |on: Option<i64>| -> Vec<i64> {
         cases
             .iter()
             .map(|(p, _, _, cancel, queued)| {
                 c.query_one(
-                    "INSERT INTO orca.runs (pipeline, state, start, cancel, started_at, heartbeat)
-                     VALUES ($1, CASE WHEN $3 THEN 'queued' ELSE 'running' END, 1, $2, now(), now())
+                    "INSERT INTO orca.runs (pipeline, state, start, cancel, started_at, heartbeat, machine)
+                     VALUES ($1, CASE WHEN $3 THEN 'queued' ELSE 'running' END, 1, $2, now(), now(), $4)
                      RETURNING id",
-                    &[p, cancel, queued],
+                    &[p, cancel, queued, &on],
                 )
                 .unwrap()
                 .get(0)
             })
             .collect()
     };
-    let alone = make();
-    let batch = make();
+    let alone = make(None);
+    let batch = make(None);
+    let round = make(Some(machine));
     let mut c = db.client();
     let mut alone_states: Vec<Option<String>> = Vec::new();
     for (id, (_, state, code, _, _)) in alone.iter().zip(cases) {
@@ -1186,6 +1269,38 @@ alert = "http://127.0.0.1:9/hook"
         .collect();
     assert_eq!(&batch_states[..cases.len()], &alone_states[..]);
     assert_eq!(batch_states[cases.len()], None, "ended twice");
+    // The round: its first three ends a round each, the other three in one
+    // round that names its first again at the end.
+    let mut m = db.client_as(&role, "pw");
+    let mut round_states: Vec<Option<String>> = Vec::new();
+    for ends in [vec![0], vec![1], vec![2], vec![3, 4, 5, 3]] {
+        let n = ends.len();
+        let rows = m
+            .query(
+                "SELECT kind, id, start, state FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 0,
+                 $1, $2, $3, $4, $5, $6, $7, $8)",
+                &[
+                    &ends.iter().map(|&i| round[i]).collect::<Vec<i64>>(),
+                    &vec![1i32; n],
+                    &ends.iter().map(|&i| cases[i].1).collect::<Vec<&str>>(),
+                    &ends.iter().map(|&i| cases[i].2).collect::<Vec<i32>>(),
+                    &vec![None::<i32>; n],
+                    &vec![long_why.as_str(); n],
+                    &vec![big_output.as_slice(); n],
+                    &vec![body.clone(); n],
+                ],
+            )
+            .unwrap();
+        assert_eq!(rows.len(), n, "a row per end");
+        for (row, &i) in rows.iter().zip(&ends) {
+            assert_eq!(row.get::<_, &str>("kind"), "ended");
+            assert_eq!(row.get::<_, i64>("id"), round[i]);
+            assert_eq!(row.get::<_, i32>("start"), 1);
+            round_states.push(row.get("state"));
+        }
+    }
+    assert_eq!(&round_states[..cases.len()], &alone_states[..]);
+    assert_eq!(round_states[cases.len()], None, "ended twice in a round");
     assert_eq!(
         alone_states,
         [
@@ -1213,9 +1328,10 @@ alert = "http://127.0.0.1:9/hook"
         .unwrap()
         .get(0)
     };
-    for (i, (a, b)) in alone.iter().zip(&batch).enumerate() {
-        let (ra, rb) = (row(&mut c, *a), row(&mut c, *b));
+    for (i, ((a, b), r)) in alone.iter().zip(&batch).zip(&round).enumerate() {
+        let (ra, rb, rr) = (row(&mut c, *a), row(&mut c, *b), row(&mut c, *r));
         assert_eq!(ra, rb, "case {i}: {:?}", cases[i]);
+        assert_eq!(ra, rr, "case {i} (a round's): {:?}", cases[i]);
     }
     // What each case came to, once (the rest is the two agreeing).
     let retried = row(&mut c, alone[1]);
@@ -1238,6 +1354,29 @@ alert = "http://127.0.0.1:9/hook"
         let e = c.query(sql, &[&alone[5]]).unwrap_err();
         assert_eq!(e.code(), Some(&postgres::error::SqlState::INVALID_PARAMETER_VALUE), "{sql}");
     }
+    for states in ["{running}", "{NULL}"] {
+        let e = m
+            .query(
+                "SELECT * FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 0,
+                 ARRAY[$1::bigint], '{1}', $2::text::text[], '{0}', '{NULL}', '{\"\"}', ARRAY[''::bytea], '{\"{}\"}')",
+                &[&round[5], &states],
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.code(),
+            Some(&postgres::error::SqlState::INVALID_PARAMETER_VALUE),
+            "a round's end {states}"
+        );
+    }
+    // And by the table, whoever writes it (migration 16's CHECK, a cast to
+    // the enum orca.run_state).
+    let e = c
+        .execute(
+            "UPDATE orca.runs SET state = 'runing' WHERE id = $1",
+            &[&alone[0]],
+        )
+        .unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("22P02"), "{e}");
 }
 
 /// The statements a claim makes don't grow with the pool's idle pipelines
