@@ -328,6 +328,8 @@ BEGIN
             NULL; -- another stack's login, not ours to manage
         WHEN undefined_object THEN
             NULL; -- dropped since it was listed (another stack removed its machine)
+        WHEN unique_violation THEN
+            NULL; -- granted meanwhile by another database's migration, at once
         END;
     END LOOP;
 END
