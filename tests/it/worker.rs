@@ -627,9 +627,9 @@ fn a_round_takes_a_pipeline_s_claim_lock_only_for_a_run_due() {
 
 /// A round with room for several takes turns across its pool's pipelines
 /// until its room is taken or every pipeline with a run due had its turn,
-/// each pipeline once and within its `max_runs`: a pipeline at `max_runs`
-/// first in turn takes its turn and nothing else, and one whose claim lock
-/// another worker holds is left to it.
+/// each within its `max_runs`: a pipeline at `max_runs` first in turn
+/// takes its turn and nothing else, and one whose claim lock another
+/// worker holds is left to it.
 #[test]
 fn a_round_with_room_for_several_takes_turns_across_pipelines() {
     let (db, _dir) = setup(&with_pool(
@@ -692,13 +692,121 @@ fn a_round_with_room_for_several_takes_turns_across_pipelines() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(turned, ["d", "a", "b", "c"], "the turns taken");
+    // a took the round's first turn (for nothing), then b and c theirs; a,
+    // looked at again last with room left, took another (for nothing).
+    assert_eq!(turned, ["d", "b", "c", "a"], "the turns taken");
     held.rollback().unwrap();
     // d's lock free: d's turn is longest ago; the others are each at their
     // max_runs now, and each takes its turn for nothing.
     assert_eq!(round(&mut m, 2), ["d"]);
     let left: i64 = db.one("SELECT count(*) FROM orca.runs WHERE state = 'queued'");
     assert_eq!(left, 4, "one run of each pipeline left queued");
+}
+
+/// A round's turn takes the claim lock of the pipeline it claims from
+/// alone, whatever the statistics make of the probe's cost against the
+/// lock's: with forty idle pipelines ahead in turn and a history of
+/// finished runs analyzed (the planner then checks a filter's cheaper
+/// condition first, and locking a row of `orca.claim_locks` looked
+/// cheaper than the probe), a round held forty-one claim locks.
+#[test]
+fn a_round_locks_no_idle_pipeline_whatever_the_statistics() {
+    let mut config = String::new();
+    for i in 0..40 {
+        config +=
+            &format!("[pipelines.idle{i:02}]\ncommand = \"true\"\nplacement = \"worker:p\"\n\n");
+    }
+    config += "[pipelines.work]\ncommand = \"true\"\nplacement = \"worker:p\"\n";
+    let (db, _dir) = setup(&with_pool("p", &config));
+    let role = format!("orca_m_idle_locks_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let mut c = db.client();
+    c.batch_execute(
+        "INSERT INTO orca.runs (pipeline, state, start, ended_at)
+         SELECT 'idle' || lpad((g % 40)::text, 2, '0'), 'succeeded', 1, now()
+         FROM generate_series(1, 20000) g;
+         ANALYZE orca.runs; ANALYZE orca.claim_locks; ANALYZE orca.pipelines",
+    )
+    .unwrap();
+    let work = db.queue("work");
+    let mut m = db.client_as(&role, "pw");
+    let mut tx = m.transaction().unwrap();
+    let claimed: Vec<i64> = tx
+        .query(
+            "SELECT id FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 1,
+             '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}') WHERE kind = 'claimed'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(claimed, vec![work]);
+    let free: i64 = c
+        .query_one(
+            "SELECT count(*) FROM (SELECT 1 FROM orca.claim_locks FOR UPDATE SKIP LOCKED) l",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(free, 40, "the round holds {} claim locks", 41 - free);
+    tx.commit().unwrap();
+}
+
+/// A round's end reads its attempt by its id, not among all its machine's
+/// running attempts: a machine running 400 reads them once (its room's
+/// count), not again for each end (the condition on the machine alone
+/// would let the planner take the machine's index for the end too).
+#[test]
+fn a_round_s_end_reads_its_attempt_not_its_machine_s_others() {
+    let (db, _dir) = setup(&with_pool(
+        "p",
+        "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 1000\n",
+    ));
+    let role = format!("orca_m_end_reads_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    let mut c = db.client();
+    c.batch_execute(
+        "UPDATE orca.pool_machines SET slots = 1000;
+         INSERT INTO orca.runs (pipeline, state, start, started_at, heartbeat, machine)
+         SELECT 'job', 'running', 1, now(), now(), m.id
+         FROM orca.pool_machines m, generate_series(1, 400);
+         INSERT INTO orca.runs (pipeline, state, start, ended_at)
+         SELECT 'job', 'succeeded', 1, now() FROM generate_series(1, 20000);
+         ANALYZE orca.runs",
+    )
+    .unwrap();
+    let ends: Vec<i64> = c
+        .query("SELECT id FROM orca.runs ORDER BY id LIMIT 3", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut m = db.client_as(&role, "pw");
+    let mut tx = m.transaction().unwrap();
+    let ended = tx
+        .query(
+            "SELECT state FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 0,
+             $1, '{1,1,1}', '{succeeded,succeeded,failed}', '{0,0,1}', '{NULL,NULL,NULL}', '{a,b,c}',
+             ARRAY[''::bytea, ''::bytea, ''::bytea], ARRAY['{}'::jsonb, '{}'::jsonb, '{}'::jsonb])",
+            &[&ends],
+        )
+        .unwrap();
+    assert_eq!(ended.len(), 3);
+    // (Counted by this session's own statistics, not yet reported: a
+    // machine role may read them.)
+    let entries: i64 = tx
+        .query_one(
+            "SELECT pg_stat_get_xact_tuples_returned('orca.runs_machine_running'::regclass)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    tx.commit().unwrap();
+    assert!(
+        entries <= 450,
+        "a round ending three of its machine's 400 running attempts read {entries} of its index's entries"
+    );
 }
 
 #[test]
@@ -1094,6 +1202,46 @@ fn a_rounds_ends_are_its_machines_own_and_bounded() {
         "{too_many}"
     );
     assert_eq!(db.state(id), "running");
+    // A round that names its states from subscript 0 is refused whole, as
+    // each end's state is read from 1 (the first attempt is not ended).
+    let mine_too: i64 = {
+        let q = db.queue("job");
+        let r = a
+            .query_one(
+                "SELECT id, start FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 1,
+                 '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}') WHERE kind = 'claimed'",
+                &[],
+            )
+            .unwrap();
+        assert_eq!(r.get::<_, i64>(0), q);
+        q
+    };
+    let shifted = a
+        .query(
+            "SELECT kind FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 0,
+             ARRAY[$1::bigint, 0], '{1,1}', '[0:1]={failed,cancelled}'::text[], '{0,0}', '{NULL,NULL}',
+             '{a,b}', ARRAY[''::bytea, ''::bytea], ARRAY['{}'::jsonb, '{}'::jsonb])",
+            &[&mine_too],
+        )
+        .unwrap_err();
+    assert_eq!(shifted.code().map(|c| c.code()), Some("22023"), "{shifted}");
+    assert_eq!(db.state(mine_too), "running");
+    // A round whose room is NULL claims nothing.
+    let waiting = db.queue("job");
+    let none = a
+        .query(
+            "SELECT id FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', NULL,
+             '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}') WHERE kind = 'claimed'",
+            &[],
+        )
+        .unwrap();
+    assert!(none.is_empty(), "a NULL room claimed {}", none.len());
+    db.client()
+        .execute(
+            "UPDATE orca.runs SET state = 'cancelled' WHERE id = ANY($1)",
+            &[&vec![waiting, mine_too]],
+        )
+        .unwrap();
     // A round that names no beats at all (NULL) and claims a run marks its
     // machine busy, as every claim does: a removal judges idleness by it.
     let queued = db.queue("job");
