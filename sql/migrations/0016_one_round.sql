@@ -10,14 +10,15 @@
 -- instructions against 1.90 M). What a round sets up on its common path
 -- is cut instead:
 --
--- * orca.worker_round calls no function of orca's on its path. It ends its
---   attempts itself, as orca.finish_attempt does (tests/it/worker.rs has
---   the three ways of ending agree case by case), and an end that
---   succeeded or was cancelled, most of them, is a statement that reads no
---   pipeline and sets no retry; a failure's retry event and alert are
---   statements of their own, made only when it has them. It claims itself
---   too, without orca.claim_runs's cursor: a turn is one UPDATE of
---   orca.claim_locks, whose pick is the pool's pipelines sorted in a
+-- * orca.worker_round calls no function of orca's on its common path. It
+--   ends its attempts itself, as orca.finish_attempt does
+--   (tests/it/worker.rs has the three ways of ending agree case by case),
+--   and an end that succeeded or was cancelled, most of them, is a
+--   statement that reads no pipeline and sets no retry; a failure's retry
+--   event and alert are statements of their own, made only when it has
+--   them. It takes its first turn itself too, without orca.claim_runs's
+--   cursor: a turn is one UPDATE of orca.claim_locks, whose pick is the
+--   pool's pipelines sorted in a
 --   subquery with the probe and the claim lock as conditions above it and
 --   LIMIT 1 (a condition with a subquery is never pushed below the sort,
 --   so those after the first that passes are not probed), and the claim of
@@ -26,9 +27,9 @@
 --   filter's conditions by their cost, and a claim lock must not be taken
 --   on a pipeline with nothing due.) Room left after that turn (a machine
 --   with several slots, a turn at its max_runs) is claimed as before, by
---   orca.claim_runs's loop over the other pipelines in turn: one turn
---   statement a pipeline, each sorting the pool again, cost seconds a
---   round with a few hundred pipelines at max_runs. The picks need no
+--   orca.claim_runs's loop over the other pipelines in turn (a turn
+--   statement for each, each sorting the pool again, cost seconds a round
+--   with a few hundred pipelines at max_runs). The picks need no
 --   sort: non-fill runs, then fill runs, is the order their Append returns
 --   them in; the claimed rows come in no set order (the worker starts
 --   each).
