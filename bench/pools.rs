@@ -225,7 +225,9 @@ fn simple_update_db(b: &Bench, pgbench: &Path) -> Option<TestDb> {
     Some(db)
 }
 
-/// What the claims and simple-update slices came to.
+/// What the claims and simple-update slices came to (nothing, without
+/// pgbench).
+#[derive(Default)]
 struct Claims {
     /// Claims per second, the mean of the slices (None if one failed).
     claims: Option<f64>,
@@ -329,12 +331,7 @@ pub fn run(b: &mut Bench) {
         Some(pgbench) => claims_and_simple_update(b, &pgbench, &db, &roles),
         None => {
             progress!("no pgbench (ORCA_PG_BINDIR, /usr/lib/postgresql): claim figures skipped");
-            Claims {
-                claims: None,
-                updates: None,
-                ratios: Vec::new(),
-                claimed: None,
-            }
+            Claims::default()
         }
     };
     let (worker_took, worker_rss) = worker(b, &db, &roles[0]);

@@ -35,8 +35,8 @@
 --   each).
 -- * The machine's running attempts are counted with those silent for 15 s
 --   that it does not beat, which are read again only when there are some;
---   the ends' arrays are checked only when there are ends, and each end's
---   state as the loop reads it. An end names its machine's attempt in a
+--   each end's state is checked as the loop reads it (one IN, not a scan
+--   of the array first). An end names its machine's attempt in a
 --   condition the machine's index can't serve (IS NOT DISTINCT FROM), so
 --   that it is read by its id, not among all its machine's running ones.
 -- * orca.runs' state CHECK was parsed again by every UPDATE (its array
@@ -80,11 +80,7 @@ SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan A
 DECLARE
     ends integer := coalesce(cardinality(p_end_ids), 0);
     beats integer := coalesce(cardinality(p_ids), 0);
-    m_id bigint;
-    m_name text;
-    m_slots integer;
-    m_ending timestamptz;
-    m_pool text;
+    m orca.pool_machines;
     running integer;
     beaten bigint[];
     cancels boolean[];
@@ -95,7 +91,6 @@ DECLARE
     ended_failures integer;
     ended_tries integer;
     ended_delay float8;
-    m orca.pool_machines;
     turn text;
     turn_max integer;
     turn_spec jsonb;
@@ -108,24 +103,17 @@ BEGIN
     IF beats > 1024 OR cardinality(p_starts) > 1024 OR cardinality(p_pids) > 1024 THEN
         RAISE EXCEPTION 'a beat names at most 1024 attempts' USING ERRCODE = '54000';
     END IF;
-    IF ends > 0 THEN
-        IF cardinality(p_end_starts) IS DISTINCT FROM ends OR cardinality(p_end_states) IS DISTINCT FROM ends
-           OR cardinality(p_end_codes) IS DISTINCT FROM ends OR cardinality(p_end_signals) IS DISTINCT FROM ends
-           OR cardinality(p_end_whys) IS DISTINCT FROM ends OR cardinality(p_end_outputs) IS DISTINCT FROM ends
-           OR cardinality(p_end_bodies) IS DISTINCT FROM ends THEN
-            RAISE EXCEPTION 'the ends'' arrays differ in length' USING ERRCODE = '22023';
-        END IF;
-    ELSIF NOT (coalesce(cardinality(p_end_starts), 0) = 0 AND coalesce(cardinality(p_end_states), 0) = 0
-               AND coalesce(cardinality(p_end_codes), 0) = 0 AND coalesce(cardinality(p_end_signals), 0) = 0
-               AND coalesce(cardinality(p_end_whys), 0) = 0 AND coalesce(cardinality(p_end_outputs), 0) = 0
-               AND coalesce(cardinality(p_end_bodies), 0) = 0) THEN
+    -- (Each end's state is checked as the loop reads it.)
+    IF NOT ends = ALL (ARRAY[coalesce(cardinality(p_end_starts), 0), coalesce(cardinality(p_end_states), 0),
+                             coalesce(cardinality(p_end_codes), 0), coalesce(cardinality(p_end_signals), 0),
+                             coalesce(cardinality(p_end_whys), 0), coalesce(cardinality(p_end_outputs), 0),
+                             coalesce(cardinality(p_end_bodies), 0)]) THEN
         RAISE EXCEPTION 'the ends'' arrays differ in length' USING ERRCODE = '22023';
     END IF;
     UPDATE orca.pool_machines pm SET seen_at = clock_timestamp(),
         busy_at = CASE WHEN ends > 0 OR beats > 0 THEN now() ELSE pm.busy_at END
     WHERE pm.role = session_user AND pm.ended_at IS NULL
-    RETURNING pm.id, pm.name, pm.slots, pm.ending, pm.pool
-    INTO m_id, m_name, m_slots, m_ending, m_pool;
+    RETURNING pm.* INTO m;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no live machine logs in as this role' USING ERRCODE = 'OR001';
     END IF;
@@ -153,7 +141,7 @@ BEGIN
                 FROM orca.pipelines p
                 WHERE p.name = x.pipeline
                   AND x.id = p_end_ids[i] AND x.start = p_end_starts[i] AND x.state = 'running' COLLATE "C"
-                  AND x.machine IS NOT DISTINCT FROM m_id
+                  AND x.machine IS NOT DISTINCT FROM m.id
                 RETURNING x.id, x.pipeline, x.state, x.failures, x.why,
                     coalesce((p.spec ->> 'retries')::integer, 0) AS tries,
                     coalesce((p.spec ->> 'retry_delay')::float8, 0) AS delay, p.spec ->> 'alert' AS url
@@ -181,7 +169,7 @@ BEGIN
                     exit_code = p_end_codes[i], exit_signal = p_end_signals[i],
                     why = orca.bounded_why(p_end_whys[i]), output = orca.bounded_output(p_end_outputs[i])
                 WHERE x.id = p_end_ids[i] AND x.start = p_end_starts[i] AND x.state = 'running' COLLATE "C"
-                  AND x.machine IS NOT DISTINCT FROM m_id
+                  AND x.machine IS NOT DISTINCT FROM m.id
                 RETURNING x.id, x.pipeline, x.state, x.why
             ), e AS (
                 INSERT INTO orca.events (run, pipeline, kind, why)
@@ -209,14 +197,14 @@ BEGIN
         count(*) FILTER (WHERE NOT (x.id = ANY (p_ids)) AND x.heartbeat < now() - interval '15 seconds')::integer
     INTO running, n
     FROM orca.runs x
-    WHERE x.machine = m_id AND x.state = 'running' COLLATE "C";
+    WHERE x.machine = m.id AND x.state = 'running' COLLATE "C";
     IF n > 0 THEN
         -- Requeued, or no longer running: either way not running here.
         SELECT count(orca.requeue_attempt(x.id, x.start,
-                   format('the worker on machine %s was not running it', m_name), x.output))::integer
+                   format('the worker on machine %s was not running it', m.name), x.output))::integer
         INTO n
         FROM orca.runs x
-        WHERE x.machine = m_id AND x.state = 'running' COLLATE "C"
+        WHERE x.machine = m.id AND x.state = 'running' COLLATE "C"
           AND NOT (x.id = ANY (p_ids)) AND x.heartbeat < now() - interval '15 seconds';
         running := running - n;
     END IF;
@@ -225,7 +213,7 @@ BEGIN
             UPDATE orca.runs r SET heartbeat = clock_timestamp(), pid = x.pid
             FROM unnest(p_ids, p_starts, p_pids) AS x(id, start, pid)
             WHERE r.id = x.id AND r.start = x.start AND r.state = 'running' COLLATE "C"
-              AND r.machine = m_id
+              AND r.machine = m.id
             RETURNING r.id, r.cancel
         )
         SELECT coalesce(array_agg(b.id), '{}'), coalesce(array_agg(b.cancel), '{}')
@@ -235,10 +223,10 @@ BEGIN
             NULL::text[], NULL::jsonb
         FROM unnest(beaten, cancels) AS b(id, cancel);
     END IF;
-    IF coalesce(p_room, 0) <= 0 OR m_ending IS NOT NULL THEN
+    IF coalesce(p_room, 0) <= 0 OR m.ending IS NOT NULL THEN
         RETURN;
     END IF;
-    p_room := least(p_room, m_slots - running);
+    p_room := least(p_room, m.slots - running);
     -- The pool's pipeline whose turn it is (the one that took its turn
     -- longest ago, or never, first) of those with a run queued and due and
     -- whose claim lock no other worker holds: its claim lock and its turn
@@ -252,7 +240,7 @@ BEGIN
             SELECT t.name FROM (
                 SELECT q.name FROM orca.pipelines q
                 JOIN orca.claim_locks k ON k.pipeline = q.name
-                WHERE q.placement = 'worker:' || m_pool AND NOT q.paused AND NOT q.retired
+                WHERE q.placement = 'worker:' || m.pool AND NOT q.paused AND NOT q.retired
                 ORDER BY k.claimed_at NULLS FIRST, q.name) t
             WHERE CASE WHEN (SELECT r.id FROM orca.runs r
                              WHERE r.pipeline = t.name AND r.state = 'queued' AND r.not_before <= now()
@@ -276,8 +264,8 @@ BEGIN
     RETURN QUERY
     WITH u AS (
         UPDATE orca.runs r SET state = 'running', start = r.start + 1, started_at = now(),
-            ended_at = NULL, heartbeat = now(), host = m_name, pid = NULL, instance = NULL,
-            machine = m_id, cancel = false, exit_code = NULL, exit_signal = NULL, why = NULL,
+            ended_at = NULL, heartbeat = now(), host = m.name, pid = NULL, instance = NULL,
+            machine = m.id, cancel = false, exit_code = NULL, exit_signal = NULL, why = NULL,
             output = ''::bytea
         WHERE r.id = ANY (ARRAY(
             SELECT k.id FROM (
@@ -301,7 +289,7 @@ BEGIN
         RETURNING r.id, r.start, r.pipeline, r.args
     ), e AS (
         INSERT INTO orca.events (run, pipeline, kind, why)
-        SELECT u.id, u.pipeline, 'started', format('attempt %s on machine %s', u.start, m_name)
+        SELECT u.id, u.pipeline, 'started', format('attempt %s on machine %s', u.start, m.name)
         FROM u
     )
     SELECT 'claimed'::text, u.id, u.start, false, 'running'::text, u.pipeline, u.args, turn_spec
@@ -311,14 +299,13 @@ BEGIN
         -- Room left (a machine with several slots, a pipeline at its
         -- max_runs or short of runs): the other pipelines in turn, as
         -- migration 15's claim did (this turn's pipeline is last now).
-        SELECT pm.* INTO m FROM orca.pool_machines pm WHERE pm.id = m_id;
         RETURN QUERY SELECT 'claimed', c.id, c.start, false, 'running', c.pipeline, c.args, c.spec
         FROM orca.claim_runs(m, p_room - taken, running + taken) c;
         GET DIAGNOSTICS n = ROW_COUNT;
         taken := taken + n;
     END IF;
     IF taken > 0 AND ends = 0 AND beats = 0 THEN
-        UPDATE orca.pool_machines SET busy_at = now() WHERE pool_machines.id = m_id;
+        UPDATE orca.pool_machines SET busy_at = now() WHERE pool_machines.id = m.id;
     END IF;
 END
 $$;

@@ -492,6 +492,12 @@ fn an_idle_claim_takes_no_lock_and_writes_nothing() {
     tx.rollback().unwrap();
 }
 
+/// A round with no ends and no beats that claims up to `$1` runs (an
+/// integer, or NULL): the id, start and pipeline of each it claimed.
+const CLAIM_ROUND: &str = "SELECT id, start, pipeline FROM orca.worker_round(
+    '{}', '{}', '{}', '{}', '{}', '{}', '{}', $1::integer,
+    '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}') WHERE kind = 'claimed'";
+
 /// A round counts its machine's room once (migration 0014): its running
 /// attempts less those it queues again for silence in the same round. A
 /// machine of 2 slots running a silent attempt and a beaten one claims one
@@ -670,15 +676,11 @@ fn a_round_with_room_for_several_takes_turns_across_pipelines() {
     .unwrap();
     let mut m = db.client_as(&role, "pw");
     let round = |m: &mut postgres::Client, room: i32| -> Vec<String> {
-        m.query(
-            "SELECT pipeline FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', $1,
-             '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}') WHERE kind = 'claimed'",
-            &[&room],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+        m.query(CLAIM_ROUND, &[&room])
+            .unwrap()
+            .iter()
+            .map(|r| r.get("pipeline"))
+            .collect()
     };
     let mut took = round(&mut m, 4);
     took.sort();
@@ -732,11 +734,7 @@ fn a_round_locks_no_idle_pipeline_whatever_the_statistics() {
     let mut m = db.client_as(&role, "pw");
     let mut tx = m.transaction().unwrap();
     let claimed: Vec<i64> = tx
-        .query(
-            "SELECT id FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 1,
-             '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}') WHERE kind = 'claimed'",
-            &[],
-        )
+        .query(CLAIM_ROUND, &[&1i32])
         .unwrap()
         .iter()
         .map(|r| r.get(0))
@@ -1206,13 +1204,7 @@ fn a_rounds_ends_are_its_machines_own_and_bounded() {
     // each end's state is read from 1 (the first attempt is not ended).
     let mine_too: i64 = {
         let q = db.queue("job");
-        let r = a
-            .query_one(
-                "SELECT id, start FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 1,
-                 '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}') WHERE kind = 'claimed'",
-                &[],
-            )
-            .unwrap();
+        let r = a.query_one(CLAIM_ROUND, &[&1i32]).unwrap();
         assert_eq!(r.get::<_, i64>(0), q);
         q
     };
@@ -1228,13 +1220,7 @@ fn a_rounds_ends_are_its_machines_own_and_bounded() {
     assert_eq!(db.state(mine_too), "running");
     // A round whose room is NULL claims nothing.
     let waiting = db.queue("job");
-    let none = a
-        .query(
-            "SELECT id FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', NULL,
-             '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}') WHERE kind = 'claimed'",
-            &[],
-        )
-        .unwrap();
+    let none = a.query(CLAIM_ROUND, &[&None::<i32>]).unwrap();
     assert!(none.is_empty(), "a NULL room claimed {}", none.len());
     db.client()
         .execute(
