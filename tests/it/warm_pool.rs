@@ -399,7 +399,10 @@ fn a_worker_runs_its_service_until_the_run_is_over() {
     );
     let run_s = run.to_string();
     let mut p = as_instance(&db, &dir, &login, &["ec2-serve", "i-2", &run_s, "1"], &[]);
-    wait_until("the worker service runs", 20.0, || addr.exists());
+    // `>>` makes the file before echo writes its line: wait for the line.
+    wait_until("the worker service runs", 20.0, || {
+        std::fs::read_to_string(&addr).is_ok_and(|s| s.ends_with('\n'))
+    });
     let line = std::fs::read_to_string(&addr).unwrap();
     let mut words = line.split_whitespace();
     assert_eq!(words.next(), Some("10.0.0.9"), "the head's address");
