@@ -17,9 +17,8 @@
 //! compile it, and `cargo bench` builds it with the release binary
 //! (`target/release/orca`). It measures `ORCA_BIN` if set, else that one;
 //! `make bench` sets `ORCA_BIN` to the static binary (`make static`), the
-//! one that ships: a run's shim starts about 1.7 times as fast from it as
-//! from the dynamically linked one. It drives real
-//! processes through the integration tests' harness (`tests/it/harness/`).
+//! one that ships. It drives real processes through the integration
+//! tests' harness (`tests/it/harness/`).
 //!
 //! Needs `ORCA_TEST_DATABASE_URL` (a superuser URL; `scripts/test-db.sh`
 //! sets it). Prints `name: value` lines under `== heading ==` lines on

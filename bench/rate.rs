@@ -1,12 +1,11 @@
 //! Runs started per second: 2,000 queued runs of `["true"]`, `max_runs`
 //! 64, the scheduler ticking every 0.05 s, until all have succeeded; beside
-//! it the floor: the same processes (orca's shim running `true`, each in a
-//! session of its own with a run's environment, its output read through a
-//! pipe by a thread of its own) spawned and reaped by a plain loop, 64 at
-//! once, with no database; the same for `true` alone, what this box's
-//! process starts would allow at one process a run instead of two; and the
-//! CPU a run costs, by who spends it (the scheduler, its runs' processes,
-//! Postgres), beside what the floor's processes cost.
+//! it the floor: the same processes (`true`, each in a session of its own
+//! with a run's environment, its output read through a pipe by a thread of
+//! its own) spawned and reaped by a plain loop, 64 at once, with no
+//! database and no keeper; and the CPU a run costs, by who spends it (the
+//! scheduler, its keeper and runs' processes, Postgres), beside what the
+//! floor's processes cost.
 
 use crate::cpu;
 use crate::ctx::{Bench, wait_for};
@@ -31,8 +30,10 @@ pub fn run(b: &mut Bench) {
     .unwrap();
     c.batch_execute("ANALYZE orca.runs").unwrap();
     let mut s = b.scheduler(&db, "0.05", "stats-rate", &[], "sched-rate.log");
-    // CPU from here until the runs are done: the scheduler's own, its runs'
-    // processes' (shims and commands, counted as it reaps them), Postgres's.
+    // CPU from here until the runs are done: the scheduler's own, its
+    // keeper's and its runs' processes' (counted as the keeper reaps them;
+    // the keeper is the scheduler's child, started with the first run),
+    // Postgres's.
     let postmaster = cpu::postmaster(&mut crate::harness::connect(&b.admin));
     let pg = |pid: i32, ppid: i32, _| pid == postmaster || ppid == postmaster;
     let (s0, pg0) = (cpu::of(s.pid()), cpu::ticks(&cpu::reading(), pg));
@@ -55,7 +56,13 @@ pub fn run(b: &mut Bench) {
     } else if !finished {
         progress!("deadline: {done} of {RUNS} succeeded after 120 s");
     }
-    let (s1, pg1) = (cpu::of(s.pid()), cpu::ticks(&cpu::reading(), pg));
+    let now = cpu::reading();
+    let (s1, pg1) = (cpu::of(s.pid()), cpu::ticks(&now, pg));
+    let kept: u64 = now
+        .values()
+        .filter(|t| t.ppid == s.pid())
+        .map(|t| t.own + t.children)
+        .sum();
     b.rate_rss_mib = peak_rss_kib(s.pid()).map(|k| k as f64 / 1024.0);
     let not_succeeded: i64 = c
         .query_one(
@@ -83,21 +90,14 @@ pub fn run(b: &mut Bench) {
             fig("runs per second", "n/a");
         }
     }
-    let (floor, floor_ms) = spawn_floor(crate::harness::bin(), &["orca", "__shim", "--", "true"]);
-    fig(
-        "spawn floor per second (the same processes, no orca: a plain loop, 64 at once)",
-        format!("{floor:.0}"),
-    );
-    // What this box's process starts allow at one process a run: a run is
-    // two (its shim and its command), so its floor is about half of this.
     let true_path = ["/usr/bin/true", "/bin/true"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
         .unwrap_or("/bin/true");
-    let (alone, alone_ms) = spawn_floor(true_path, &["true"]);
+    let (floor, floor_ms) = spawn_floor(true_path, &["true"]);
     fig(
-        "spawn floor per second of the command alone (no shim: one process a run)",
-        format!("{alone:.0} ({alone_ms:.2} CPU ms each)"),
+        "spawn floor per second (the same processes, no orca: a plain loop, 64 at once)",
+        format!("{floor:.0} ({floor_ms:.2} CPU ms each)"),
     );
     if let Some(t) = took.as_deref().and_then(|t| t.parse::<f64>().ok()) {
         fig(
@@ -120,11 +120,11 @@ pub fn run(b: &mut Bench) {
         && took.is_some()
     {
         fig(
-            "CPU ms a run: the scheduler / its runs' processes (shim and command) / Postgres",
+            "CPU ms a run: the scheduler / its keeper and runs' processes / Postgres",
             format!(
                 "{} / {} / {} (the floor's processes: {floor_ms:.2})",
                 per_run(s1.own - s0.own),
-                per_run(s1.children - s0.children),
+                per_run(s1.children - s0.children + kept),
                 per_run(pg1.saturating_sub(pg0))
             ),
         );
@@ -139,7 +139,7 @@ pub fn run(b: &mut Bench) {
 
 /// The spawn floor (see the module's doc): `program` with `args` (its
 /// `argv`) started a second, and their CPU (milliseconds each, what they
-/// start counted in). Spawned as orca spawns a shim (`posix_spawn` in a
+/// start counted in). Spawned as the keeper spawns a command (a vfork in a
 /// new session, stdout and stderr a pipe), with nothing else done.
 fn spawn_floor(program: &str, args: &[&str]) -> (f64, f64) {
     let children = || {
@@ -172,7 +172,6 @@ fn spawn_floor(program: &str, args: &[&str]) -> (f64, f64) {
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     vars.extend([
-        format!("ORCA_SHIM_PARENT={}", std::process::id()),
         "ORCA_RUN_ID=1".into(),
         "ORCA_RUN_START=1".into(),
         "ORCA_PIPELINE=t".into(),

@@ -26,7 +26,7 @@ const POLL: Duration = Duration::from_millis(500);
 /// For a one-shot command: a reader of its output that went (`orca runs |
 /// head -1`) ends it as it ends any Unix tool, by SIGPIPE, silently, rather
 /// than with a panic on a failed print (Rust ignores SIGPIPE by default).
-/// Not for long-lived processes, nor the `__shim`, whose children would
+/// Not for long-lived processes, nor the `__keeper`, whose children would
 /// inherit it. Sockets are unaffected (Rust sends with `MSG_NOSIGNAL`).
 pub fn end_quietly_when_stdout_closes() {
     // SAFETY: setting a signal's disposition to the default, before any

@@ -4,7 +4,8 @@
 //!
 //! Exit codes: 0 done; 1 it ran and the answer is no (or the database
 //! can't be reached); 2 bad input; 3 a pool machine's credentials revoked
-//! ([`REVOKED`]); 127 the shim couldn't run its command.
+//! ([`REVOKED`]); 127 a run's command could not be started (the keeper
+//! says why in its output).
 
 /// The exit code when a machine's or instance's credentials are refused
 /// (`orca worker`, `ec2-serve`): the boot script shuts the machine down on

@@ -29,10 +29,10 @@ use exit::{Failure, Outcome};
 
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
-    if argv.get(1).map(String::as_str) == Some(supervise::child::SHIM) {
-        let rest = argv.get(2..).unwrap_or_default();
-        let rest = rest.strip_prefix(&["--".to_string()]).unwrap_or(rest);
-        std::process::exit(supervise::child::shim_main(rest));
+    if argv.get(1).map(String::as_str) == Some(supervise::keeper::KEEPER) {
+        std::process::exit(supervise::keeper::keeper_main(
+            argv.get(2..).unwrap_or_default(),
+        ));
     }
     secrets::protect();
     logging::init();

@@ -23,8 +23,8 @@
 //! * A run is claimed (`queued` → `running`, `start` + 1) before its process
 //!   is spawned; an attempt's end is written only if the run is still
 //!   `running` at that `start`, so it is recorded once.
-//! * Children are started from the main thread under the shim
-//!   ([`crate::supervise::child`]): they can't outlive the scheduler.
+//! * Children are started from the main thread, by its keeper
+//!   ([`crate::supervise::keeper`]): they can't outlive the scheduler.
 
 pub mod alerts;
 pub mod fire;

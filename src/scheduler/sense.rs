@@ -84,7 +84,7 @@ impl Scheduler {
                         if !child.killing() {
                             log::warn!("sensor of {name} took over {every:?}: killed");
                         }
-                        // Again each tick: the shim's group gets SIGKILL if it is slow.
+                        // Again each tick (the keeper is asked again once a second).
                         child.kill_all();
                     }
                     None => {}

@@ -1,53 +1,49 @@
-//! Child processes: a run's (or a sensor's) command in a process group of its
-//! own that can't outlive the process that started it, with the tail of its
-//! output kept in memory.
+//! Child processes: a run's (or a sensor's) command, started by this
+//! process's keeper ([`super::keeper`]) in a session of its own, that can't
+//! outlive its attempt nor this process, with the tail of its output kept
+//! in memory.
 //!
-//! `PR_SET_PDEATHSIG` only reaches a parent's direct child, and a command
-//! such as `sh -c 'a; b'` has children of its own. So every command is started
-//! under a shim, `orca __shim CMD...`: the leader of a new process group,
-//! whose parent-death signal makes it kill that whole group. The shim waits
-//! for the command and leaves with its status (the same exit code, or the same
-//! signal re-raised), so the supervisor sees the command's own outcome.
+//! A run is one process: its command. The keeper, one per supervisor and
+//! started with the first command, is the command's parent and kills what
+//! it leaves behind (see its module's doc). This side of it ([`Child`])
+//! names each command by a token, never by a pid: signals go through the
+//! keeper, which sends them only to a command it has not reaped, so never
+//! to a pid used again. Its output's pipe is made here and read by a thread
+//! of this process; the keeper gets the write end.
 //!
-//! The shim is also the child subreaper of everything under it, so what
-//! leaves the group (`setsid`, a double fork) is reparented to it when its
-//! parent ends, and is found in its list of children. Killing is therefore
-//! the shim's job: asked with SIGUSR1 (to it alone, see [`Child::kill_all`]),
-//! it SIGKILLs its command and every descendant it has, in the group or
-//! not, walking its list of children again until none is left, and then
-//! leaves with the command's status. SIGKILL to the whole group, which would
-//! kill the shim first and leave what escaped the group to init, is only the
-//! last resort for a shim that doesn't end within [`SHIM_KILL_SECONDS`].
+//! Should the keeper die (SIGKILL, say), its commands die with it (their
+//! parent-death signal) and end here as killed; the next command starts a
+//! new keeper.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CString, OsString};
-use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitStatus};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::keeper::{KEEPER, SOCKET_FD};
+use super::wire::{self, Event, Request};
 use crate::runs::Exit;
 
 /// How much of a run's output is kept: the last 64 KiB.
 pub const TAIL_BYTES: usize = 64 * 1024;
 
-/// The name of the hidden subcommand the shim runs as.
-pub const SHIM: &str = "__shim";
+/// How long a command has, once the keeper was asked to kill it and
+/// everything it started, before it is taken for killed here all the same
+/// (a process stuck in the kernel can't die at once; the keeper reaps it
+/// and what it left behind when it can).
+pub const KILL_SECONDS: f64 = 5.0;
 
-/// How long the shim has, once asked to kill its command and everything it
-/// started, before its whole group gets SIGKILL (the last resort).
-pub const SHIM_KILL_SECONDS: f64 = 5.0;
+/// A pid not told yet.
+const UNKNOWN: i32 = i32::MIN;
 
-/// The signal that asks the shim to kill everything under it.
-const KILL_ALL: i32 = libc::SIGUSR1;
-
-const SHIM_PARENT: &str = "ORCA_SHIM_PARENT";
-
-/// `UID:GID` the shim's command runs as (`ORCA_RUN_AS`), when set.
-const SHIM_RUN_AS: &str = "ORCA_SHIM_RUN_AS";
-
+/// The wait status of a process killed by SIGKILL.
+const KILLED: i32 = libc::SIGKILL;
 /// The last [`TAIL_BYTES`] of a child's stdout and stderr, interleaved, and
 /// where they are in everything it wrote (its output stream).
 #[derive(Default)]
@@ -99,8 +95,9 @@ impl Tail {
     }
 
     /// Waits, at most `limit`, until everything written to the pipe has
-    /// been read (its writers are gone once the shim has ended, so this is
-    /// at once but for the reading thread's turn). True if it has.
+    /// been read (its writers are gone once the command and what it left
+    /// behind have ended, so this is at once but for the reading thread's
+    /// turn). True if it has.
     pub fn drained(&self, limit: std::time::Duration) -> bool {
         let deadline = std::time::Instant::now() + limit;
         while !self.done.load(Ordering::Acquire) {
@@ -113,62 +110,63 @@ impl Tail {
     }
 }
 
-/// A command started under the shim.
+/// A command started by the keeper.
 pub struct Child {
-    /// Its process group (the shim's pid).
-    pub pgid: i32,
-    /// How the shim ended, once reaped (its pid is not waited for again:
-    /// it may be another process's by then).
+    /// The keeper's name for it.
+    handle: Handle,
+    /// Its pid (and its process group's and session's id) once the keeper
+    /// has told it ([`UNKNOWN`] until then); 0 if it could not be started
+    /// (it ends at once, its output says why).
+    pid: std::sync::atomic::AtomicI32,
+    /// How it ended, once told.
     status: Option<ExitStatus>,
     /// Its output.
     pub tail: Arc<Tail>,
-    /// When the shim was asked to kill everything, and whether its group
-    /// got SIGKILL since (the last resort).
-    killing: Option<(Instant, bool)>,
+    /// When the keeper was first and last asked to kill everything.
+    killing: Option<(Instant, Instant)>,
 }
 
 impl Child {
-    /// Starts `argv` under the shim with `env` added, in a new process group.
-    /// Of orca's own environment only what [`passed_on`] allows reaches it
-    /// (not the shim either): no secret of orca's, and not the local
-    /// provider's machine labels (`ORCA_LOCAL_*`), so a run's process is
-    /// never taken for a machine.
+    /// Starts `argv` with `env` added, in a new session, through the
+    /// keeper (started first if there is none), without waiting for it:
+    /// the keeper starts commands in the order asked while this process
+    /// goes on. Of orca's own environment
+    /// only what [`passed_on`] allows reaches it (nor the keeper): no
+    /// secret of orca's, and not the local provider's machine labels
+    /// (`ORCA_LOCAL_*`), so a run's process is never taken for a machine.
     /// Call from a thread that lives as long as the process (the main
-    /// thread): the parent-death signal fires when the starting thread ends.
+    /// thread): the keeper's parent-death signal fires when the thread
+    /// that started it ends.
     pub fn spawn(argv: &[String], env: &[(String, String)]) -> std::io::Result<Child> {
-        let (reader, writer) = std::io::pipe()?;
         // Later settings win over earlier ones of the same name: orca's own
-        // environment first (but what the run sets itself), then the run's.
-        let mut own: Vec<(OsString, OsString)> = Vec::with_capacity(env.len() + 5);
-        let mut set = |k: OsString, v: OsString| {
-            own.retain(|(have, _)| *have != k);
-            own.push((k, v));
-        };
-        for (k, v) in env {
-            set(k.into(), v.into());
+        // environment first (the keeper's), then the run's.
+        let mut vars: Vec<Vec<u8>> = env.iter().map(|(k, v)| format!("{k}={v}").into()).collect();
+        let run_as = crate::secrets::run_as().map(|user| {
+            for (k, v) in [
+                ("HOME", &user.home),
+                ("USER", &user.name),
+                ("LOGNAME", &user.name),
+            ] {
+                vars.push(format!("{k}={v}").into());
+            }
+            (user.uid, user.gid)
+        });
+        let argv: Vec<Vec<u8>> = argv.iter().map(|a| a.clone().into_bytes()).collect();
+        if argv.is_empty() || argv.iter().chain(&vars).any(|b| b.contains(&0)) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no command, or a NUL byte in the command or its environment",
+            ));
         }
-        set(SHIM_PARENT.into(), std::process::id().to_string().into());
-        if let Some(user) = crate::secrets::run_as() {
-            set(
-                SHIM_RUN_AS.into(),
-                format!("{}:{}", user.uid, user.gid).into(),
-            );
-            set("HOME".into(), user.home.clone().into());
-            set("USER".into(), user.name.clone().into());
-            set("LOGNAME".into(), user.name.clone().into());
-        }
-        let inherited: Vec<&CString> = inherited()
-            .iter()
-            .filter(|(k, _)| !own.iter().any(|(o, _)| o == k))
-            .map(|(_, kv)| kv)
-            .collect();
-        let mut args: Vec<OsString> = vec!["orca".into(), SHIM.into(), "--".into()];
-        args.extend(argv.iter().map(OsString::from));
-        let pid = spawn_shim(&args, &inherited, &own, &writer)?;
-        drop(writer); // our copy of the pipe's write end
+        let (reader, writer) = std::io::pipe()?;
+        let handle =
+            KEEPERS
+                .lock()
+                .expect("keepers")
+                .start(argv, vars, run_as, OwnedFd::from(writer))?;
         let tail = Arc::new(Tail::default());
         let sink = tail.clone();
-        std::thread::Builder::new()
+        let reading = std::thread::Builder::new()
             .name("output".into())
             .stack_size(64 * 1024)
             .spawn(move || {
@@ -183,71 +181,79 @@ impl Child {
                     }
                 }
                 sink.done.store(true, Ordering::Release);
-            })?;
-        Ok(Child {
-            pgid: pid,
+            });
+        let child = Child {
+            handle,
+            pid: UNKNOWN.into(),
             status: None,
             tail,
             killing: None,
-        })
+        };
+        // A command whose output can't be read is not left running.
+        reading.map(|_| child)
     }
 
-    /// The shim's pid.
+    /// Its pid, for what is shown of it: 0 until the keeper has told it,
+    /// or if it could not be started.
     pub fn pid(&self) -> i32 {
-        self.pgid
+        let pid = self.pid.load(Ordering::Relaxed);
+        if pid != UNKNOWN {
+            return pid;
+        }
+        match KEEPERS.lock().expect("keepers").pid(self.handle) {
+            Some(pid) => {
+                self.pid.store(pid, Ordering::Relaxed);
+                pid
+            }
+            None => 0,
+        }
     }
 
-    /// Whether it has ended, without waiting. Once it has, what is left of
-    /// its group (daemons it left behind) is killed.
+    /// The keeper's name for it, for a thread that doesn't own it.
+    pub fn handle(&self) -> Handle {
+        self.handle
+    }
+
+    /// Whether it has ended, without waiting (whatever it left behind has
+    /// had SIGKILL by then). A command the keeper was asked to kill
+    /// [`KILL_SECONDS`] ago and that is still there is taken for killed.
     pub fn try_exit(&mut self) -> Option<Exit> {
-        if let Some(status) = self.status {
-            return Some(Exit::from_status(status));
+        if self.status.is_none() {
+            self.pid(); // kept for what is shown of it, told or not
+            let raw = KEEPERS.lock().expect("keepers").ended(self.handle);
+            let given_up = self
+                .killing
+                .is_some_and(|(first, _)| first.elapsed().as_secs_f64() >= KILL_SECONDS);
+            self.status = match raw {
+                Some(raw) => Some(ExitStatus::from_raw(raw)),
+                None if given_up => {
+                    log::warn!(
+                        "command {} (pid {}) still there {KILL_SECONDS}s after SIGKILL: taken for killed; its keeper reaps it when it can",
+                        self.handle.token,
+                        self.pid()
+                    );
+                    KEEPERS.lock().expect("keepers").forget(self.handle);
+                    Some(ExitStatus::from_raw(KILLED))
+                }
+                None => None,
+            };
         }
-        let mut raw = 0;
-        loop {
-            // SAFETY: waitpid(2) on our own child, not reaped yet.
-            let got = unsafe { libc::waitpid(self.pgid, &mut raw, libc::WNOHANG) };
-            if got == 0 {
-                return None;
-            }
-            if got < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-            {
-                continue;
-            }
-            if got != self.pgid {
-                return Some(Exit::Code(-1));
-            }
-            let status = ExitStatus::from_raw(raw);
-            self.status = Some(status);
-            signal_group(self.pgid, libc::SIGKILL);
-            return Some(Exit::from_status(status));
-        }
+        self.status.map(Exit::from_status)
     }
 
     /// Kills the command and everything it started, without waiting: the
-    /// first call asks the shim (SIGUSR1 to the shim alone), which SIGKILLs
-    /// its command and every descendant, those that left the group too, and
-    /// then ends with the command's status ([`Child::try_exit`]). Call it
-    /// again until the shim has ended: once [`SHIM_KILL_SECONDS`] have
-    /// passed with the shim still there, its whole group gets SIGKILL (the
-    /// last resort; what left the group may then live on).
+    /// keeper SIGKILLs its group and it, and what it left behind once it
+    /// ends ([`Child::try_exit`] tells when). Call it again until then: the
+    /// keeper is asked again once a second.
     pub fn kill_all(&mut self) {
+        let now = Instant::now();
         match self.killing {
-            None => {
-                // SAFETY: kill(2) on our own child, not reaped yet (so its
-                // pid is not reused).
-                unsafe { libc::kill(self.pgid, KILL_ALL) };
-                self.killing = Some((Instant::now(), false));
+            Some((_, last)) if now.duration_since(last) < Duration::from_secs(1) => {}
+            _ => {
+                self.handle.kill_all();
+                let first = self.killing.map_or(now, |(first, _)| first);
+                self.killing = Some((first, now));
             }
-            Some((asked, false)) if asked.elapsed().as_secs_f64() >= SHIM_KILL_SECONDS => {
-                log::warn!(
-                    "shim {} did not end {SHIM_KILL_SECONDS}s after it was asked to kill its command: SIGKILL to its process group",
-                    self.pgid
-                );
-                signal_group(self.pgid, libc::SIGKILL);
-                self.killing = Some((asked, true));
-            }
-            Some(_) => {}
         }
     }
 
@@ -257,8 +263,7 @@ impl Child {
     }
 
     /// [`Child::kill_all`], and waits for the end (at most a little over
-    /// [`SHIM_KILL_SECONDS`]), leaving no zombie. Not for the tick: see
-    /// [`Child::kill`].
+    /// [`KILL_SECONDS`]). Not for the tick: see [`Child::kill`].
     pub fn kill_and_wait(mut self) {
         loop {
             self.kill_all();
@@ -294,7 +299,339 @@ impl Child {
 
     /// Sends `sig` to its whole process group.
     pub fn signal(&self, sig: i32) {
-        signal_group(self.pgid, sig);
+        self.handle.signal(sig);
+    }
+}
+
+impl Drop for Child {
+    /// A command dropped before its end is killed with everything it
+    /// started, and its end is not kept for anyone.
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            self.handle.kill_all();
+            if let Ok(mut keepers) = KEEPERS.lock() {
+                keepers.forget(self.handle);
+            }
+        }
+    }
+}
+
+/// A command of a keeper's: which keeper (its generation: the next one
+/// never takes the last one's commands for its own) and the command's
+/// token. Copied freely; it signals nothing once the command is reaped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handle {
+    generation: u64,
+    token: u64,
+}
+
+impl Handle {
+    /// Sends `sig` to the command's process group, if it is not reaped.
+    pub fn signal(self, sig: i32) {
+        KEEPERS.lock().expect("keepers").ask(
+            self,
+            Request::Signal {
+                token: self.token,
+                signal: sig,
+            },
+        );
+    }
+
+    /// SIGKILLs the command and everything it started, if it is not
+    /// reaped.
+    pub fn kill_all(self) {
+        KEEPERS
+            .lock()
+            .expect("keepers")
+            .ask(self, Request::KillAll { token: self.token });
+    }
+}
+
+/// This process's keeper, if it has one, and how many it has had.
+struct Keepers {
+    now: Option<KeeperLink>,
+    generation: u64,
+}
+
+/// This process's keepers (one at a time).
+static KEEPERS: Mutex<Keepers> = Mutex::new(Keepers {
+    now: None,
+    generation: 0,
+});
+
+/// The supervisor's end of a keeper.
+struct KeeperLink {
+    sock: UnixStream,
+    pid: i32,
+    next: u64,
+    /// Bytes of events read but not yet a whole frame.
+    inbuf: Vec<u8>,
+    started: HashMap<u64, i32>,
+    ended: HashMap<u64, i32>,
+    /// Commands whose end no one waits for any more.
+    forgotten: HashSet<u64>,
+}
+
+impl Keepers {
+    /// Asks the keeper to start a command (starting a keeper first if
+    /// there is none): its handle.
+    fn start(
+        &mut self,
+        argv: Vec<Vec<u8>>,
+        vars: Vec<Vec<u8>>,
+        run_as: Option<(u32, u32)>,
+        out: OwnedFd,
+    ) -> std::io::Result<Handle> {
+        if self.now.is_none() {
+            self.now = Some(KeeperLink::start()?);
+            self.generation += 1;
+        }
+        let k = self.now.as_mut().expect("a keeper");
+        let token = k.next;
+        k.next += 1;
+        let frame = Request::Spawn(wire::Spawn {
+            token,
+            argv,
+            vars,
+            run_as,
+        })
+        .encode();
+        if frame.len() - 4 > wire::MAX_FRAME {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the command and its environment are too long",
+            ));
+        }
+        let sent = k.send(&frame, Some(out.as_raw_fd()));
+        drop(out); // the keeper has its own copy
+        match sent {
+            Ok(()) => Ok(Handle {
+                generation: self.generation,
+                token,
+            }),
+            Err(e) => {
+                self.lost(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Command `h`'s pid, if the keeper has told it (0: it could not be
+    /// started, or its keeper is gone).
+    fn pid(&mut self, h: Handle) -> Option<i32> {
+        let Some(k) = self
+            .now
+            .as_mut()
+            .filter(|_| self.generation == h.generation)
+        else {
+            return Some(0);
+        };
+        if let Err(e) = k.pump() {
+            self.lost(&e);
+            return Some(0);
+        }
+        k.started.remove(&h.token)
+    }
+
+    /// The wait status the command ended with, if it has; one whose keeper
+    /// is gone ended killed.
+    fn ended(&mut self, h: Handle) -> Option<i32> {
+        let Some(k) = self
+            .now
+            .as_mut()
+            .filter(|_| self.generation == h.generation)
+        else {
+            return Some(KILLED);
+        };
+        if let Err(e) = k.pump() {
+            self.lost(&e);
+            return Some(KILLED);
+        }
+        let status = k.ended.remove(&h.token)?;
+        k.started.remove(&h.token);
+        Some(status)
+    }
+
+    /// Sends `req` about command `h`, if its keeper is this one.
+    fn ask(&mut self, h: Handle, req: Request) {
+        if self.generation != h.generation {
+            return;
+        }
+        if let Some(k) = self.now.as_mut()
+            && let Err(e) = k.send(&req.encode(), None)
+        {
+            self.lost(&e);
+        }
+    }
+
+    /// No one waits for command `h`'s end any more: it is dropped when it
+    /// comes. A keeper asked to kill that doesn't answer may be stopped:
+    /// it is sent SIGCONT.
+    fn forget(&mut self, h: Handle) {
+        if self.generation != h.generation {
+            return;
+        }
+        if let Some(k) = self.now.as_mut() {
+            k.started.remove(&h.token);
+            if k.ended.remove(&h.token).is_some() {
+                return;
+            }
+            k.forgotten.insert(h.token);
+            // SAFETY: kill(2) on our own child, not reaped (so its pid is
+            // not reused).
+            unsafe { libc::kill(k.pid, libc::SIGCONT) };
+        }
+    }
+
+    /// The keeper failed (`why`): it is killed (its commands die with it)
+    /// and reaped on a thread of its own; the next command starts another.
+    fn lost(&mut self, why: &std::io::Error) {
+        let Some(k) = self.now.take() else {
+            return;
+        };
+        log::error!(
+            "the keeper (pid {}) failed ({why}): its commands are killed; the next command starts a new one",
+            k.pid
+        );
+        // SAFETY: kill(2) on our own child, not reaped yet.
+        unsafe { libc::kill(k.pid, libc::SIGKILL) };
+        let pid = k.pid;
+        drop(k);
+        let reap = move || {
+            // SAFETY: waitpid(2) on our own child.
+            unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        };
+        if std::thread::Builder::new()
+            .name("reap".into())
+            .stack_size(64 * 1024)
+            .spawn(reap)
+            .is_err()
+        {
+            reap();
+        }
+    }
+}
+
+impl KeeperLink {
+    /// Starts a keeper: `/proc/self/exe __keeper PID`, in a session of its
+    /// own, its stdin `/dev/null`, its stdout and stderr this process's,
+    /// its end of a new socket at [`SOCKET_FD`], and only the environment a
+    /// run may have ([`passed_on`]); SIGCHLD and SIGUSR2 blocked, so none
+    /// is lost before it takes them.
+    fn start() -> std::io::Result<KeeperLink> {
+        let (ours, theirs) = UnixStream::pair()?;
+        // Their end above SOCKET_FD first: a dup2 onto itself would leave
+        // it close-on-exec.
+        // SAFETY: fcntl(2) on a descriptor we own; the new one is ours.
+        let above = unsafe { libc::fcntl(theirs.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+        if above < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `above` was just made and nothing else owns it.
+        let above = unsafe { OwnedFd::from_raw_fd(above) };
+        drop(theirs);
+        let pid = spawn_keeper(above.as_raw_fd())?;
+        Ok(KeeperLink {
+            sock: ours,
+            pid,
+            next: 1,
+            inbuf: Vec::new(),
+            started: HashMap::new(),
+            ended: HashMap::new(),
+            forgotten: HashSet::new(),
+        })
+    }
+
+    /// Sends a frame, with descriptor `fd` beside its first byte.
+    fn send(&mut self, frame: &[u8], fd: Option<RawFd>) -> std::io::Result<()> {
+        let mut sent = 0;
+        if let Some(fd) = fd {
+            // Aligned room for one descriptor's control message.
+            let mut control = [0u64; 4];
+            let mut iov = libc::iovec {
+                iov_base: frame.as_ptr() as *mut _,
+                iov_len: frame.len(),
+            };
+            // SAFETY: a zeroed msghdr is valid; its pointers are set to
+            // buffers that live across the call, and the control message
+            // is written within `control` (CMSG_SPACE of one int fits).
+            let n = unsafe {
+                let mut msg: libc::msghdr = std::mem::zeroed();
+                msg.msg_iov = &mut iov;
+                msg.msg_iovlen = 1;
+                msg.msg_control = control.as_mut_ptr().cast();
+                msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
+                let c = libc::CMSG_FIRSTHDR(&msg);
+                (*c).cmsg_level = libc::SOL_SOCKET;
+                (*c).cmsg_type = libc::SCM_RIGHTS;
+                (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+                (libc::CMSG_DATA(c) as *mut RawFd).write_unaligned(fd);
+                loop {
+                    let n = libc::sendmsg(self.sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL);
+                    if n >= 0
+                        || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                    {
+                        break n;
+                    }
+                }
+            };
+            if n < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            sent = n as usize;
+        }
+        self.sock.write_all(&frame[sent..])
+    }
+
+    /// Reads the events that have come, without waiting.
+    fn pump(&mut self) -> std::io::Result<()> {
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: recv(2) into a buffer we own.
+            let n = unsafe {
+                libc::recv(
+                    self.sock.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n > 0 {
+                self.inbuf.extend_from_slice(&buf[..n as usize]);
+                continue;
+            }
+            if n == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the keeper ended",
+                ));
+            }
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                std::io::ErrorKind::Interrupted => continue,
+                std::io::ErrorKind::WouldBlock => break,
+                _ => return Err(e),
+            }
+        }
+        let mut at = 0;
+        let bad = |e: wire::WireError| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+        while let Some((range, used)) = wire::next_frame(&self.inbuf[at..]).map_err(bad)? {
+            match Event::decode(&self.inbuf[at..][range]).map_err(bad)? {
+                Event::Started { token, pid } => {
+                    if !self.forgotten.contains(&token) {
+                        self.started.insert(token, pid);
+                    }
+                }
+                Event::Ended { token, status } => {
+                    if !self.forgotten.remove(&token) {
+                        self.ended.insert(token, status);
+                    }
+                }
+            }
+            at += used;
+        }
+        self.inbuf.drain(..at);
+        Ok(())
     }
 }
 
@@ -335,113 +672,22 @@ fn inherited() -> &'static [(OsString, CString)] {
     })
 }
 
-/// Starts the shim, `/proc/self/exe` with `args` (its `argv`, `argv[0]`
-/// first) and only `inherited` (`NAME=value`) and `vars` as its
-/// environment, its stdin `/dev/null`, its
-/// stdout and stderr `out`; in a new session (so a new process group, led
-/// by it) with no controlling terminal: a command can't type into the
-/// terminal orca was started from (TIOCSTI) nor be signalled through it.
-/// Its signal mask is [`KILL_ALL`] alone, so one sent before the shim is
-/// ready waits for it instead of killing it alone; SIGPIPE is back to its
-/// default (orca ignores it). Its pid.
-fn spawn_shim(
-    args: &[OsString],
-    inherited: &[&CString],
-    vars: &[(OsString, OsString)],
-    out: &std::io::PipeWriter,
-) -> std::io::Result<i32> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    // The write end as a descriptor above stderr's (dup2 onto itself would
-    // leave it close-on-exec), closed again when this returns.
-    // SAFETY: fcntl(2) on a descriptor we own; the new one is ours.
-    let above = unsafe { libc::fcntl(out.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if above < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `above` was just made and nothing else owns it.
-    let above = unsafe { OwnedFd::from_raw_fd(above) };
-    spawn(&Spawn {
-        program: b"/proc/self/exe",
-        search: false,
-        argv: args,
-        inherited,
-        vars,
-        new_session: true,
-        mask: &[KILL_ALL],
-        default: &[libc::SIGPIPE],
-        out: Some(above.as_raw_fd()),
-    })
-}
-
-/// Where `program` is, as `execvp(3)` finds it: itself if it has a `/`,
-/// else the first executable file of that name in a `PATH` directory.
-fn found(program: &str) -> Option<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    if program.contains('/') {
-        return Some(program.into());
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-}
-
-/// How [`spawn`] starts a process.
-struct Spawn<'a> {
-    /// What it runs: a path, or with `search` a name looked up in `PATH`
-    /// (as `execvp(3)` does) when it has no `/`.
-    program: &'a [u8],
-    search: bool,
-    /// Its `argv`, `argv[0]` first.
-    argv: &'a [OsString],
-    /// Its whole environment: entries made already (`NAME=value`), and
-    /// more.
-    inherited: &'a [&'a CString],
-    vars: &'a [(OsString, OsString)],
-    /// In a new session (so a new process group, led by it) with no
-    /// controlling terminal, or in this one's.
-    new_session: bool,
-    /// Its signal mask.
-    mask: &'a [libc::c_int],
-    /// Signals whose action it starts with at their default (an action this
-    /// process ignores is otherwise kept across exec).
-    default: &'a [libc::c_int],
-    /// Its stdin `/dev/null` and its stdout and stderr this descriptor (one
-    /// above stderr's); or all three this process's.
-    out: Option<std::os::fd::RawFd>,
-}
-
-/// Starts a process as `s` says, with `posix_spawn(3)`, not fork and exec:
-/// the C library starts it without copying this process's memory map (a
-/// vfork), what every run's start costs twice, the shim's and its
-/// command's (issue 14's starts a second). Its pid.
-fn spawn(s: &Spawn) -> std::io::Result<i32> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = |b: &[u8]| {
-        CString::new(b).map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "a NUL byte in the command or its environment",
-            )
-        })
-    };
-    let program = c(s.program)?;
-    let argv: Vec<CString> = s
-        .argv
-        .iter()
-        .map(|a| c(a.as_bytes()))
-        .collect::<Result<_, _>>()?;
-    let envp: Vec<CString> = s
-        .vars
-        .iter()
-        .map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
-        .collect::<Result<_, _>>()?;
-    let envp: Vec<&CString> = s.inherited.iter().copied().chain(&envp).collect();
+/// Starts the keeper (see [`KeeperLink::start`]) with `posix_spawn(3)`: the
+/// C library starts it without copying this process's memory map. Its pid.
+fn spawn_keeper(sock: RawFd) -> std::io::Result<i32> {
+    let program = c"/proc/self/exe";
+    // SAFETY: getpid(2) can't fail.
+    let me = unsafe { libc::getpid() };
+    let argv: Vec<CString> = ["orca".to_string(), KEEPER.into(), me.to_string()]
+        .into_iter()
+        .map(|a| CString::new(a).expect("no NUL"))
+        .collect();
     let mut argv_p: Vec<*mut libc::c_char> = argv.iter().map(|a| a.as_ptr() as *mut _).collect();
     argv_p.push(std::ptr::null_mut());
-    let mut envp_p: Vec<*mut libc::c_char> = envp.iter().map(|e| e.as_ptr() as *mut _).collect();
+    let mut envp_p: Vec<*mut libc::c_char> = inherited()
+        .iter()
+        .map(|(_, kv)| kv.as_ptr() as *mut _)
+        .collect();
     envp_p.push(std::ptr::null_mut());
     let check = |r: libc::c_int| match r {
         0 => Ok(()),
@@ -458,334 +704,51 @@ fn spawn(s: &Spawn) -> std::io::Result<i32> {
             libc::posix_spawnattr_destroy(&mut attr);
             return Err(e);
         }
-        let set = |signals: &[libc::c_int]| {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for &sig in signals {
-                libc::sigaddset(&mut set, sig);
-            }
-            set
-        };
-        let (mask, default) = (set(s.mask), set(s.default));
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut mask);
+        libc::sigaddset(&mut mask, libc::SIGCHLD);
+        libc::sigaddset(&mut mask, libc::SIGUSR2);
         // (The constants' types differ between C libraries.)
         #[allow(clippy::unnecessary_cast)]
-        let mut flags = libc::POSIX_SPAWN_SETSIGMASK as i32 | libc::POSIX_SPAWN_SETSIGDEF as i32;
-        if s.new_session {
-            #[allow(clippy::unnecessary_cast)]
-            {
-                flags |= libc::POSIX_SPAWN_SETSID as i32;
-            }
-        }
+        let flags = libc::POSIX_SPAWN_SETSIGMASK as i32 | libc::POSIX_SPAWN_SETSID as i32;
         let mut pid: libc::pid_t = 0;
-        let mut ready = check(libc::posix_spawnattr_setsigmask(&mut attr, &mask))
-            .and_then(|()| check(libc::posix_spawnattr_setsigdefault(&mut attr, &default)))
+        let spawned = check(libc::posix_spawnattr_setsigmask(&mut attr, &mask))
             .and_then(|()| {
                 check(libc::posix_spawnattr_setflags(
                     &mut attr,
                     flags as libc::c_short,
                 ))
+            })
+            .and_then(|()| {
+                check(libc::posix_spawn_file_actions_addopen(
+                    &mut actions,
+                    0,
+                    c"/dev/null".as_ptr(),
+                    libc::O_RDONLY,
+                    0,
+                ))
+            })
+            .and_then(|()| {
+                check(libc::posix_spawn_file_actions_adddup2(
+                    &mut actions,
+                    sock,
+                    SOCKET_FD,
+                ))
+            })
+            .and_then(|()| {
+                check(libc::posix_spawn(
+                    &mut pid,
+                    program.as_ptr(),
+                    &actions,
+                    &attr,
+                    argv_p.as_ptr(),
+                    envp_p.as_ptr(),
+                ))
             });
-        if let Some(out) = s.out {
-            ready = ready
-                .and_then(|()| {
-                    check(libc::posix_spawn_file_actions_addopen(
-                        &mut actions,
-                        0,
-                        c"/dev/null".as_ptr(),
-                        libc::O_RDONLY,
-                        0,
-                    ))
-                })
-                .and_then(|()| check(libc::posix_spawn_file_actions_adddup2(&mut actions, out, 1)))
-                .and_then(|()| check(libc::posix_spawn_file_actions_adddup2(&mut actions, out, 2)));
-        }
-        let spawn = if s.search {
-            libc::posix_spawnp
-        } else {
-            libc::posix_spawn
-        };
-        let spawned = ready.and_then(|()| {
-            check(spawn(
-                &mut pid,
-                program.as_ptr(),
-                &actions,
-                &attr,
-                argv_p.as_ptr(),
-                envp_p.as_ptr(),
-            ))
-        });
         libc::posix_spawn_file_actions_destroy(&mut actions);
         libc::posix_spawnattr_destroy(&mut attr);
         spawned.map(|()| pid)
     }
-}
-
-/// Sends `sig` to process group `pgid`; a group that is gone is no error.
-pub fn signal_group(pgid: i32, sig: i32) {
-    if pgid > 1 {
-        // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
-        unsafe {
-            libc::kill(-pgid, sig);
-        }
-    }
-}
-
-/// Asks shim `pid` to kill its command and everything it started (the
-/// first step of [`Child::kill_all`]), for a thread that doesn't own the
-/// [`Child`]: the owner must not have reaped the shim (its pid is then not
-/// reused) while this may be called.
-pub fn ask_kill_all(pid: i32) {
-    if pid > 1 {
-        // SAFETY: kill(2) on a shim not reaped yet (see above).
-        unsafe { libc::kill(pid, KILL_ALL) };
-    }
-}
-
-/// The shim's children now: its command, and descendants that left their
-/// process group or session (`setsid`) and were reparented to the shim, the
-/// subreaper, when their parent ended.
-fn children() -> Vec<i32> {
-    // SAFETY: getpid(2) can't fail.
-    let me = unsafe { libc::getpid() };
-    // The kernel's own list (the shim is single-threaded: its one task);
-    // a scan of /proc where the kernel doesn't keep it.
-    if let Ok(list) = std::fs::read_to_string(format!("/proc/self/task/{me}/children")) {
-        return list
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect();
-    }
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|st| {
-                    // pid (comm) state ppid ...: comm may hold spaces.
-                    let rest = &st[st.rfind(')')? + 2..];
-                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
-                })
-                == Some(me)
-        })
-        .collect()
-}
-
-/// SIGKILL to each of the shim's children now and to the groups they lead.
-/// Their own children are reparented to the shim as they die: the next call
-/// finds them.
-fn kill_children() -> Vec<i32> {
-    let left = children();
-    for pid in &left {
-        // SAFETY: kill(2) on our own children (and the groups they lead).
-        unsafe {
-            libc::kill(-*pid, libc::SIGKILL);
-            libc::kill(*pid, libc::SIGKILL);
-        }
-    }
-    left
-}
-
-/// Kills every process left under the shim, those that escaped its group
-/// too, and reaps them, walking its children again as orphans are
-/// reparented to it, until none is left; gives up after two seconds.
-fn end_descendants() {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let left = kill_children();
-        // SAFETY: reaping our own children; WNOHANG never blocks.
-        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
-        // A child reaped has had its own children reparented to the shim
-        // first (the kernel does so as it exits), so an empty list is final.
-        if (left.is_empty() && children().is_empty()) || Instant::now() >= deadline {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// The shim's command run as `uid`:`gid`, which `posix_spawn(3)` can't do:
-/// forked, its groups and ids set, then exec'd (`std::process::Command`).
-/// Its pid.
-fn run_as_user(
-    program: &str,
-    args: &[String],
-    uid: libc::uid_t,
-    gid: libc::gid_t,
-) -> std::io::Result<i32> {
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .env_remove(SHIM_PARENT)
-        .env_remove(SHIM_RUN_AS);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Groups first: after setuid they can't be dropped.
-            if libc::setgroups(1, &gid) != 0 || libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            libc::signal(libc::SIGTERM, libc::SIG_DFL);
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::signal(libc::SIGHUP, libc::SIG_DFL);
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            Ok(())
-        });
-    }
-    // The child is reaped by pid (waitpid), not through `Child`.
-    cmd.spawn().map(|child| child.id() as i32)
-}
-
-/// `orca __shim -- CMD...`: runs CMD in this process group and leaves with
-/// its status. It is a subreaper: when CMD ends, whatever CMD left behind
-/// (in the group or not: `setsid`, `nohup`) is killed. On SIGUSR1 it kills
-/// CMD and everything under it, then leaves with CMD's status (SIGKILL,
-/// unless CMD ended first). If the process that started the shim dies,
-/// everything under it is killed, then the group.
-pub fn shim_main(argv: &[String]) -> i32 {
-    let parent: i32 = std::env::var(SHIM_PARENT)
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    // SIGUSR1 (kill everything), SIGUSR2 (the parent's death) and SIGCHLD
-    // are blocked and taken with sigtimedwait below, so none can slip
-    // between a check and a wait.
-    // SAFETY: plain libc calls on this single-threaded process: signal
-    // masks, prctl, signal dispositions.
-    let mut wanted: libc::sigset_t = unsafe { std::mem::zeroed() };
-    unsafe {
-        libc::sigemptyset(&mut wanted);
-        libc::sigaddset(&mut wanted, KILL_ALL);
-        libc::sigaddset(&mut wanted, libc::SIGUSR2);
-        libc::sigaddset(&mut wanted, libc::SIGCHLD);
-        libc::sigprocmask(libc::SIG_BLOCK, &wanted, std::ptr::null_mut());
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2);
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
-        if libc::getppid() != parent {
-            libc::kill(0, libc::SIGKILL);
-        }
-        // The group gets SIGTERM on a cancel or timeout; the shim stays to
-        // report how the command took it.
-        libc::signal(libc::SIGTERM, libc::SIG_IGN);
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGHUP, libc::SIG_IGN);
-    }
-    let Some((program, args)) = argv.split_first() else {
-        eprintln!("orca: {SHIM}: no command");
-        return 2;
-    };
-    // `UID:GID` to run the command as; the shim stays orca's user, so the
-    // command can't signal or read it.
-    let run_as: Option<(libc::uid_t, libc::gid_t)> =
-        std::env::var(SHIM_RUN_AS).ok().and_then(|v| {
-            let (u, g) = v.split_once(':')?;
-            Some((u.parse().ok()?, g.parse().ok()?))
-        });
-    // The command starts with no signal blocked and the shim's ignored ones
-    // (and SIGPIPE, which the Rust runtime ignores) at their default.
-    let command = match run_as {
-        None => {
-            let vars: Vec<(OsString, OsString)> = std::env::vars_os()
-                .filter(|(k, _)| k != SHIM_PARENT && k != SHIM_RUN_AS)
-                .collect();
-            let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
-            let start = |program: &[u8], search: bool, argv: &[OsString]| {
-                spawn(&Spawn {
-                    program,
-                    search,
-                    argv,
-                    inherited: &[],
-                    vars: &vars,
-                    new_session: false,
-                    mask: &[],
-                    default: &[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE],
-                    out: None,
-                })
-            };
-            match start(program.as_bytes(), !program.contains('/'), &argv) {
-                // As execvp(3) does (and Command, which ORCA_RUN_AS uses): a
-                // file with no `#!` line is run by /bin/sh.
-                Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => match found(program) {
-                    Some(path) => {
-                        let mut sh = vec![OsString::from("sh"), path.into_os_string()];
-                        sh.extend(argv[1..].iter().cloned());
-                        start(b"/bin/sh", false, &sh)
-                    }
-                    None => Err(e),
-                },
-                other => other,
-            }
-        }
-        Some((uid, gid)) => run_as_user(program, args, uid, gid),
-    };
-    let command = match command {
-        Ok(pid) => pid,
-        Err(e) => {
-            eprintln!("orca: can't run {program}: {e}");
-            return 127;
-        }
-    };
-    // Wait for the command; orphans reparented to the shim are reaped on
-    // the way. Once asked, everything under the shim is killed, again at
-    // each turn (for orphans just reparented) until the command is reaped.
-    // The parent's death ends everything under the shim, the shim too.
-    let mut killing = false;
-    let status = 'wait: loop {
-        loop {
-            let mut raw = 0;
-            // SAFETY: waitpid(2) on our own children; WNOHANG never blocks.
-            let pid = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
-            if pid == command {
-                break 'wait ExitStatus::from_raw(raw);
-            }
-            if pid <= 0 {
-                break;
-            }
-        }
-        if killing {
-            kill_children();
-        }
-        let timeout = if killing {
-            libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 10_000_000,
-            }
-        } else {
-            libc::timespec {
-                tv_sec: 1,
-                tv_nsec: 0,
-            }
-        };
-        // SAFETY: waits for a blocked signal of `wanted`, at most a second.
-        let sig = unsafe { libc::sigtimedwait(&wanted, std::ptr::null_mut(), &timeout) };
-        // SAFETY: getppid(2) can't fail.
-        if sig == libc::SIGUSR2 || unsafe { libc::getppid() } != parent {
-            end_descendants();
-            // SAFETY: kill(2): the shim's group, the shim with it.
-            unsafe { libc::kill(0, libc::SIGKILL) };
-        }
-        killing |= sig == KILL_ALL;
-    };
-    end_descendants();
-    // SAFETY: a kill request that came too late is dropped (SIG_IGN discards
-    // a pending signal), then what was blocked above is unblocked, before
-    // the shim may re-raise the command's signal at itself.
-    unsafe {
-        libc::signal(KILL_ALL, libc::SIG_IGN);
-        libc::sigprocmask(libc::SIG_UNBLOCK, &wanted, std::ptr::null_mut());
-    }
-    if let Some(sig) = status.signal() {
-        // SAFETY: restore the default action and die of the same signal.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            libc::kill(libc::getpid(), sig);
-        }
-        return 128 + sig;
-    }
-    status.code().unwrap_or(1)
 }
 
 #[cfg(test)]

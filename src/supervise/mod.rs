@@ -1,5 +1,5 @@
 //! Supervising runs' processes, for the scheduler and the pool worker alike:
-//! spawn under the shim, reap, enforce timeouts and cancels, beat the
+//! spawn through the keeper, reap, enforce timeouts and cancels, beat the
 //! attempts, append their output, and write each attempt's end, keeping it
 //! in memory until it lands (an outage loses none).
 //!
@@ -20,9 +20,9 @@
 //!   recorded for it.
 //! * Timeouts are held by a watchdog thread that does nothing but send
 //!   signals, so a tick held up by a hung call or a stalled connection
-//!   can't hold them up: SIGTERM to the group at the timeout, the shim
-//!   asked to kill everything after the kill grace. It signals only shims
-//!   not reaped yet (the main thread reaps under the same lock).
+//!   can't hold them up: SIGTERM to the group at the timeout, the keeper
+//!   asked to kill everything after the kill grace. It signals through the
+//!   keeper, by token, so never a pid used again.
 //! * What the scheduler and a worker write differs only in the statements
 //!   ([`Recorder`]): a worker's go through the `orca.worker_*` functions its
 //!   credentials may execute.
@@ -31,6 +31,8 @@
 //!   database keeps them once); its end carries its whole tail.
 
 pub mod child;
+pub mod keeper;
+mod wire;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -43,7 +45,7 @@ use crate::config::Pipeline;
 use crate::db::sql;
 use crate::db::{Db, Fault, Link};
 use crate::runs::{Exit, Outcome, RunState};
-use crate::supervise::child::{Child, TAIL_BYTES, Tail};
+use crate::supervise::child::{Child, Handle, TAIL_BYTES, Tail};
 
 /// How often attempts are beaten: a beat a second.
 pub const BEAT_SECONDS: f64 = 1.0;
@@ -155,7 +157,7 @@ struct Supervised {
     pipeline: Arc<Pipeline>,
     child: Child,
     started: Instant,
-    /// Why it is being stopped, when SIGTERM went, whether the shim was
+    /// Why it is being stopped, when SIGTERM went, whether the keeper was
     /// asked to kill everything since ([`Child::kill_all`]).
     kill: Option<(Kill, Instant, bool)>,
 }
@@ -165,7 +167,9 @@ struct Supervised {
 struct Beat {
     id: i64,
     start: i32,
-    pid: i32,
+    /// Its process's pid (0 until the keeper has told it); `None` once
+    /// its process has ended (its end is not written yet).
+    pid: Option<i32>,
     tail: Arc<Tail>,
 }
 
@@ -173,12 +177,12 @@ struct Beat {
 struct Watch {
     id: i64,
     start: i32,
-    /// Its shim's pid (and process group).
-    pid: i32,
+    /// Its command, as the keeper names it.
+    handle: Handle,
     /// When its timeout passes.
     deadline: Instant,
-    /// When the watchdog sent SIGTERM, and whether it has asked the shim
-    /// to kill everything since.
+    /// When the watchdog sent SIGTERM, and whether it has asked the
+    /// keeper to kill everything since.
     termed: Option<(Instant, bool)>,
 }
 
@@ -203,7 +207,7 @@ struct Append {
 /// What the main thread, the heartbeat thread and the watchdog share.
 struct Shared {
     beats: Vec<Beat>,
-    /// Attempts with a timeout whose shims are not reaped yet.
+    /// Attempts with a timeout whose processes have not ended yet.
     watches: Vec<Watch>,
     cancels: HashSet<(i64, i32)>,
     /// Attempts the heartbeat found no longer running at their start.
@@ -446,17 +450,13 @@ impl Supervisor {
         env.extend(extra.iter().cloned());
         match Child::spawn(&p.command.argv(args), &env) {
             Ok(child) => {
-                log::info!(
-                    "started run {id} of {} (attempt {start}, pid {})",
-                    p.name,
-                    child.pid()
-                );
+                log::info!("started run {id} of {} (attempt {start})", p.name);
                 let started = Instant::now();
                 if let Some(t) = p.timeout {
                     self.shared.lock().expect("shared").watches.push(Watch {
                         id,
                         start,
-                        pid: child.pid(),
+                        handle: child.handle(),
                         deadline: started + Duration::from_secs_f64(t),
                         termed: None,
                     });
@@ -526,9 +526,10 @@ impl Supervisor {
                 continue;
             };
             let s = self.running.swap_remove(i);
-            // The last of its output may still be in the pipe: the shim has
-            // ended, so the reader reaches its end at once (bounded, should
-            // something outside the attempt hold the pipe open).
+            // The last of its output may still be in the pipe: the command
+            // has ended and what it left behind has had SIGKILL, so the
+            // reader reaches its end at once (bounded, should something
+            // outside the attempt hold the pipe open).
             s.child.tail.drained(Duration::from_millis(200));
             let output = s.child.tail.snapshot();
             let took = s.started.elapsed().as_secs_f64();
@@ -577,9 +578,9 @@ impl Supervisor {
 
     /// Timeouts, cancels and lost attempts: SIGTERM to the group, and after
     /// the grace SIGKILL to the command and everything it started, through
-    /// its shim (a lost one: at once). Never waits: the shims' ends are
-    /// reaped by [`Supervisor::reap`], and a shim that doesn't end in time
-    /// gets its group SIGKILLed by a later call.
+    /// the keeper (a lost one: at once). Never waits: the ends are reaped
+    /// by [`Supervisor::reap`], and a command that doesn't end within
+    /// [`child::KILL_SECONDS`] of it is taken for killed.
     pub fn enforce(&mut self) {
         let (cancels, lost) = {
             let mut shared = self.shared.lock().expect("shared");
@@ -619,7 +620,7 @@ impl Supervisor {
             if let Some((Kill::Timeout, at, false)) = s.kill
                 && termed.get(&(s.id, s.start)).is_some_and(|t| t.1)
             {
-                // The watchdog has asked the shim: from here on as any kill.
+                // The watchdog has asked the keeper: from here on as any kill.
                 s.kill = Some((Kill::Timeout, at, true));
                 s.child.kill_all();
             }
@@ -633,7 +634,7 @@ impl Supervisor {
                     s.child.kill_all();
                     s.kill = Some((why, at, true));
                 }
-                // The shim is at it; its group gets SIGKILL if it takes too long.
+                // The keeper is at it (asked again once a second).
                 Some((_, _, true)) => s.child.kill_all(),
                 _ => {}
             }
@@ -779,7 +780,7 @@ impl Supervisor {
             .map(|s| Beat {
                 id: s.id,
                 start: s.start,
-                pid: s.child.pid(),
+                pid: Some(s.child.pid()),
                 tail: s.child.tail.clone(),
             })
             .collect();
@@ -788,7 +789,7 @@ impl Supervisor {
             beats.push(Beat {
                 id,
                 start,
-                pid: 0,
+                pid: None,
                 tail: Arc::new(Tail::default()),
             });
         }
@@ -805,7 +806,7 @@ impl Supervisor {
     }
 
     /// Stopping: SIGTERM every process, wait up to `grace`, SIGKILL what is
-    /// left (everything each command started, through its shim), and queue
+    /// left (everything each command started, through the keeper), and queue
     /// their runs again; then write what is pending, giving an outage up to
     /// `outage` seconds. Returns how many ends were not written.
     pub fn stop_all(&mut self, grace: f64, outage: f64) -> usize {
@@ -826,7 +827,8 @@ impl Supervisor {
             self.publish();
             std::thread::sleep(Duration::from_millis(50));
         }
-        // Bounded: a shim that doesn't end in time gets its group SIGKILLed.
+        // Bounded: a command that doesn't end within KILL_SECONDS of it is
+        // taken for killed.
         while !self.running.is_empty() {
             for s in &mut self.running {
                 s.child.kill_all();
@@ -847,7 +849,7 @@ impl Supervisor {
     }
 
     /// Kills every process at once (SIGKILL to everything each command
-    /// started, through its shim), recording nothing: its credentials are
+    /// started, through the keeper), recording nothing: its credentials are
     /// gone, so nothing could be recorded anyway.
     pub fn abandon(&mut self) {
         while !self.running.is_empty() {
@@ -883,8 +885,8 @@ impl Drop for Supervisor {
 /// The watchdog thread: every 50 ms, holds the timeouts of the attempts
 /// that have one, with nothing but signals (no I/O that could hang): at
 /// the timeout SIGTERM to the attempt's process group, `grace` later the
-/// shim asked to kill everything under it. Under the shared lock, so the
-/// main thread can't reap a shim (and free its pid) meanwhile.
+/// keeper asked to kill everything the command started (by token: the
+/// keeper signals only commands it has not reaped).
 fn watchdog_loop(shared: Arc<Mutex<Shared>>, grace: Duration) {
     loop {
         {
@@ -897,7 +899,7 @@ fn watchdog_loop(shared: Arc<Mutex<Shared>>, grace: Duration) {
                 match w.termed {
                     None if now >= w.deadline => {
                         log::info!("run {} attempt {}: Timeout: SIGTERM", w.id, w.start);
-                        child::signal_group(w.pid, libc::SIGTERM);
+                        w.handle.signal(libc::SIGTERM);
                         w.termed = Some((now, false));
                     }
                     Some((at, false)) if now >= at + grace => {
@@ -906,7 +908,7 @@ fn watchdog_loop(shared: Arc<Mutex<Shared>>, grace: Duration) {
                             w.id,
                             w.start
                         );
-                        child::ask_kill_all(w.pid);
+                        w.handle.kill_all();
                         w.termed = Some((at, true));
                     }
                     _ => {}
@@ -925,7 +927,7 @@ fn watchdog_loop(shared: Arc<Mutex<Shared>>, grace: Duration) {
 fn appends(beats: &[Beat], written: &HashMap<(i64, i32), Written>, now: Instant) -> Vec<Append> {
     let wait = Duration::from_secs_f64(APPEND_EVERY_SECONDS);
     let mut out = Vec::new();
-    for b in beats.iter().filter(|b| b.pid != 0) {
+    for b in beats.iter().filter(|b| b.pid.is_some()) {
         let last = written.get(&(b.id, b.start));
         let upto = last.map_or(0, |w| w.upto);
         let new = b.tail.total().saturating_sub(upto);
@@ -977,7 +979,7 @@ fn beat(
     }
     let ids: Vec<i64> = beats.iter().map(|b| b.id).collect();
     let starts: Vec<i32> = beats.iter().map(|b| b.start).collect();
-    let pids: Vec<i32> = beats.iter().map(|b| b.pid).collect();
+    let pids: Vec<i32> = beats.iter().map(|b| b.pid.unwrap_or(0)).collect();
     let out_ids: Vec<i64> = appends.iter().map(|a| a.id).collect();
     let out_starts: Vec<i32> = appends.iter().map(|a| a.start).collect();
     let out_at: Vec<i64> = appends
@@ -1034,7 +1036,7 @@ fn beat(
     // again and started elsewhere): the main thread kills it.
     let lost = beats
         .iter()
-        .filter(|b| b.pid != 0 && !beaten.contains(&b.id))
+        .filter(|b| b.pid.is_some() && !beaten.contains(&b.id))
         .map(|b| (b.id, b.start));
     let mut s = shared.lock().expect("shared");
     s.beaten = Some(now);
@@ -1110,7 +1112,7 @@ fn heartbeat_loop(link: Link, shared: Arc<Mutex<Shared>>, rec: &'static Recorder
 mod tests {
     use super::*;
 
-    fn beating(id: i64, pid: i32, printed: &[u8]) -> Beat {
+    fn beating(id: i64, pid: Option<i32>, printed: &[u8]) -> Beat {
         let tail = Arc::new(Tail::default());
         tail.push(printed);
         Beat {
@@ -1126,9 +1128,9 @@ mod tests {
         let now = Instant::now();
         let mut written = HashMap::new();
         let beats = [
-            beating(1, 7, b"hello world"),
-            beating(2, 8, b"quiet"),
-            beating(3, 0, b"ended: its end carries it"),
+            beating(1, Some(7), b"hello world"),
+            beating(2, Some(0), b"quiet"),
+            beating(3, None, b"ended: its end carries it"),
         ];
         // Nothing appended yet: everything; an ended process: nothing.
         let first = appends(&beats, &written, now);
@@ -1149,7 +1151,7 @@ mod tests {
     #[test]
     fn a_chatty_attempt_s_output_is_appended_every_few_seconds_its_last_64_kib() {
         let now = Instant::now();
-        let chatty = [beating(1, 7, &vec![b'x'; 200 * 1024])];
+        let chatty = [beating(1, Some(7), &vec![b'x'; 200 * 1024])];
         let mut written = HashMap::new();
         written.insert((1, 1), Written { upto: 10, at: now });
         // Much more than a beat's worth since an append a moment ago: later.

@@ -36,12 +36,12 @@ use crate::faults::{Block, Effect, Record, Target};
 use crate::observe::Seen;
 
 /// How long a process may outlive its attempt's recorded end, or a cut-off
-/// supervisor's return (a tick, the kill grace, the shim's kill, a loaded
+/// supervisor's return (a tick, the kill grace, the keeper's kill, a loaded
 /// machine).
 pub const GRACE: f64 = 10.0;
 
 /// How much later than its timeout and kill grace an attempt may end (a
-/// tick, the shim's kill, a loaded machine).
+/// tick, the keeper's kill, a loaded machine).
 pub const TIMEOUT_SLACK: f64 = 3.0;
 
 /// A `begin` line.
@@ -55,7 +55,7 @@ pub struct Begin {
     pub pid: i32,
     /// When (uptime).
     pub t: f64,
-    /// Its supervisor (the shim's parent: a scheduler, worker or
+    /// Its supervisor (the keeper's parent: a scheduler, worker or
     /// `ec2-serve`) and that one's process group.
     pub sup: i32,
     /// The supervisor's group.

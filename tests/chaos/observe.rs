@@ -33,7 +33,7 @@ pub struct Seen {
     pub start: i32,
     /// Its command line, for evidence.
     pub cmdline: String,
-    /// Its supervisor (the parent of the `orca __shim` above it: a
+    /// Its supervisor (the parent of the `orca __keeper` above it: a
     /// scheduler, a worker, `ec2-serve`) and that one's process group, when
     /// found (-1: not).
     pub sup: i32,
@@ -119,7 +119,7 @@ fn started(pid: i32) -> Option<u64> {
 }
 
 /// The supervisor of a run's process and its group: the parent of the
-/// nearest `orca __shim` above it.
+/// nearest `orca __keeper` above it.
 fn supervisor(pid: i32) -> (i32, i32) {
     let mut p = pid;
     for _ in 0..8 {
@@ -131,7 +131,7 @@ fn supervisor(pid: i32) -> (i32, i32) {
             break;
         }
         let cmd = std::fs::read(format!("/proc/{parent}/cmdline")).unwrap_or_default();
-        if cmd.split(|&b| b == 0).any(|a| a == b"__shim") {
+        if cmd.split(|&b| b == 0).any(|a| a == b"__keeper") {
             let sup = stat_field(parent, 4).map_or(-1, |s| s as i32);
             let supg = stat_field(sup, 5).map_or(-1, |g| g as i32);
             return (sup, supg);

@@ -221,7 +221,7 @@ if [ $h -lt 7 ]; then
   secs=$(( T + 3 ))
 elif [ $h -lt 10 ]; then
   # Deaf to SIGTERM, and leaves a process in a session of its own behind:
-  # the shim must kill both when the attempt ends.
+  # the keeper must kill both when the attempt ends.
   trap '' TERM
   setsid sleep 60 &
   secs=$(( T + 3 ))

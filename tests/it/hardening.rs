@@ -747,3 +747,70 @@ fn a_run_starts_with_its_signals_at_their_defaults_and_a_missing_command_fails_1
     );
     s.terminate(10.0);
 }
+
+/// A run holds no descriptor of orca's (not the keeper's socket, which
+/// starts commands as orca's user; not another run's output), and, run as
+/// another user, can neither signal its keeper nor read its environment.
+#[test]
+fn a_run_holds_no_descriptor_of_orca_s_and_can_t_reach_its_keeper() {
+    // SAFETY: geteuid(2) can't fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let (db, dir) = setup(
+        "[pipelines.fds]\ncommand = [\"ls\", \"-l\", \"/proc/self/fd\"]\n\n\
+         [pipelines.reach]\ncommand = 'if kill -0 $PPID 2>/dev/null; then echo SIGNALS_KEEPER; fi; \
+         if cat /proc/$PPID/environ >/dev/null 2>&1; then echo READS_KEEPER; fi; echo \"checked $PPID\"'\n\n\
+         [pipelines.other]\ncommand = \"sleep 30\"\n",
+    );
+    let other = db.queue("other");
+    let run_as: &[(&str, &str)] = if root {
+        &[("ORCA_RUN_AS", "nobody")]
+    } else {
+        &[]
+    };
+    let mut s = db.scheduler(&dir, run_as);
+    wait_until("the other run runs", 30.0, || db.state(other) == "running");
+    let (fds, reach) = (db.queue("fds"), db.queue("reach"));
+    wait_until("both runs end", 30.0, || {
+        db.state(fds) != "queued"
+            && db.state(fds) != "running"
+            && db.state(reach) != "queued"
+            && db.state(reach) != "running"
+    });
+    let listed = text(&db.output(fds));
+    assert_eq!(db.state(fds), "succeeded", "{listed}");
+    for line in listed.lines().filter(|l| l.contains(" -> ")) {
+        let (head, target) = line.split_once(" -> ").unwrap();
+        let fd: i32 = head.split_whitespace().last().unwrap().parse().unwrap();
+        // ls's own descriptor of the directory it lists aside.
+        assert!(
+            fd <= 2 || target.ends_with("/fd"),
+            "a run holds descriptor {fd} of orca's: {line}\n{listed}"
+        );
+    }
+    let said = text(&db.output(reach));
+    assert!(said.contains("checked "), "{said}");
+    if root {
+        assert!(!said.contains("SIGNALS_KEEPER"), "{said}");
+        assert!(!said.contains("READS_KEEPER"), "{said}");
+    }
+    // The run's parent is the keeper, a child of the scheduler.
+    let parent: i32 = said
+        .lines()
+        .find_map(|l| l.strip_prefix("checked "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let ppid = std::fs::read_to_string(format!("/proc/{parent}/stat"))
+        .ok()
+        .and_then(|st| {
+            st.rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse::<i32>()
+                .ok()
+        });
+    assert_eq!(ppid, Some(s.pid()), "the run's parent is its keeper");
+    s.terminate(10.0);
+}

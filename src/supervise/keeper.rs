@@ -1,0 +1,718 @@
+//! The keeper, `orca __keeper PARENT`: one process per supervisor (a
+//! scheduler, a worker, `ec2-serve`) that starts every command the
+//! supervisor runs, so that a run is one process, not two (issue 14's
+//! starts a second), and that nothing a command starts outlives it.
+//!
+//! How it holds that guarantee:
+//! * Each command is started (fork, then exec) as the leader of a new
+//!   session with no controlling terminal, a **child subreaper** itself
+//!   (`PR_SET_CHILD_SUBREAPER`, kept across exec) and with SIGKILL as its
+//!   parent-death signal. While a command lives, whatever it orphans (a
+//!   double fork, `setsid`, `nohup`) is reparented to the command, not to
+//!   the keeper.
+//! * The keeper is a subreaper too. So a child of the keeper that is not a
+//!   live command was left behind by one that ended (or by such a stray
+//!   that ended), and is SIGKILLed with the group it leads; its own
+//!   children are reparented to the keeper as it dies, and the next walk
+//!   finds them ([`strays`]), until a walk finds none. A command's end is
+//!   told to the supervisor only after that first walk.
+//! * Asked (a timeout or cancel past its grace, an attempt lost, a
+//!   supervisor stopping), it SIGKILLs the command's group and the command;
+//!   the rest follows as above. Signals go to a command only while it is
+//!   not reaped, so never to a pid used again.
+//! * When its supervisor dies (its parent-death signal, SIGUSR2, or the end
+//!   of its socket, whichever comes first) it SIGKILLs every command and
+//!   walks until nothing is left under it, then ends.
+//!
+//! It is single-threaded: a `poll(2)` on its socket and a `signalfd` for
+//! SIGCHLD and SIGUSR2. It ignores SIGTERM, SIGINT and SIGHUP (no command
+//! is in its group; an operator's stray signal must not end it). Its
+//! environment is what of orca's a run may have (`child::passed_on`), so
+//! nothing in it is a secret; a command's own settings come with its
+//! request ([`super::wire`]) and are set over it.
+//!
+//! What it can't hold: SIGKILL to the keeper itself (only its own user or
+//! the kernel's OOM killer can send one) kills its commands through their
+//! parent-death signal, but what they had orphaned then goes to init, as it
+//! did with a shim SIGKILLed.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::CString;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
+
+use super::wire::{self, Event, Request, Spawn};
+
+/// The name of the hidden subcommand the keeper runs as.
+pub const KEEPER: &str = "__keeper";
+
+/// Where the keeper's end of its socket is when it starts.
+pub const SOCKET_FD: RawFd = 3;
+
+/// The signal the keeper gets when its supervisor dies.
+const PARENT_DIED: i32 = libc::SIGUSR2;
+
+/// How long the keeper, its supervisor gone, goes on killing what is left
+/// under it before it ends anyway.
+const DIE_SECONDS: u64 = 2;
+
+/// The keeper's state.
+struct Keeper {
+    sock: OwnedFd,
+    signals: OwnedFd,
+    /// `/dev/null`, every command's stdin.
+    devnull: OwnedFd,
+    /// The keeper's own environment, as `(name, NAME=value)`.
+    env: Vec<(Vec<u8>, CString)>,
+    /// The stack a command starts on until it execs.
+    stack: Vec<u8>,
+    parent: i32,
+    /// Commands not reaped yet, by pid, and by token.
+    pids: HashMap<i32, u64>,
+    tokens: HashMap<u64, i32>,
+    /// Bytes of requests read but not yet a whole frame.
+    inbuf: Vec<u8>,
+    /// Descriptors come with spawn requests, in order.
+    fds: VecDeque<OwnedFd>,
+    /// Events not yet sent.
+    out: Vec<u8>,
+    /// Strays were killed at the last walk: walk again soon.
+    walking: bool,
+}
+
+/// The children of the keeper that are strays: every one that is not a
+/// command not reaped yet (see the module's doc).
+pub fn strays(children: &[i32], commands: &HashMap<i32, u64>) -> Vec<i32> {
+    children
+        .iter()
+        .copied()
+        .filter(|p| *p > 1 && !commands.contains_key(p))
+        .collect()
+}
+
+/// `orca __keeper PARENT`, its socket at [`SOCKET_FD`]: see the module's
+/// doc. Ends when its supervisor does (0), or at once if its parent is not
+/// `PARENT` (1), or if its supervisor sends what it can't read (2).
+pub fn keeper_main(argv: &[String]) -> i32 {
+    let parent: i32 = argv.first().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let mut wanted: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: plain libc calls on this single-threaded process: the signal
+    // mask, prctl, dispositions, descriptor flags, a new signalfd.
+    let signals = unsafe {
+        libc::sigemptyset(&mut wanted);
+        libc::sigaddset(&mut wanted, libc::SIGCHLD);
+        libc::sigaddset(&mut wanted, PARENT_DIED);
+        libc::sigprocmask(libc::SIG_BLOCK, &wanted, std::ptr::null_mut());
+        libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DIED);
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+        // Not to be read or traced by a run of orca's own user (what it is
+        // asked holds pipelines' env values); a command's exec resets it.
+        libc::prctl(libc::PR_SET_DUMPABLE, 0);
+        if parent <= 1 || libc::getppid() != parent {
+            return 1;
+        }
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        libc::fcntl(SOCKET_FD, libc::F_SETFD, libc::FD_CLOEXEC);
+        let flags = libc::fcntl(SOCKET_FD, libc::F_GETFL);
+        libc::fcntl(SOCKET_FD, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        let fd = libc::signalfd(-1, &wanted, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if fd < 0 {
+            eprintln!(
+                "orca: keeper: signalfd: {}",
+                std::io::Error::last_os_error()
+            );
+            return 1;
+        }
+        OwnedFd::from_raw_fd(fd)
+    };
+    let devnull = match std::fs::File::open("/dev/null") {
+        Ok(f) => OwnedFd::from(f),
+        Err(e) => {
+            eprintln!("orca: keeper: /dev/null: {e}");
+            return 1;
+        }
+    };
+    let env = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let kv = CString::new([k.as_bytes(), b"=", v.as_bytes()].concat()).ok()?;
+            Some((k.as_bytes().to_vec(), kv))
+        })
+        .collect();
+    let mut k = Keeper {
+        // SAFETY: the supervisor put its socket here; nothing else owns it.
+        sock: unsafe { OwnedFd::from_raw_fd(SOCKET_FD) },
+        signals,
+        devnull,
+        env,
+        stack: vec![0; 256 * 1024],
+        parent,
+        pids: HashMap::new(),
+        tokens: HashMap::new(),
+        inbuf: Vec::new(),
+        fds: VecDeque::new(),
+        out: Vec::new(),
+        walking: false,
+    };
+    match k.serve() {
+        Ok(()) => k.die(0),
+        Err(e) => {
+            eprintln!("orca: keeper: {e}; killing every command");
+            k.die(2)
+        }
+    }
+}
+
+impl Keeper {
+    /// The loop: until the supervisor is gone (`Ok`) or says what can't be
+    /// read (`Err`).
+    fn serve(&mut self) -> Result<(), wire::WireError> {
+        loop {
+            let mut polled = [
+                libc::pollfd {
+                    fd: self.sock.as_raw_fd(),
+                    events: libc::POLLIN
+                        | if self.out.is_empty() {
+                            0
+                        } else {
+                            libc::POLLOUT
+                        },
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.signals.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let timeout = if self.walking { 10 } else { 1000 };
+            // SAFETY: poll(2) on two descriptors we own.
+            let ready = unsafe { libc::poll(polled.as_mut_ptr(), 2, timeout) };
+            if self.signalled() || unsafe { libc::getppid() } != self.parent {
+                return Ok(());
+            }
+            if polled[0].revents != 0 && !self.read_requests()? {
+                return Ok(());
+            }
+            // After a reap, while strays are dying, and once a second.
+            if self.reap() || self.walking || ready == 0 {
+                self.walk();
+            }
+            if !self.flush() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Drains the signalfd; true if the supervisor died.
+    fn signalled(&mut self) -> bool {
+        let mut died = false;
+        loop {
+            // SAFETY: read(2) of whole signalfd_siginfo records into one.
+            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+            let n = unsafe {
+                libc::read(
+                    self.signals.as_raw_fd(),
+                    (&mut info as *mut libc::signalfd_siginfo).cast(),
+                    std::mem::size_of::<libc::signalfd_siginfo>(),
+                )
+            };
+            if n <= 0 {
+                return died;
+            }
+            died |= info.ssi_signo == PARENT_DIED as u32;
+        }
+    }
+
+    /// Reads what the supervisor sent and carries out each whole request;
+    /// false at the end of the socket (the supervisor is gone).
+    fn read_requests(&mut self) -> Result<bool, wire::WireError> {
+        let open;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            // Room for a few descriptors' control message: a stream socket
+            // gives at most one sender's call's descriptors at once.
+            let mut control = [0u8; 64];
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            };
+            // SAFETY: a zeroed msghdr is valid; its pointers are set to
+            // buffers that live across the call.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = control.len() as _;
+            let n = unsafe {
+                libc::recvmsg(
+                    self.sock.as_raw_fd(),
+                    &mut msg,
+                    libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                open = e.kind() == std::io::ErrorKind::WouldBlock;
+                break;
+            }
+            // SAFETY: walking the control messages recvmsg(2) filled in.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&msg);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                        let data = libc::CMSG_DATA(c) as *const RawFd;
+                        let len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                        for i in 0..len / std::mem::size_of::<RawFd>() {
+                            self.fds
+                                .push_back(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                        }
+                    }
+                    c = libc::CMSG_NXTHDR(&msg, c);
+                }
+            }
+            if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+                return Err(wire::WireError::Malformed);
+            }
+            if n == 0 {
+                open = false;
+                break;
+            }
+            self.inbuf.extend_from_slice(&buf[..n as usize]);
+        }
+        let mut at = 0;
+        while let Some((range, used)) = wire::next_frame(&self.inbuf[at..])? {
+            let req = Request::decode(&self.inbuf[at..][range])?;
+            at += used;
+            self.carry_out(req)?;
+        }
+        self.inbuf.drain(..at);
+        Ok(open)
+    }
+
+    fn carry_out(&mut self, req: Request) -> Result<(), wire::WireError> {
+        match req {
+            Request::Spawn(s) => {
+                let out = self.fds.pop_front().ok_or(wire::WireError::Malformed)?;
+                let token = s.token;
+                match start(
+                    &s,
+                    &out,
+                    &self.env,
+                    self.devnull.as_raw_fd(),
+                    &mut self.stack,
+                ) {
+                    Ok(pid) => {
+                        self.pids.insert(pid, token);
+                        self.tokens.insert(token, pid);
+                        Event::Started { token, pid }.encode_into(&mut self.out);
+                    }
+                    Err(e) => {
+                        // As a shell says it: the run's output holds why.
+                        let program =
+                            String::from_utf8_lossy(s.argv.first().map_or(&[][..], |p| p));
+                        let mut w = std::fs::File::from(out);
+                        let _ = writeln!(w, "orca: can't run {program}: {e}");
+                        Event::Started { token, pid: 0 }.encode_into(&mut self.out);
+                        Event::Ended {
+                            token,
+                            status: 127 << 8,
+                        }
+                        .encode_into(&mut self.out);
+                    }
+                }
+            }
+            Request::Signal { token, signal } => {
+                if let Some(&pid) = self.tokens.get(&token) {
+                    // SAFETY: kill(2) to the group of a command not reaped
+                    // yet (its pid, so its group's id, is not reused).
+                    unsafe { libc::kill(-pid, signal) };
+                }
+            }
+            Request::KillAll { token } => {
+                if let Some(&pid) = self.tokens.get(&token) {
+                    // SAFETY: as above; the command too, should it have
+                    // left its own group.
+                    unsafe {
+                        libc::kill(-pid, libc::SIGKILL);
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reaps every child that ended; a command's end becomes an event.
+    /// True if any was reaped.
+    fn reap(&mut self) -> bool {
+        let mut any = false;
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid(2) on our own children; WNOHANG never blocks.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid <= 0 {
+                return any;
+            }
+            any = true;
+            if let Some(token) = self.pids.remove(&pid) {
+                self.tokens.remove(&token);
+                Event::Ended { token, status }.encode_into(&mut self.out);
+            }
+        }
+    }
+
+    /// SIGKILL to every stray now, and to the groups they lead.
+    fn walk(&mut self) {
+        let strays = strays(&children(), &self.pids);
+        for pid in &strays {
+            // SAFETY: kill(2) on our own children, not reaped (a zombie's
+            // pid is not reused either), and the groups they lead.
+            unsafe {
+                libc::kill(-*pid, libc::SIGKILL);
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        self.walking = !strays.is_empty();
+    }
+
+    /// Sends what events it can without waiting; false if the supervisor
+    /// is gone.
+    fn flush(&mut self) -> bool {
+        while !self.out.is_empty() {
+            // SAFETY: send(2) from a buffer we own.
+            let n = unsafe {
+                libc::send(
+                    self.sock.as_raw_fd(),
+                    self.out.as_ptr().cast(),
+                    self.out.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                match e.kind() {
+                    std::io::ErrorKind::Interrupted => continue,
+                    std::io::ErrorKind::WouldBlock => return true,
+                    _ => return false,
+                }
+            }
+            self.out.drain(..n as usize);
+        }
+        true
+    }
+
+    /// Kills every command and everything under the keeper, reaping as it
+    /// goes, until nothing is left (or [`DIE_SECONDS`] have passed); the
+    /// keeper's exit code.
+    fn die(&mut self, code: i32) -> i32 {
+        for &pid in self.pids.keys() {
+            // SAFETY: kill(2) on commands not reaped yet and their groups.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        self.pids.clear();
+        let deadline = Instant::now() + Duration::from_secs(DIE_SECONDS);
+        loop {
+            self.reap();
+            self.walk();
+            // A child reaped had its own children reparented to the keeper
+            // first, so an empty list is final.
+            if (!self.walking && children().is_empty()) || Instant::now() >= deadline {
+                return code;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Starts `s`'s command with `out` as its stdout and stderr and `/dev/null`
+/// (`devnull`) as its stdin, with `env` (the keeper's own environment, as
+/// `(name, NAME=value)`) under the request's settings (see the module's
+/// doc). Cloned as `posix_spawn(3)` does (no copy of the keeper's memory
+/// map), the keeper waiting only until it execs. The program is found as `execvp(3)` finds it, in the command's
+/// `PATH`; a file with no `#!` line is run by `/bin/sh`. What can't be
+/// started says why on its stderr and exits 127. Its pid.
+fn start(
+    s: &Spawn,
+    out: &OwnedFd,
+    env: &[(Vec<u8>, CString)],
+    devnull: RawFd,
+    stack: &mut [u8],
+) -> std::io::Result<i32> {
+    let Some((program, args)) = s.argv.split_first() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "no command",
+        ));
+    };
+    let nul = |_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte");
+    let name = |kv: &[u8]| {
+        kv.iter()
+            .position(|&b| b == b'=')
+            .map(|eq| kv[..eq].to_vec())
+    };
+    let ours: Vec<CString> = s
+        .vars
+        .iter()
+        .filter(|kv| name(kv).is_some())
+        .map(|kv| CString::new(kv.clone()).map_err(nul))
+        .collect::<Result<_, _>>()?;
+    let set: std::collections::HashSet<Vec<u8>> = s.vars.iter().filter_map(|kv| name(kv)).collect();
+    let mut envp: Vec<*const libc::c_char> = env
+        .iter()
+        .filter(|(k, _)| !set.contains(k))
+        .map(|(_, kv)| kv.as_ptr())
+        .chain(ours.iter().map(|kv| kv.as_ptr()))
+        .collect();
+    envp.push(std::ptr::null());
+    // Where to look for it: itself if it has a `/`, else each directory of
+    // the command's PATH (its own setting's, or the keeper's).
+    let path = s
+        .vars
+        .iter()
+        .rev()
+        .find_map(|kv| kv.strip_prefix(b"PATH="))
+        .map(<[u8]>::to_vec)
+        .or_else(|| {
+            env.iter()
+                .find(|(k, _)| k == b"PATH")
+                .map(|(_, kv)| kv.as_bytes()[5..].to_vec())
+        })
+        .unwrap_or_else(|| b"/usr/bin:/bin".to_vec());
+    let candidates: Vec<CString> = if program.contains(&b'/') {
+        vec![CString::new(program.clone()).map_err(nul)?]
+    } else {
+        path.split(|&b| b == b':')
+            .map(|dir| {
+                let dir = if dir.is_empty() { &b"."[..] } else { dir };
+                CString::new([dir, b"/", program].concat()).map_err(nul)
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let argv: Vec<CString> = s
+        .argv
+        .iter()
+        .map(|a| CString::new(a.clone()).map_err(nul))
+        .collect::<Result<_, _>>()?;
+    let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_p.push(std::ptr::null());
+    // The same under /bin/sh: `sh PATH ARGS...`, PATH filled in below.
+    let sh_args: Vec<CString> = args
+        .iter()
+        .map(|a| CString::new(a.clone()).map_err(nul))
+        .collect::<Result<_, _>>()?;
+    let x = Exec {
+        run_as: s.run_as,
+        // SAFETY: getpid(2) can't fail.
+        keeper: unsafe { libc::getpid() },
+        devnull,
+        out: out.as_raw_fd(),
+        candidates: &candidates,
+        argv: &argv_p,
+        envp: &envp,
+        sh_args: &sh_args,
+        error: std::sync::atomic::AtomicI32::new(0),
+    };
+    // The child's stack, its top 16-byte aligned (it grows down).
+    let top = stack.as_mut_ptr_range().end as usize & !15;
+    // SAFETY: clone(2) with CLONE_VM | CLONE_VFORK, as posix_spawn(3)
+    // does: the child runs `exec_child` on a stack of its own in this
+    // memory while the keeper waits, until it execs or exits; `x` and what
+    // it points to live across the call. SIGCHLD tells its end.
+    let pid = unsafe {
+        libc::clone(
+            exec_child,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&x as *const Exec).cast_mut().cast(),
+        )
+    };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let error = x.error.load(std::sync::atomic::Ordering::Acquire);
+    if error != 0 {
+        // It exits 127 (reaped and told as any end); its output says why.
+        let mut w = std::fs::File::from(out.try_clone()?);
+        let _ = writeln!(
+            w,
+            "orca: can't run {}: {}",
+            String::from_utf8_lossy(program),
+            std::io::Error::from_raw_os_error(error)
+        );
+    }
+    Ok(pid)
+}
+
+/// What [`exec_child`] is given: all made before the clone, so the child
+/// allocates nothing.
+struct Exec<'a> {
+    run_as: Option<(u32, u32)>,
+    keeper: i32,
+    devnull: RawFd,
+    out: RawFd,
+    candidates: &'a [CString],
+    argv: &'a [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+    sh_args: &'a [CString],
+    /// Why it could not exec (an errno), written by the child.
+    error: std::sync::atomic::AtomicI32,
+}
+
+/// The cloned child of [`start`]: [`child`], then exit 127 with the errno
+/// left for the keeper (the memory is shared until exec or exit).
+extern "C" fn exec_child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `start` passes an `Exec` that outlives the child's use of it.
+    let x = unsafe { &*(arg as *const Exec) };
+    // SAFETY: this is the child of a CLONE_VM | CLONE_VFORK clone.
+    let e = unsafe {
+        child(
+            x.run_as,
+            x.keeper,
+            x.devnull,
+            x.out,
+            x.candidates,
+            x.argv,
+            x.envp,
+            x.sh_args,
+        )
+    };
+    x.error.store(
+        e.raw_os_error().unwrap_or(libc::EINVAL),
+        std::sync::atomic::Ordering::Release,
+    );
+    // SAFETY: _exit(2) runs no handler of the keeper's.
+    unsafe { libc::_exit(127) }
+}
+
+/// The child of [`start`]: makes itself the command and execs it (see the
+/// module's doc); returns only why it could not. Allocates nothing: a
+/// candidate found but not executable under /bin/sh's fallback aside.
+///
+/// # Safety
+///
+/// Only in the cloned child of the (single-threaded) keeper: the pointer
+/// arrays end with a null pointer, and live.
+#[allow(clippy::too_many_arguments)]
+unsafe fn child(
+    run_as: Option<(u32, u32)>,
+    keeper: i32,
+    devnull: RawFd,
+    out: RawFd,
+    candidates: &[CString],
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+    sh_args: &[CString],
+) -> std::io::Error {
+    let last = std::io::Error::last_os_error;
+    unsafe {
+        // Its output first, so that what goes wrong from here is said in it.
+        if libc::dup2(devnull, 0) < 0 || libc::dup2(out, 1) < 0 || libc::dup2(out, 2) < 0 {
+            return last();
+        }
+        if libc::setsid() < 0 {
+            return last();
+        }
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+        if let Some((uid, gid)) = run_as {
+            // Groups first: after setuid they can't be dropped.
+            if libc::setgroups(1, &gid) != 0 || libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
+                return last();
+            }
+        }
+        // After the ids: a change of them clears it.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != keeper {
+            libc::_exit(127);
+        }
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        // Nothing but its stdin, stdout and stderr: not what orca was
+        // started with and left open (the keeper's own are close-on-exec).
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
+            let open_max = libc::sysconf(libc::_SC_OPEN_MAX).clamp(0, 1 << 16) as i32;
+            for fd in 3..open_max {
+                libc::close(fd);
+            }
+        }
+        // As execvp(3): the first that execs; a file found but not to be
+        // run (EACCES) is the error said if none does.
+        let mut error = std::io::Error::from_raw_os_error(libc::ENOENT);
+        for path in candidates {
+            libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            let e = last();
+            match e.raw_os_error() {
+                Some(libc::ENOEXEC) => {
+                    // (Allocates: rare, and the keeper is single-threaded
+                    // and waits meanwhile.)
+                    let mut sh: Vec<*const libc::c_char> = vec![c"sh".as_ptr(), path.as_ptr()];
+                    sh.extend(sh_args.iter().map(|a| a.as_ptr()));
+                    sh.push(std::ptr::null());
+                    libc::execve(c"/bin/sh".as_ptr(), sh.as_ptr(), envp.as_ptr());
+                    return last();
+                }
+                Some(libc::ENOENT | libc::ENOTDIR) => {}
+                Some(libc::EACCES) => error = e,
+                _ => return e,
+            }
+        }
+        error
+    }
+}
+
+/// The keeper's children now: its commands, and strays reparented to it.
+fn children() -> Vec<i32> {
+    // SAFETY: getpid(2) can't fail.
+    let me = unsafe { libc::getpid() };
+    // The kernel's own list (the keeper is single-threaded: its one task);
+    // a scan of /proc where the kernel doesn't keep it.
+    if let Ok(list) = std::fs::read_to_string(format!("/proc/self/task/{me}/children")) {
+        return list
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|st| {
+                    // pid (comm) state ppid ...: comm may hold spaces.
+                    let rest = &st[st.rfind(')')? + 2..];
+                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+                })
+                == Some(me)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_child_but_a_live_command_is_a_stray() {
+        let commands: HashMap<i32, u64> = [(100, 1), (200, 2)].into();
+        assert_eq!(strays(&[100, 150, 200, 250], &commands), vec![150, 250]);
+        assert_eq!(strays(&[100, 200], &commands), Vec::<i32>::new());
+        // Never init, nor "every process" (kill(-1) would be that).
+        assert_eq!(strays(&[0, 1, -1, 7], &HashMap::new()), vec![7]);
+    }
+}
