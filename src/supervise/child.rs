@@ -8,8 +8,9 @@
 //! it leaves behind (see its module's doc). This side of it ([`Child`])
 //! names each command by a token, never by a pid: signals go through the
 //! keeper, which sends them only to a command it has not reaped, so never
-//! to a pid used again. Its output's pipe is made here and read by a thread
-//! of this process; the keeper gets the write end.
+//! to a pid used again. Its output's pipe is made here and read by this
+//! process's one output thread ([`super::output`]); the keeper gets the
+//! write end.
 //!
 //! Should the keeper die (SIGKILL, say), its commands die with it (their
 //! parent-death signal) and end here as killed; the next command starts a
@@ -17,7 +18,6 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CString, OsString};
-use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
@@ -42,6 +42,17 @@ pub const KILL_SECONDS: f64 = 5.0;
 /// A pid not told yet.
 const UNKNOWN: i32 = i32::MIN;
 
+/// Events are read at most once in this many microseconds.
+const REFRESH_MICROS: u64 = 500;
+
+/// How long the keeper may take to start a command before it is taken for
+/// wedged (and replaced: its commands die with it).
+const START_SECONDS: u64 = 30;
+
+/// How much may wait to be sent to the keeper before it is taken for
+/// wedged.
+const MAX_QUEUED_BYTES: usize = 64 << 20;
+
 /// The wait status of a process killed by SIGKILL.
 const KILLED: i32 = libc::SIGKILL;
 /// The last [`TAIL_BYTES`] of a child's stdout and stderr, interleaved, and
@@ -50,7 +61,7 @@ const KILLED: i32 = libc::SIGKILL;
 pub struct Tail {
     kept: Mutex<Kept>,
     /// The pipe reached its end: every writer is gone, all is read.
-    done: std::sync::atomic::AtomicBool,
+    pub(super) done: std::sync::atomic::AtomicBool,
 }
 
 /// What a [`Tail`] holds.
@@ -165,23 +176,7 @@ impl Child {
                 .expect("keepers")
                 .start(argv, vars, run_as, OwnedFd::from(writer))?;
         let tail = Arc::new(Tail::default());
-        let sink = tail.clone();
-        let reading = std::thread::Builder::new()
-            .name("output".into())
-            .stack_size(64 * 1024)
-            .spawn(move || {
-                let mut reader = reader;
-                let mut buf = [0u8; 8192];
-                loop {
-                    match reader.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => sink.push(&buf[..n]),
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
-                sink.done.store(true, Ordering::Release);
-            });
+        let reading = super::output::read_into(reader, tail.clone());
         let child = Child {
             handle,
             pid: UNKNOWN.into(),
@@ -189,8 +184,9 @@ impl Child {
             tail,
             killing: None,
         };
-        // A command whose output can't be read is not left running.
-        reading.map(|_| child)
+        // A command whose output can't be read is not left running (dropped:
+        // killed).
+        reading.map(|()| child)
     }
 
     /// Its pid, for what is shown of it: 0 until the keeper has told it,
@@ -219,8 +215,10 @@ impl Child {
     /// [`KILL_SECONDS`] ago and that is still there is taken for killed.
     pub fn try_exit(&mut self) -> Option<Exit> {
         if self.status.is_none() {
-            self.pid(); // kept for what is shown of it, told or not
             let raw = KEEPERS.lock().expect("keepers").ended(self.handle);
+            // Its pid came first: kept for what is shown of it (and so no
+            // longer held for it).
+            self.pid();
             let given_up = self
                 .killing
                 .is_some_and(|(first, _)| first.elapsed().as_secs_f64() >= KILL_SECONDS);
@@ -370,6 +368,14 @@ struct KeeperLink {
     ended: HashMap<u64, i32>,
     /// Commands whose end no one waits for any more.
     forgotten: HashSet<u64>,
+    /// When events were last read.
+    pumped: Instant,
+    /// Frames not sent yet (each with the descriptor to send beside its
+    /// first byte, and how much of it is sent), and their bytes.
+    queue: VecDeque<(Vec<u8>, Option<OwnedFd>, usize)>,
+    queued_bytes: usize,
+    /// Commands asked for and not yet said started, with when, in order.
+    waiting: VecDeque<(u64, Instant)>,
 }
 
 impl Keepers {
@@ -402,9 +408,9 @@ impl Keepers {
                 "the command and its environment are too long",
             ));
         }
-        let sent = k.send(&frame, Some(out.as_raw_fd()));
-        drop(out); // the keeper has its own copy
-        match sent {
+        k.waiting.push_back((token, Instant::now()));
+        // (The keeper has its own copy of `out` once it is sent.)
+        match k.send(frame, Some(out)) {
             Ok(()) => Ok(Handle {
                 generation: self.generation,
                 token,
@@ -416,8 +422,9 @@ impl Keepers {
         }
     }
 
-    /// Command `h`'s pid, if the keeper has told it (0: it could not be
-    /// started, or its keeper is gone).
+    /// Command `h`'s pid, if the keeper's word of it has been read (by
+    /// [`Keepers::ended`]: this reads nothing); 0 if it could not be
+    /// started, or its keeper is gone.
     fn pid(&mut self, h: Handle) -> Option<i32> {
         let Some(k) = self
             .now
@@ -426,10 +433,6 @@ impl Keepers {
         else {
             return Some(0);
         };
-        if let Err(e) = k.pump() {
-            self.lost(&e);
-            return Some(0);
-        }
         k.started.remove(&h.token)
     }
 
@@ -443,13 +446,11 @@ impl Keepers {
         else {
             return Some(KILLED);
         };
-        if let Err(e) = k.pump() {
+        if let Err(e) = k.refresh() {
             self.lost(&e);
             return Some(KILLED);
         }
-        let status = k.ended.remove(&h.token)?;
-        k.started.remove(&h.token);
-        Some(status)
+        k.ended.remove(&h.token)
     }
 
     /// Sends `req` about command `h`, if its keeper is this one.
@@ -458,7 +459,7 @@ impl Keepers {
             return;
         }
         if let Some(k) = self.now.as_mut()
-            && let Err(e) = k.send(&req.encode(), None)
+            && let Err(e) = k.send(req.encode(), None)
         {
             self.lost(&e);
         }
@@ -493,13 +494,27 @@ impl Keepers {
             "the keeper (pid {}) failed ({why}): its commands are killed; the next command starts a new one",
             k.pid
         );
-        // SAFETY: kill(2) on our own child, not reaped yet.
-        unsafe { libc::kill(k.pid, libc::SIGKILL) };
         let pid = k.pid;
+        // The end of its socket tells it to kill everything under it and
+        // end (as its supervisor's death would); SIGCONT should it be
+        // stopped; SIGKILL if it hasn't ended a while later.
         drop(k);
+        // SAFETY: kill(2) on our own child, not reaped yet.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
         let reap = move || {
-            // SAFETY: waitpid(2) on our own child.
-            unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+            let deadline = Instant::now() + Duration::from_secs(super::keeper::DIE_SECONDS + 2);
+            // SAFETY: waitpid(2) and kill(2) on our own child, not reaped
+            // (so its pid is not reused) until waitpid says so.
+            unsafe {
+                while libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) == 0 {
+                    if Instant::now() >= deadline {
+                        libc::kill(pid, libc::SIGKILL);
+                        libc::waitpid(pid, std::ptr::null_mut(), 0);
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
         };
         if std::thread::Builder::new()
             .name("reap".into())
@@ -539,48 +554,89 @@ impl KeeperLink {
             started: HashMap::new(),
             ended: HashMap::new(),
             forgotten: HashSet::new(),
+            pumped: Instant::now(),
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            waiting: VecDeque::new(),
         })
     }
 
-    /// Sends a frame, with descriptor `fd` beside its first byte.
-    fn send(&mut self, frame: &[u8], fd: Option<RawFd>) -> std::io::Result<()> {
-        let mut sent = 0;
-        if let Some(fd) = fd {
-            // Aligned room for one descriptor's control message.
-            let mut control = [0u64; 4];
-            let mut iov = libc::iovec {
-                iov_base: frame.as_ptr() as *mut _,
-                iov_len: frame.len(),
-            };
-            // SAFETY: a zeroed msghdr is valid; its pointers are set to
-            // buffers that live across the call, and the control message
-            // is written within `control` (CMSG_SPACE of one int fits).
-            let n = unsafe {
-                let mut msg: libc::msghdr = std::mem::zeroed();
-                msg.msg_iov = &mut iov;
-                msg.msg_iovlen = 1;
-                msg.msg_control = control.as_mut_ptr().cast();
-                msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
-                let c = libc::CMSG_FIRSTHDR(&msg);
-                (*c).cmsg_level = libc::SOL_SOCKET;
-                (*c).cmsg_type = libc::SCM_RIGHTS;
-                (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-                (libc::CMSG_DATA(c) as *mut RawFd).write_unaligned(fd);
-                loop {
-                    let n = libc::sendmsg(self.sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL);
-                    if n >= 0
-                        || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-                    {
-                        break n;
+    /// Queues a frame (with descriptor `fd` beside its first byte) and
+    /// sends what it can without waiting: a keeper that doesn't read (it
+    /// is stopped, say) holds up no thread here. More than
+    /// [`MAX_QUEUED_BYTES`] waiting is an error (the keeper is wedged).
+    fn send(&mut self, frame: Vec<u8>, fd: Option<OwnedFd>) -> std::io::Result<()> {
+        self.queued_bytes += frame.len();
+        self.queue.push_back((frame, fd, 0));
+        self.flush()?;
+        if self.queued_bytes > MAX_QUEUED_BYTES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the keeper reads nothing: its socket is full",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sends what is queued, as far as the socket takes it now.
+    fn flush(&mut self) -> std::io::Result<()> {
+        while let Some((frame, fd, sent)) = self.queue.front_mut() {
+            let n = match fd.as_ref() {
+                Some(fd) => send_with_fd(&self.sock, frame, fd),
+                None => {
+                    // SAFETY: send(2) from a buffer we own.
+                    let n = unsafe {
+                        libc::send(
+                            self.sock.as_raw_fd(),
+                            frame[*sent..].as_ptr().cast(),
+                            frame.len() - *sent,
+                            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                        )
+                    };
+                    if n < 0 {
+                        Err(std::io::Error::last_os_error())
+                    } else {
+                        Ok(n as usize)
                     }
                 }
             };
-            if n < 0 {
-                return Err(std::io::Error::last_os_error());
+            match n {
+                Ok(n) => {
+                    // The descriptor went with the first byte.
+                    *fd = None;
+                    *sent += n;
+                    if *sent == frame.len() {
+                        self.queued_bytes -= frame.len();
+                        self.queue.pop_front();
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
             }
-            sent = n as usize;
         }
-        self.sock.write_all(&frame[sent..])
+        Ok(())
+    }
+
+    /// [`KeeperLink::pump`], unless it was done less than
+    /// [`REFRESH_MICROS`] ago: a supervisor asks of each of its commands in
+    /// turn, and one read serves them all.
+    fn refresh(&mut self) -> std::io::Result<()> {
+        if self.pumped.elapsed() < Duration::from_micros(REFRESH_MICROS) {
+            return Ok(());
+        }
+        self.pumped = Instant::now();
+        self.flush()?;
+        self.pump()?;
+        match self.waiting.front() {
+            Some((_, asked)) if asked.elapsed() >= Duration::from_secs(START_SECONDS) => {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("it started no command asked {START_SECONDS}s ago"),
+                ))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Reads the events that have come, without waiting.
@@ -618,6 +674,9 @@ impl KeeperLink {
         while let Some((range, used)) = wire::next_frame(&self.inbuf[at..]).map_err(bad)? {
             match Event::decode(&self.inbuf[at..][range]).map_err(bad)? {
                 Event::Started { token, pid } => {
+                    if let Some(i) = self.waiting.iter().position(|(t, _)| *t == token) {
+                        self.waiting.remove(i);
+                    }
                     if !self.forgotten.contains(&token) {
                         self.started.insert(token, pid);
                     }
@@ -670,6 +729,41 @@ fn inherited() -> &'static [(OsString, CString)] {
             })
             .collect()
     })
+}
+
+/// Sends (without waiting) as much of `frame` as the socket takes, with
+/// descriptor `fd` beside its first byte: how much.
+fn send_with_fd(sock: &UnixStream, frame: &[u8], fd: &OwnedFd) -> std::io::Result<usize> {
+    // Aligned room for one descriptor's control message.
+    let mut control = [0u64; 4];
+    let mut iov = libc::iovec {
+        iov_base: frame.as_ptr() as *mut _,
+        iov_len: frame.len(),
+    };
+    // SAFETY: a zeroed msghdr is valid; its pointers are set to buffers
+    // that live across the call, and the control message is written within
+    // `control` (CMSG_SPACE of one int fits).
+    let n = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        (libc::CMSG_DATA(c) as *mut RawFd).write_unaligned(fd.as_raw_fd());
+        libc::sendmsg(
+            sock.as_raw_fd(),
+            &msg,
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
 
 /// Starts the keeper (see [`KeeperLink::start`]) with `posix_spawn(3)`: the

@@ -4,37 +4,49 @@
 //! starts a second), and that nothing a command starts outlives it.
 //!
 //! How it holds that guarantee:
-//! * Each command is started (fork, then exec) as the leader of a new
-//!   session with no controlling terminal, a **child subreaper** itself
+//! * Each command is started as the leader of a new session with no
+//!   controlling terminal, a **child subreaper** itself
 //!   (`PR_SET_CHILD_SUBREAPER`, kept across exec) and with SIGKILL as its
-//!   parent-death signal. While a command lives, whatever it orphans (a
-//!   double fork, `setsid`, `nohup`) is reparented to the command, not to
-//!   the keeper.
+//!   parent-death signal, holding no descriptor but 0 to 2. While a
+//!   command lives, whatever it orphans (a double fork, `setsid`, `nohup`)
+//!   is reparented to the command, not to the keeper.
 //! * The keeper is a subreaper too. So a child of the keeper that is not a
 //!   live command was left behind by one that ended (or by such a stray
-//!   that ended), and is SIGKILLed with the group it leads; its own
-//!   children are reparented to the keeper as it dies, and the next walk
-//!   finds them ([`strays`]), until a walk finds none. A command's end is
-//!   told to the supervisor only after that first walk.
+//!   that ended): a **stray** ([`strays`]). Strays are killed whole
+//!   ([`kill_trees`]): every process under them is stopped top-down (each
+//!   seen stopped before its children are read, so a chain that forks
+//!   deeper as it is killed can't outrun the walk), then all get SIGKILL.
+//!   A command's end is told to the supervisor only after that walk.
 //! * Asked (a timeout or cancel past its grace, an attempt lost, a
-//!   supervisor stopping), it SIGKILLs the command's group and the command;
-//!   the rest follows as above. Signals go to a command only while it is
-//!   not reaped, so never to a pid used again.
+//!   supervisor stopping), it kills the command's tree the same way.
+//!   Signals go to a command only while it is not reaped, so never to a
+//!   pid used again.
 //! * When its supervisor dies (its parent-death signal, SIGUSR2, or the end
-//!   of its socket, whichever comes first) it SIGKILLs every command and
-//!   walks until nothing is left under it, then ends.
+//!   of its socket, whichever comes first) it kills every command's tree
+//!   and walks until nothing is left under it, then ends.
+//! * It never waits on what a command can stop. A command of orca's own
+//!   user is cloned into the keeper's memory (`CLONE_VM | CLONE_VFORK`, as
+//!   `posix_spawn(3)` does), the keeper waiting only until it execs; one
+//!   run as another user (`ORCA_RUN_AS`) is forked instead, since from its
+//!   setuid to its exec that user's processes could stop it.
 //!
 //! It is single-threaded: a `poll(2)` on its socket and a `signalfd` for
 //! SIGCHLD and SIGUSR2. It ignores SIGTERM, SIGINT and SIGHUP (no command
-//! is in its group; an operator's stray signal must not end it). Its
-//! environment is what of orca's a run may have (`child::passed_on`), so
-//! nothing in it is a secret; a command's own settings come with its
-//! request ([`super::wire`]) and are set over it.
+//! is in its group; an operator's stray signal must not end it), and is
+//! non-dumpable. Its environment is what of orca's a run may have
+//! (`child::passed_on`), so nothing in it is a secret; a command's own
+//! settings come with its request ([`super::wire`]) and are set over it.
 //!
-//! What it can't hold: SIGKILL to the keeper itself (only its own user or
-//! the kernel's OOM killer can send one) kills its commands through their
-//! parent-death signal, but what they had orphaned then goes to init, as it
-//! did with a shim SIGKILLed.
+//! What it can't hold:
+//! * SIGKILL to the keeper itself (only its own user or the kernel's OOM
+//!   killer can send one) kills its commands through their parent-death
+//!   signal, unless a command cleared it (`prctl`) or exec'd a setuid
+//!   program; what they had orphaned goes to init. So did a shim's, before.
+//! * A process a command started that orca's user may not signal (a setuid
+//!   program's) is out of its reach.
+//! * A run of orca's own user can stop or kill the keeper as it can the
+//!   scheduler (docs/security.md: `ORCA_RUN_AS`). The supervisor then
+//!   replaces a keeper that started no command asked 30 s before.
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
@@ -55,8 +67,15 @@ pub const SOCKET_FD: RawFd = 3;
 const PARENT_DIED: i32 = libc::SIGUSR2;
 
 /// How long the keeper, its supervisor gone, goes on killing what is left
-/// under it before it ends anyway.
-const DIE_SECONDS: u64 = 2;
+/// under it before it ends anyway (what has had SIGKILL dies all the same,
+/// once out of the kernel).
+pub const DIE_SECONDS: u64 = 5;
+
+/// The most processes one [`kill_trees`] stops before it kills them.
+const MAX_TREE: usize = 100_000;
+
+/// How long one [`kill_trees`] waits, in all, for processes to stop.
+const STOP_WAIT_MILLIS: u64 = 200;
 
 /// The keeper's state.
 struct Keeper {
@@ -101,6 +120,20 @@ pub fn keeper_main(argv: &[String]) -> i32 {
     // SAFETY: plain libc calls on this single-threaded process: the signal
     // mask, prctl, dispositions, descriptor flags, a new signalfd.
     let signals = unsafe {
+        // Nothing of what orca was started with and left open but stdin,
+        // stdout and stderr: a pipe held here would never see its end.
+        if libc::syscall(
+            libc::SYS_close_range,
+            (SOCKET_FD + 1) as u32,
+            u32::MAX,
+            0u32,
+        ) != 0
+        {
+            let open_max = libc::sysconf(libc::_SC_OPEN_MAX).clamp(0, 1 << 16) as i32;
+            for fd in SOCKET_FD + 1..open_max {
+                libc::close(fd);
+            }
+        }
         libc::sigemptyset(&mut wanted);
         libc::sigaddset(&mut wanted, libc::SIGCHLD);
         libc::sigaddset(&mut wanted, PARENT_DIED);
@@ -336,13 +369,10 @@ impl Keeper {
                 }
             }
             Request::KillAll { token } => {
+                // The command is a subreaper: everything it started is
+                // under it, in its group or not.
                 if let Some(&pid) = self.tokens.get(&token) {
-                    // SAFETY: as above; the command too, should it have
-                    // left its own group.
-                    unsafe {
-                        libc::kill(-pid, libc::SIGKILL);
-                        libc::kill(pid, libc::SIGKILL);
-                    }
+                    kill_trees(&[pid]);
                 }
             }
         }
@@ -368,17 +398,11 @@ impl Keeper {
         }
     }
 
-    /// SIGKILL to every stray now, and to the groups they lead.
+    /// Every stray now, and everything under it, stopped and killed
+    /// ([`kill_trees`]).
     fn walk(&mut self) {
         let strays = strays(&children(), &self.pids);
-        for pid in &strays {
-            // SAFETY: kill(2) on our own children, not reaped (a zombie's
-            // pid is not reused either), and the groups they lead.
-            unsafe {
-                libc::kill(-*pid, libc::SIGKILL);
-                libc::kill(*pid, libc::SIGKILL);
-            }
-        }
+        kill_trees(&strays);
         self.walking = !strays.is_empty();
     }
 
@@ -412,13 +436,8 @@ impl Keeper {
     /// goes, until nothing is left (or [`DIE_SECONDS`] have passed); the
     /// keeper's exit code.
     fn die(&mut self, code: i32) -> i32 {
-        for &pid in self.pids.keys() {
-            // SAFETY: kill(2) on commands not reaped yet and their groups.
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-                libc::kill(pid, libc::SIGKILL);
-            }
-        }
+        let commands: Vec<i32> = self.pids.keys().copied().collect();
+        kill_trees(&commands);
         self.pids.clear();
         let deadline = Instant::now() + Duration::from_secs(DIE_SECONDS);
         loop {
@@ -505,11 +524,21 @@ fn start(
         .collect::<Result<_, _>>()?;
     let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_p.push(std::ptr::null());
-    // The same under /bin/sh: `sh PATH ARGS...`, PATH filled in below.
+    // The same under /bin/sh, for a file with no `#!` line: `sh PATH
+    // ARGS...`, PATH (slot 1) set by the child to the file it found.
     let sh_args: Vec<CString> = args
         .iter()
         .map(|a| CString::new(a.clone()).map_err(nul))
         .collect::<Result<_, _>>()?;
+    let mut sh_argv: Vec<*const libc::c_char> = vec![c"sh".as_ptr(), std::ptr::null()];
+    sh_argv.extend(sh_args.iter().map(|a| a.as_ptr()));
+    sh_argv.push(std::ptr::null());
+    // A command run as another user is that user's from its setuid on, so
+    // that user's processes could stop it before it execs: the keeper must
+    // not wait on it then. It is forked (a copy of the keeper's small
+    // memory), not cloned into the keeper's, and says itself why it could
+    // not exec.
+    let shared = s.run_as.is_none();
     let x = Exec {
         run_as: s.run_as,
         // SAFETY: getpid(2) can't fail.
@@ -519,20 +548,28 @@ fn start(
         candidates: &candidates,
         argv: &argv_p,
         envp: &envp,
-        sh_args: &sh_args,
+        sh_argv: sh_argv.as_mut_ptr(),
+        shared,
+        said: format!("orca: can't run {}: ", String::from_utf8_lossy(program)),
         error: std::sync::atomic::AtomicI32::new(0),
+    };
+    let flags = if shared {
+        libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD
+    } else {
+        libc::SIGCHLD
     };
     // The child's stack, its top 16-byte aligned (it grows down).
     let top = stack.as_mut_ptr_range().end as usize & !15;
-    // SAFETY: clone(2) with CLONE_VM | CLONE_VFORK, as posix_spawn(3)
-    // does: the child runs `exec_child` on a stack of its own in this
-    // memory while the keeper waits, until it execs or exits; `x` and what
-    // it points to live across the call. SIGCHLD tells its end.
+    // SAFETY: clone(2). Shared: with CLONE_VM | CLONE_VFORK, as
+    // posix_spawn(3) does, the child runs `exec_child` on a stack of its
+    // own in this memory while the keeper waits, until it execs or exits.
+    // Not shared: as fork(2), on its copy of that stack. `x` and what it
+    // points to live across the call. SIGCHLD tells its end.
     let pid = unsafe {
         libc::clone(
             exec_child,
             top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            flags,
             (&x as *const Exec).cast_mut().cast(),
         )
     };
@@ -543,87 +580,75 @@ fn start(
     if error != 0 {
         // It exits 127 (reaped and told as any end); its output says why.
         let mut w = std::fs::File::from(out.try_clone()?);
-        let _ = writeln!(
-            w,
-            "orca: can't run {}: {}",
-            String::from_utf8_lossy(program),
-            std::io::Error::from_raw_os_error(error)
-        );
+        let _ = writeln!(w, "{}{}", x.said, std::io::Error::from_raw_os_error(error));
     }
     Ok(pid)
 }
 
-/// What [`exec_child`] is given: all made before the clone, so the child
-/// allocates nothing.
+/// What [`exec_child`] is given: all made before the clone, so that the
+/// child, sharing the keeper's memory, allocates nothing.
 struct Exec<'a> {
     run_as: Option<(u32, u32)>,
     keeper: i32,
     devnull: RawFd,
     out: RawFd,
+    /// Where the program may be, in order: each NUL-terminated.
     candidates: &'a [CString],
+    /// Its `argv` and `envp`, each ending with a null pointer.
     argv: &'a [*const libc::c_char],
     envp: &'a [*const libc::c_char],
-    sh_args: &'a [CString],
-    /// Why it could not exec (an errno), written by the child.
+    /// `sh _ ARGS... NULL`, its slot 1 for the child to fill.
+    sh_argv: *mut *const libc::c_char,
+    /// Cloned into the keeper's memory (else forked).
+    shared: bool,
+    /// `orca: can't run PROGRAM: `, what the output says before why.
+    said: String,
+    /// Why it could not exec (an errno), written by a shared child.
     error: std::sync::atomic::AtomicI32,
 }
 
-/// The cloned child of [`start`]: [`child`], then exit 127 with the errno
-/// left for the keeper (the memory is shared until exec or exit).
+/// The cloned child of [`start`]: [`child`], then exit 127, why left for
+/// the keeper (shared) or said on its stderr (forked).
 extern "C" fn exec_child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `start` passes an `Exec` that outlives the child's use of it.
     let x = unsafe { &*(arg as *const Exec) };
-    // SAFETY: this is the child of a CLONE_VM | CLONE_VFORK clone.
-    let e = unsafe {
-        child(
-            x.run_as,
-            x.keeper,
-            x.devnull,
-            x.out,
-            x.candidates,
-            x.argv,
-            x.envp,
-            x.sh_args,
-        )
-    };
-    x.error.store(
-        e.raw_os_error().unwrap_or(libc::EINVAL),
-        std::sync::atomic::Ordering::Release,
-    );
+    // SAFETY: this is the child of `start`'s clone.
+    let e = unsafe { child(x) };
+    if x.shared {
+        x.error.store(
+            e.raw_os_error().unwrap_or(libc::EINVAL),
+            std::sync::atomic::Ordering::Release,
+        );
+    } else {
+        // A copy of the keeper's memory, the keeper single-threaded: this
+        // may allocate.
+        let line = format!("{}{e}\n", x.said);
+        // SAFETY: write(2) of a buffer we own to our stderr (the output).
+        unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    }
     // SAFETY: _exit(2) runs no handler of the keeper's.
     unsafe { libc::_exit(127) }
 }
 
 /// The child of [`start`]: makes itself the command and execs it (see the
-/// module's doc); returns only why it could not. Allocates nothing: a
-/// candidate found but not executable under /bin/sh's fallback aside.
+/// module's doc); returns only why it could not. Allocates nothing.
 ///
 /// # Safety
 ///
-/// Only in the cloned child of the (single-threaded) keeper: the pointer
-/// arrays end with a null pointer, and live.
-#[allow(clippy::too_many_arguments)]
-unsafe fn child(
-    run_as: Option<(u32, u32)>,
-    keeper: i32,
-    devnull: RawFd,
-    out: RawFd,
-    candidates: &[CString],
-    argv: &[*const libc::c_char],
-    envp: &[*const libc::c_char],
-    sh_args: &[CString],
-) -> std::io::Error {
+/// Only in the cloned child of the (single-threaded) keeper, with what
+/// `x` points to alive.
+unsafe fn child(x: &Exec) -> std::io::Error {
     let last = std::io::Error::last_os_error;
     unsafe {
         // Its output first, so that what goes wrong from here is said in it.
-        if libc::dup2(devnull, 0) < 0 || libc::dup2(out, 1) < 0 || libc::dup2(out, 2) < 0 {
+        if libc::dup2(x.devnull, 0) < 0 || libc::dup2(x.out, 1) < 0 || libc::dup2(x.out, 2) < 0 {
             return last();
         }
         if libc::setsid() < 0 {
             return last();
         }
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
-        if let Some((uid, gid)) = run_as {
+        if let Some((uid, gid)) = x.run_as {
             // Groups first: after setuid they can't be dropped.
             if libc::setgroups(1, &gid) != 0 || libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
                 return last();
@@ -631,7 +656,7 @@ unsafe fn child(
         }
         // After the ids: a change of them clears it.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-        if libc::getppid() != keeper {
+        if libc::getppid() != x.keeper {
             libc::_exit(127);
         }
         for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
@@ -651,17 +676,13 @@ unsafe fn child(
         // As execvp(3): the first that execs; a file found but not to be
         // run (EACCES) is the error said if none does.
         let mut error = std::io::Error::from_raw_os_error(libc::ENOENT);
-        for path in candidates {
-            libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        for path in x.candidates {
+            libc::execve(path.as_ptr(), x.argv.as_ptr(), x.envp.as_ptr());
             let e = last();
             match e.raw_os_error() {
                 Some(libc::ENOEXEC) => {
-                    // (Allocates: rare, and the keeper is single-threaded
-                    // and waits meanwhile.)
-                    let mut sh: Vec<*const libc::c_char> = vec![c"sh".as_ptr(), path.as_ptr()];
-                    sh.extend(sh_args.iter().map(|a| a.as_ptr()));
-                    sh.push(std::ptr::null());
-                    libc::execve(c"/bin/sh".as_ptr(), sh.as_ptr(), envp.as_ptr());
+                    *x.sh_argv.add(1) = path.as_ptr();
+                    libc::execve(c"/bin/sh".as_ptr(), x.sh_argv, x.envp.as_ptr());
                     return last();
                 }
                 Some(libc::ENOENT | libc::ENOTDIR) => {}
@@ -671,6 +692,68 @@ unsafe fn child(
         }
         error
     }
+}
+
+/// Stops every process of the trees under `roots`, top-down, then SIGKILLs
+/// them all. A process is stopped, and seen stopped, before its children
+/// are read, so none can be added behind the walk: a chain that forks
+/// deeper as it is killed (faster than its levels could be reparented to
+/// the keeper one by one) is killed whole. A process that won't stop in
+/// time (in the kernel) is read and killed all the same: the waits of one
+/// call come to at most [`STOP_WAIT_MILLIS`], so no tree holds the keeper
+/// up longer.
+fn kill_trees(roots: &[i32]) {
+    let waits_end = Instant::now() + Duration::from_millis(STOP_WAIT_MILLIS);
+    let mut seen = std::collections::HashSet::new();
+    let mut stopped = Vec::new();
+    let mut todo: Vec<i32> = roots.iter().copied().filter(|p| *p > 1).collect();
+    while let Some(pid) = todo.pop() {
+        if !seen.insert(pid) || stopped.len() >= MAX_TREE {
+            continue;
+        }
+        // SAFETY: kill(2) on a descendant of the keeper's, read from its
+        // parent's list while that parent was stopped (so not reaped and
+        // its pid not reused, but by a parent that ignores SIGCHLD).
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        while Instant::now() < waits_end {
+            match stat_state(pid) {
+                Some(b'R' | b'S' | b'D' | b'I' | b'W' | b'P') => {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                _ => break,
+            }
+        }
+        stopped.push(pid);
+        todo.extend(children_of(pid));
+    }
+    for pid in stopped {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+/// The state letter of process `pid` (`/proc/PID/stat`'s third field), if
+/// it is there.
+fn stat_state(pid: i32) -> Option<u8> {
+    let st = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let close = st.iter().rposition(|&b| b == b')')?;
+    st.get(close + 2).copied()
+}
+
+/// The children of every thread of process `pid`.
+fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
 }
 
 /// The keeper's children now: its commands, and strays reparented to it.

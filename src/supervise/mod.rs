@@ -32,6 +32,7 @@
 
 pub mod child;
 pub mod keeper;
+mod output;
 mod wire;
 
 use std::collections::{HashMap, HashSet};

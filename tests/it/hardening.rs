@@ -814,3 +814,58 @@ fn a_run_holds_no_descriptor_of_orca_s_and_can_t_reach_its_keeper() {
     assert_eq!(ppid, Some(s.pid()), "the run's parent is its keeper");
     s.terminate(10.0);
 }
+
+/// Processes whose command line starts with `mark`.
+fn marked(mark: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if cmd.starts_with(mark.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A run as another user that SIGSTOPs every process of its user without
+/// end: a command being started is its user's before it execs, and must
+/// not be the keeper's to wait on then (the keeper, and every run after,
+/// would wait with it). Its timeout kills it, and the next run runs.
+#[test]
+fn a_run_stopping_its_user_s_processes_wedges_no_keeper() {
+    // SAFETY: geteuid(2) can't fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: ORCA_RUN_AS needs the tests to run as root");
+        return;
+    }
+    let mark = format!("orca-stopper-{}", std::process::id());
+    let (db, dir) = setup(&format!(
+        "[pipelines.stopper]\ncommand = [\"perl\", \"-e\", \"$0 = '{mark}'; kill 'STOP', -1 while 1\"]\ntimeout = 3\n\n\
+         [pipelines.next]\ncommand = \"echo next\"\ntimeout = 60\nmax_runs = 20\n"
+    ));
+    let mut s = db.scheduler(
+        &dir,
+        &[("ORCA_RUN_AS", "nobody"), ("ORCA_KILL_GRACE_SECONDS", "1")],
+    );
+    let stopper = db.queue("stopper");
+    wait_until("the stopper runs", 30.0, || !marked(&mark).is_empty());
+    // Commands started while it runs are its prey (they are its user's):
+    // started, stopped before or after their exec, killed at their end.
+    let prey: Vec<i64> = (0..10).map(|_| db.queue("next")).collect();
+    wait_until("the stopper ends at its timeout", 30.0, || {
+        db.state(stopper) == "failed"
+    });
+    wait_until("its process is gone", 10.0, || marked(&mark).is_empty());
+    // (Some may have run before it stopped them.)
+    for p in prey {
+        db.run(&["cancel", &p.to_string()]);
+    }
+    let next = db.queue("next");
+    wait_until("the next run succeeds", 30.0, || {
+        db.state(next) == "succeeded"
+    });
+    s.terminate(30.0);
+}

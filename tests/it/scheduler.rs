@@ -785,3 +785,141 @@ fn ends_whose_arrays_differ_in_length_are_refused_and_nothing_ends() {
         assert_eq!(db.state(id), "running");
     }
 }
+
+/// The keeper SIGKILLed (it can't be told to die otherwise: it ignores
+/// SIGTERM): its command dies with it, the attempt ends as killed, and
+/// the scheduler's next run starts under a new keeper.
+#[test]
+fn a_keeper_killed_takes_its_command_with_it_and_the_next_run_gets_a_new_one() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pid = dir.path("pid");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.long]\ncommand = [\"/bin/sh\", \"-c\", \"echo $$ > {}; exec sleep 300\"]\n\n\
+             [pipelines.quick]\ncommand = \"echo quick\"\n",
+            pid.display()
+        ),
+    );
+    let long = db.queue("long");
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("the long run runs", 30.0, || !pids_in(&pid).is_empty());
+    let command = pids_in(&pid)[0];
+    let keeper = keeper_of(s.pid());
+    // SIGTERM is ignored: an operator's stray signal ends nothing.
+    // SAFETY: kill(2) of the keeper this test's scheduler started.
+    unsafe { libc::kill(keeper, libc::SIGTERM) };
+    let quick = db.queue("quick");
+    wait_until("the quick run succeeds beside it", 30.0, || {
+        db.state(quick) == "succeeded"
+    });
+    assert!(alive(keeper) && alive(command));
+    // SAFETY: as above.
+    unsafe { libc::kill(keeper, libc::SIGKILL) };
+    wait_until("the long run's command is gone", 10.0, || !alive(command));
+    wait_until("the long run ends as killed", 30.0, || {
+        db.state(long) == "failed"
+    });
+    let again = db.queue("quick");
+    wait_until("the next run succeeds", 30.0, || {
+        db.state(again) == "succeeded"
+    });
+    assert_ne!(keeper_of(s.pid()), keeper, "a new keeper");
+    s.stop();
+}
+
+/// The keeper a supervisor started: its child running `orca __keeper`.
+fn keeper_of(supervisor: i32) -> i32 {
+    let mut found = 0;
+    wait_until("the supervisor has a keeper", 10.0, || {
+        let children =
+            std::fs::read_to_string(format!("/proc/{supervisor}/task/{supervisor}/children"))
+                .unwrap_or_default();
+        found = children
+            .split_whitespace()
+            .filter_map(|c| c.parse::<i32>().ok())
+            .find(|c| {
+                std::fs::read(format!("/proc/{c}/cmdline"))
+                    .unwrap_or_default()
+                    .split(|&b| b == 0)
+                    .any(|a| a == b"__keeper")
+            })
+            .unwrap_or(0);
+        found != 0
+    });
+    found
+}
+
+/// Processes whose command line is `mark`.
+fn marked(mark: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if cmd.split(|&b| b == 0).next() == Some(mark.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A chain still growing as its run ends: each member forks the next (which
+/// goes on) and stays, so the chain grows deeper faster than a walk that
+/// kills one level at a time (a member is reparented to the keeper only as
+/// its parent dies) can follow. In C (built here with `cc`): a level every
+/// few hundred microseconds.
+#[test]
+fn a_chain_growing_deeper_as_its_run_ends_is_killed_whole() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let mark = format!("orca-chain-{}", std::process::id());
+    // At most 3,000 deep; each member ends on its own 20 s on (the test's
+    // safety net).
+    let source = dir.path("chain.c");
+    std::fs::write(
+        &source,
+        "#include <time.h>\n#include <unistd.h>\n\
+         int main(void) {\n\
+           time_t end = time(0) + 20;\n\
+           for (int depth = 0; depth < 3000 && time(0) < end; depth++) {\n\
+             setpgid(0, 0);\n\
+             pid_t c = fork();\n\
+             if (c == 0) continue;\n\
+             if (c < 0) { usleep(200); continue; }\n\
+             break;\n\
+           }\n\
+           while (time(0) < end) sleep(1);\n\
+           return 0;\n\
+         }\n",
+    )
+    .unwrap();
+    let chain = dir.path(&mark);
+    let built = std::process::Command::new("cc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&chain)
+        .arg(&source)
+        .status()
+        .unwrap_or_else(|e| {
+            panic!("can't run cc ({e}): install gcc (Debian: apt-get install gcc)")
+        });
+    assert!(built.success(), "cc failed");
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.grows]\ncommand = \"{} & sleep 0.3\"\n",
+            chain.display()
+        ),
+    );
+    let run = db.queue("grows");
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("the run ends", 30.0, || db.state(run) == "succeeded");
+    let chain_s = chain.to_str().unwrap().to_string();
+    wait_until("no member of the chain is left", 5.0, || {
+        marked(&chain_s).is_empty()
+    });
+    s.stop();
+}
