@@ -16,7 +16,9 @@
 //!   ([`kill_trees`]): every process under them is stopped top-down (each
 //!   seen stopped before its children are read, so a chain that forks
 //!   deeper as it is killed can't outrun the walk), then all get SIGKILL.
-//!   A command's end is told to the supervisor only after that walk.
+//!   A command's end is told to the supervisor only once what was killed
+//!   with it or after it is gone ([`Held`]; at most [`HOLD_SECONDS`]), so
+//!   an attempt is recorded ended only when nothing of it runs.
 //! * Asked (a timeout or cancel past its grace, an attempt lost, a
 //!   supervisor stopping), it kills the command's tree the same way.
 //!   Signals go to a command only while it is not reaped, so never to a
@@ -77,6 +79,10 @@ const MAX_TREE: usize = 100_000;
 /// How long one [`kill_trees`] waits, in all, for processes to stop.
 const STOP_WAIT_MILLIS: u64 = 200;
 
+/// How long a command's end is held for what was killed with it (a
+/// process stuck in the kernel dies only once out of it).
+const HOLD_SECONDS: u64 = 2;
+
 /// The keeper's state.
 struct Keeper {
     sock: OwnedFd,
@@ -99,6 +105,21 @@ struct Keeper {
     out: Vec<u8>,
     /// Strays were killed at the last walk: walk again soon.
     walking: bool,
+    /// Processes killed since the last [`Keeper::release`].
+    dying: Vec<i32>,
+    /// Commands' ends not told yet.
+    held: Vec<Held>,
+}
+
+/// A command's end, held until the processes killed with it or after it
+/// (its tree, asked; what it left behind, at its end) are gone: the
+/// supervisor records an attempt's end only once nothing of it runs.
+struct Held {
+    end: Event,
+    /// Processes killed since it ended (or as it was asked to die) that
+    /// were still there at the last look.
+    waits_for: Vec<i32>,
+    since: Instant,
 }
 
 /// The children of the keeper that are strays: every one that is not a
@@ -189,6 +210,8 @@ pub fn keeper_main(argv: &[String]) -> i32 {
         fds: VecDeque::new(),
         out: Vec::new(),
         walking: false,
+        dying: Vec::new(),
+        held: Vec::new(),
     };
     match k.serve() {
         Ok(()) => k.die(0),
@@ -221,7 +244,13 @@ impl Keeper {
                     revents: 0,
                 },
             ];
-            let timeout = if self.walking { 10 } else { 1000 };
+            let timeout = if !self.held.is_empty() {
+                2
+            } else if self.walking {
+                10
+            } else {
+                1000
+            };
             // SAFETY: poll(2) on two descriptors we own.
             let ready = unsafe { libc::poll(polled.as_mut_ptr(), 2, timeout) };
             if self.signalled() || unsafe { libc::getppid() } != self.parent {
@@ -234,6 +263,7 @@ impl Keeper {
             if self.reap() || self.walking || ready == 0 {
                 self.walk();
             }
+            self.release();
             if !self.flush() {
                 return Ok(());
             }
@@ -372,7 +402,7 @@ impl Keeper {
                 // The command is a subreaper: everything it started is
                 // under it, in its group or not.
                 if let Some(&pid) = self.tokens.get(&token) {
-                    kill_trees(&[pid]);
+                    self.dying.extend(kill_trees(&[pid]));
                 }
             }
         }
@@ -393,8 +423,30 @@ impl Keeper {
             any = true;
             if let Some(token) = self.pids.remove(&pid) {
                 self.tokens.remove(&token);
-                Event::Ended { token, status }.encode_into(&mut self.out);
+                self.held.push(Held {
+                    end: Event::Ended { token, status },
+                    waits_for: Vec::new(),
+                    since: Instant::now(),
+                });
             }
+        }
+    }
+
+    /// Tells the ends held (see [`Held`]) whose processes are all gone, or
+    /// that have waited [`HOLD_SECONDS`].
+    fn release(&mut self) {
+        let dying = std::mem::take(&mut self.dying);
+        for h in &mut self.held {
+            h.waits_for.extend(&dying);
+            h.waits_for.retain(|&p| exists(p));
+        }
+        let (told, held): (Vec<Held>, Vec<Held>) =
+            std::mem::take(&mut self.held).into_iter().partition(|h| {
+                h.waits_for.is_empty() || h.since.elapsed() >= Duration::from_secs(HOLD_SECONDS)
+            });
+        self.held = held;
+        for h in told {
+            h.end.encode_into(&mut self.out);
         }
     }
 
@@ -402,7 +454,7 @@ impl Keeper {
     /// ([`kill_trees`]).
     fn walk(&mut self) {
         let strays = strays(&children(), &self.pids);
-        kill_trees(&strays);
+        self.dying.extend(kill_trees(&strays));
         self.walking = !strays.is_empty();
     }
 
@@ -695,14 +747,15 @@ unsafe fn child(x: &Exec) -> std::io::Error {
 }
 
 /// Stops every process of the trees under `roots`, top-down, then SIGKILLs
-/// them all. A process is stopped, and seen stopped, before its children
+/// them all; the processes it killed. A process is stopped, and seen
+/// stopped, before its children
 /// are read, so none can be added behind the walk: a chain that forks
 /// deeper as it is killed (faster than its levels could be reparented to
 /// the keeper one by one) is killed whole. A process that won't stop in
 /// time (in the kernel) is read and killed all the same: the waits of one
 /// call come to at most [`STOP_WAIT_MILLIS`], so no tree holds the keeper
 /// up longer.
-fn kill_trees(roots: &[i32]) {
+fn kill_trees(roots: &[i32]) -> Vec<i32> {
     let waits_end = Instant::now() + Duration::from_millis(STOP_WAIT_MILLIS);
     let mut seen = std::collections::HashSet::new();
     let mut stopped = Vec::new();
@@ -726,10 +779,18 @@ fn kill_trees(roots: &[i32]) {
         stopped.push(pid);
         todo.extend(children_of(pid));
     }
-    for pid in stopped {
+    for &pid in &stopped {
         // SAFETY: as above.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
+    stopped
+}
+
+/// Whether process `pid` is there (a zombie is, until reaped).
+fn exists(pid: i32) -> bool {
+    // SAFETY: kill(2) with signal 0 sends nothing.
+    let sent = unsafe { libc::kill(pid, 0) };
+    sent == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// The state letter of process `pid` (`/proc/PID/stat`'s third field), if

@@ -848,7 +848,9 @@ fn a_run_stopping_its_user_s_processes_wedges_no_keeper() {
     ));
     let mut s = db.scheduler(
         &dir,
-        &[("ORCA_RUN_AS", "nobody"), ("ORCA_KILL_GRACE_SECONDS", "1")],
+        // `games`, a user no other test runs as: the stopper stops every
+        // process of its user on the box, other tests' runs too.
+        &[("ORCA_RUN_AS", "games"), ("ORCA_KILL_GRACE_SECONDS", "1")],
     );
     let stopper = db.queue("stopper");
     wait_until("the stopper runs", 30.0, || !marked(&mark).is_empty());

@@ -923,3 +923,33 @@ fn a_chain_growing_deeper_as_its_run_ends_is_killed_whole() {
     });
     s.stop();
 }
+
+/// A keeper stopped (by a run of orca's own user, say) starts nothing; the
+/// scheduler's tick goes on meanwhile, and a keeper that started no command
+/// asked 30 s before is replaced: the attempt it held ends as killed, the
+/// next run runs under a new keeper.
+#[test]
+fn a_stopped_keeper_is_replaced_and_the_next_run_runs() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.quick]\ncommand = \"echo quick\"\n");
+    let first = db.queue("quick");
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("the first run succeeds", 30.0, || {
+        db.state(first) == "succeeded"
+    });
+    let keeper = keeper_of(s.pid());
+    // SAFETY: kill(2) of the keeper this test's scheduler started.
+    unsafe { libc::kill(keeper, libc::SIGSTOP) };
+    let held = db.queue("quick");
+    wait_until("the run asked of the stopped keeper ends", 60.0, || {
+        db.state(held) == "failed"
+    });
+    let next = db.queue("quick");
+    wait_until("the next run succeeds", 30.0, || {
+        db.state(next) == "succeeded"
+    });
+    assert_ne!(keeper_of(s.pid()), keeper, "a new keeper");
+    wait_until("the stopped keeper is gone", 15.0, || !alive(keeper));
+    s.stop();
+}
