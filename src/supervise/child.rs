@@ -422,43 +422,42 @@ impl Keepers {
         }
     }
 
+    /// The keeper command `h` was asked of, if it is this one (not one
+    /// since gone).
+    fn of(&mut self, h: Handle) -> Option<&mut KeeperLink> {
+        self.now
+            .as_mut()
+            .filter(|_| self.generation == h.generation)
+    }
+
     /// Command `h`'s pid, if the keeper's word of it has been read (by
     /// [`Keepers::ended`]: this reads nothing); 0 if it could not be
     /// started, or its keeper is gone.
     fn pid(&mut self, h: Handle) -> Option<i32> {
-        let Some(k) = self
-            .now
-            .as_mut()
-            .filter(|_| self.generation == h.generation)
-        else {
-            return Some(0);
-        };
-        k.started.remove(&h.token)
+        match self.of(h) {
+            Some(k) => k.started.remove(&h.token),
+            None => Some(0),
+        }
     }
 
     /// The wait status the command ended with, if it has; one whose keeper
     /// is gone ended killed.
     fn ended(&mut self, h: Handle) -> Option<i32> {
-        let Some(k) = self
-            .now
-            .as_mut()
-            .filter(|_| self.generation == h.generation)
-        else {
+        let Some(k) = self.of(h) else {
             return Some(KILLED);
         };
-        if let Err(e) = k.refresh() {
-            self.lost(&e);
-            return Some(KILLED);
+        match k.refresh() {
+            Ok(()) => k.ended.remove(&h.token),
+            Err(e) => {
+                self.lost(&e);
+                Some(KILLED)
+            }
         }
-        k.ended.remove(&h.token)
     }
 
     /// Sends `req` about command `h`, if its keeper is this one.
     fn ask(&mut self, h: Handle, req: Request) {
-        if self.generation != h.generation {
-            return;
-        }
-        if let Some(k) = self.now.as_mut()
+        if let Some(k) = self.of(h)
             && let Err(e) = k.send(req.encode(), None)
         {
             self.lost(&e);
@@ -469,14 +468,11 @@ impl Keepers {
     /// comes. A keeper asked to kill that doesn't answer may be stopped:
     /// it is sent SIGCONT.
     fn forget(&mut self, h: Handle) {
-        if self.generation != h.generation {
+        let Some(k) = self.of(h) else {
             return;
-        }
-        if let Some(k) = self.now.as_mut() {
-            k.started.remove(&h.token);
-            if k.ended.remove(&h.token).is_some() {
-                return;
-            }
+        };
+        k.started.remove(&h.token);
+        if k.ended.remove(&h.token).is_none() {
             k.forgotten.insert(h.token);
             // SAFETY: kill(2) on our own child, not reaped (so its pid is
             // not reused).

@@ -294,14 +294,17 @@ impl Keeper {
     /// false at the end of the socket (the supervisor is gone).
     fn read_requests(&mut self) -> Result<bool, wire::WireError> {
         let open;
-        let mut buf = vec![0u8; 64 * 1024];
         loop {
+            // Read straight onto the end of what came before.
+            self.inbuf.reserve(64 * 1024);
+            let had = self.inbuf.len();
             // Room for a few descriptors' control message: a stream socket
             // gives at most one sender's call's descriptors at once.
             let mut control = [0u8; 64];
             let mut iov = libc::iovec {
-                iov_base: buf.as_mut_ptr().cast(),
-                iov_len: buf.len(),
+                // SAFETY: within the capacity just reserved.
+                iov_base: unsafe { self.inbuf.as_mut_ptr().add(had) }.cast(),
+                iov_len: self.inbuf.capacity() - had,
             };
             // SAFETY: a zeroed msghdr is valid; its pointers are set to
             // buffers that live across the call.
@@ -347,7 +350,8 @@ impl Keeper {
                 open = false;
                 break;
             }
-            self.inbuf.extend_from_slice(&buf[..n as usize]);
+            // SAFETY: recvmsg(2) wrote `n` bytes there.
+            unsafe { self.inbuf.set_len(had + n as usize) };
         }
         let mut at = 0;
         while let Some((range, used)) = wire::next_frame(&self.inbuf[at..])? {
@@ -801,18 +805,35 @@ fn stat_state(pid: i32) -> Option<u8> {
     st.get(close + 2).copied()
 }
 
-/// The children of every thread of process `pid`.
+/// The children of every thread of process `pid`: the kernel's own lists,
+/// or a scan of /proc where the kernel doesn't keep them.
 fn children_of(pid: i32) -> Vec<i32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        let lists: Vec<String> = tasks
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .collect();
+        if !lists.is_empty() {
+            return lists
+                .iter()
+                .flat_map(|l| l.split_whitespace().filter_map(|p| p.parse().ok()))
+                .collect();
+        }
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|list| {
-            list.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<i32>>()
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|st| {
+                    // pid (comm) state ppid ...: comm may hold spaces.
+                    let rest = &st[st.rfind(')')? + 2..];
+                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+                })
+                == Some(pid)
         })
         .collect()
 }
@@ -820,31 +841,7 @@ fn children_of(pid: i32) -> Vec<i32> {
 /// The keeper's children now: its commands, and strays reparented to it.
 fn children() -> Vec<i32> {
     // SAFETY: getpid(2) can't fail.
-    let me = unsafe { libc::getpid() };
-    // The kernel's own list (the keeper is single-threaded: its one task);
-    // a scan of /proc where the kernel doesn't keep it.
-    if let Ok(list) = std::fs::read_to_string(format!("/proc/self/task/{me}/children")) {
-        return list
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect();
-    }
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|st| {
-                    // pid (comm) state ppid ...: comm may hold spaces.
-                    let rest = &st[st.rfind(')')? + 2..];
-                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
-                })
-                == Some(me)
-        })
-        .collect()
+    children_of(unsafe { libc::getpid() })
 }
 
 #[cfg(test)]

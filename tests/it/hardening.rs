@@ -801,33 +801,11 @@ fn a_run_holds_no_descriptor_of_orca_s_and_can_t_reach_its_keeper() {
         .trim()
         .parse()
         .unwrap();
-    let ppid = std::fs::read_to_string(format!("/proc/{parent}/stat"))
-        .ok()
-        .and_then(|st| {
-            st.rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .nth(1)?
-                .parse::<i32>()
-                .ok()
-        });
-    assert_eq!(ppid, Some(s.pid()), "the run's parent is its keeper");
+    assert!(
+        children(s.pid()).contains(&parent),
+        "the run's parent is its keeper, a child of the scheduler"
+    );
     s.terminate(10.0);
-}
-
-/// Processes whose command line starts with `mark`.
-fn marked(mark: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if cmd.starts_with(mark.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
 }
 
 /// A run as another user that SIGSTOPs every process of its user without
@@ -853,14 +831,14 @@ fn a_run_stopping_its_user_s_processes_wedges_no_keeper() {
         &[("ORCA_RUN_AS", "games"), ("ORCA_KILL_GRACE_SECONDS", "1")],
     );
     let stopper = db.queue("stopper");
-    wait_until("the stopper runs", 30.0, || !marked(&mark).is_empty());
+    wait_until("the stopper runs", 30.0, || !named(&mark).is_empty());
     // Commands started while it runs are its prey (they are its user's):
     // started, stopped before or after their exec, killed at their end.
     let prey: Vec<i64> = (0..10).map(|_| db.queue("next")).collect();
     wait_until("the stopper ends at its timeout", 30.0, || {
         db.state(stopper) == "failed"
     });
-    wait_until("its process is gone", 10.0, || marked(&mark).is_empty());
+    wait_until("its process is gone", 10.0, || named(&mark).is_empty());
     // (Some may have run before it stopped them.)
     for p in prey {
         db.run(&["cancel", &p.to_string()]);

@@ -833,12 +833,8 @@ fn a_keeper_killed_takes_its_command_with_it_and_the_next_run_gets_a_new_one() {
 fn keeper_of(supervisor: i32) -> i32 {
     let mut found = 0;
     wait_until("the supervisor has a keeper", 10.0, || {
-        let children =
-            std::fs::read_to_string(format!("/proc/{supervisor}/task/{supervisor}/children"))
-                .unwrap_or_default();
-        found = children
-            .split_whitespace()
-            .filter_map(|c| c.parse::<i32>().ok())
+        found = children(supervisor)
+            .into_iter()
             .find(|c| {
                 std::fs::read(format!("/proc/{c}/cmdline"))
                     .unwrap_or_default()
@@ -849,21 +845,6 @@ fn keeper_of(supervisor: i32) -> i32 {
         found != 0
     });
     found
-}
-
-/// Processes whose command line is `mark`.
-fn marked(mark: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if cmd.split(|&b| b == 0).next() == Some(mark.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
 }
 
 /// A chain still growing as its run ends: each member forks the next (which
@@ -919,7 +900,7 @@ fn a_chain_growing_deeper_as_its_run_ends_is_killed_whole() {
     wait_until("the run ends", 30.0, || db.state(run) == "succeeded");
     let chain_s = chain.to_str().unwrap().to_string();
     wait_until("no member of the chain is left", 5.0, || {
-        marked(&chain_s).is_empty()
+        named(&chain_s).is_empty()
     });
     s.stop();
 }

@@ -255,6 +255,22 @@ pub fn hang_first_attempt(pids: &Path) -> String {
     )
 }
 
+/// The processes whose `argv[0]` is `name` (a program that sets its own,
+/// as perl's `$0 = ...` does, or one run by that path).
+pub fn named(name: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if cmd.split(|&b| b == 0).next() == Some(name.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 /// Reads pids written one per line into `path` (missing file: none).
 pub fn pids_in(path: &Path) -> Vec<i32> {
     std::fs::read_to_string(path)
