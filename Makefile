@@ -6,11 +6,14 @@ BUDGET := 4194304
 
 .PHONY: all build release test chaos demo static install bench lint fmt clean deps-test deps-demo
 
-# `make install` puts the binary in $(DESTDIR)$(PREFIX)/bin and the scheduler's
-# systemd unit and user-data loop in $(DESTDIR)$(PREFIX)/share/orca; BIN is the
-# binary to install (by default the static one: run `make static` first, as
-# yourself; `sudo make install` then builds nothing).
+# `make install` puts the binary in $(DESTDIR)$(PREFIX)/bin, the scheduler's
+# systemd unit in $(DESTDIR)$(UNITDIR) (where systemd looks: `systemctl enable
+# orca-scheduler` then finds it) and its user-data loop in
+# $(DESTDIR)$(PREFIX)/share/orca; BIN is the binary to install (by default the
+# static one: run `make static` first, as yourself; `sudo make install` then
+# builds nothing).
 PREFIX ?= /usr/local
+UNITDIR ?= /etc/systemd/system
 DESTDIR ?=
 BIN ?= $(STATIC)
 
@@ -63,7 +66,7 @@ static:
 	test $$size -le $(BUDGET) || { echo "over budget" >&2; exit 1; }
 
 install:
-	@scripts/install.sh "$(BIN)" "$(DESTDIR)" "$(PREFIX)"
+	@scripts/install.sh "$(BIN)" "$(DESTDIR)" "$(PREFIX)" "$(UNITDIR)"
 
 # What the tests and the demo need beyond Rust (Postgres, a registry, a
 # Python venv): installed as root with apt-get, or one command to run.

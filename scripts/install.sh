@@ -1,24 +1,27 @@
 #!/bin/sh
-# `make install`: scripts/install.sh BIN DESTDIR PREFIX
-# The binary to DESTDIR/PREFIX/bin/orca; the scheduler's systemd unit and
-# user-data loop to DESTDIR/PREFIX/share/orca, naming PREFIX/bin/orca.
+# `make install`: scripts/install.sh BIN DESTDIR PREFIX UNITDIR
+# The binary to DESTDIR/PREFIX/bin/orca; the scheduler's systemd unit to
+# DESTDIR/UNITDIR (where systemd finds it) and its user-data loop to
+# DESTDIR/PREFIX/share/orca, both naming PREFIX/bin/orca.
 set -eu
-bin=$1 dest=$2 prefix=$3
+bin=$1 dest=$2 prefix=$3 unitdir=$4
 [ -f "$bin" ] || { echo "make install: $bin is missing: run \`make static\` first (or give BIN=target/release/orca)" >&2; exit 2; }
 # PREFIX is written into the launchers (systemd's ExecStart, a shell line).
-case $prefix in
-  /*[!A-Za-z0-9/._+-]*|*[!A-Za-z0-9/._+-]*) bad=1 ;;
-  /*) bad= ;;
-  *) bad=1 ;;
-esac
-[ -z "$bad" ] || { echo "make install: PREFIX must be an absolute path of letters, digits and / . _ + - (not '$prefix')" >&2; exit 2; }
-root=$dest$prefix
-install -d "$root/bin" "$root/share/orca"
-install -m 0755 "$bin" "$root/bin/orca"
-# The launchers name the installed binary.
-for f in orca-scheduler.service user-data.sh; do
-  sed "s|/usr/local/bin/orca|$prefix/bin/orca|g" "$(dirname "$0")/$f" >"$root/share/orca/$f"
+for dir in "PREFIX=$prefix" "UNITDIR=$unitdir"; do
+  value=${dir#*=}
+  case $value in
+    /*[!A-Za-z0-9/._+-]*|*[!A-Za-z0-9/._+-]*) bad=1 ;;
+    /*) bad= ;;
+    *) bad=1 ;;
+  esac
+  [ -z "$bad" ] || { echo "make install: ${dir%%=*} must be an absolute path of letters, digits and / . _ + - (not '$value')" >&2; exit 2; }
 done
-chmod 0644 "$root/share/orca/orca-scheduler.service"
-chmod 0755 "$root/share/orca/user-data.sh"
-echo "installed $root/bin/orca and $root/share/orca/{orca-scheduler.service,user-data.sh}"
+install -d "$dest$prefix/bin" "$dest$prefix/share/orca" "$dest$unitdir"
+install -m 0755 "$bin" "$dest$prefix/bin/orca"
+# The launchers name the installed binary.
+sed "s|/usr/local/bin/orca|$prefix/bin/orca|g" "$(dirname "$0")/orca-scheduler.service" >"$dest$unitdir/orca-scheduler.service"
+sed "s|/usr/local/bin/orca|$prefix/bin/orca|g" "$(dirname "$0")/user-data.sh" >"$dest$prefix/share/orca/user-data.sh"
+chmod 0644 "$dest$unitdir/orca-scheduler.service"
+chmod 0755 "$dest$prefix/share/orca/user-data.sh"
+echo "installed $dest$prefix/bin/orca, $dest$unitdir/orca-scheduler.service and $dest$prefix/share/orca/user-data.sh"
+[ -n "$dest" ] || ! command -v systemctl >/dev/null 2>&1 || [ ! -d /run/systemd/system ] || systemctl daemon-reload || true

@@ -13,6 +13,7 @@ mod hardening;
 // Some harness items are the bench's alone (bench/main.rs includes it too).
 #[allow(dead_code)]
 mod harness;
+mod launch;
 mod layers;
 mod outage;
 mod overlap;

@@ -234,7 +234,7 @@ fn make_install_honours_destdir_and_prefix() {
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&installed), 0o755);
-    let unit = dest.join("opt/orca/share/orca/orca-scheduler.service");
+    let unit = dest.join("etc/systemd/system/orca-scheduler.service");
     let loop_ = dest.join("opt/orca/share/orca/user-data.sh");
     assert_eq!(mode(&unit), 0o644);
     assert_eq!(mode(&loop_), 0o755);
