@@ -176,33 +176,97 @@ pub fn rollback_prepared(client: &mut Client, secs: f64) -> Result<Vec<String>, 
 }
 
 /// What leaves orca open to its logins that only the administrator can
-/// close (`sql/database_warnings.sql`), one line each.
+/// close, and what orca's role lacks of the lock functions it uses
+/// (`sql/database_warnings.sql`): one line each.
 pub fn database_warnings(client: &mut impl GenericClient) -> Result<Vec<String>, postgres::Error> {
     let row = client.query_one(sql::DATABASE_WARNINGS, &[])?;
-    let (prepared, version, advisory): (i32, i32, bool) =
-        (row.get("prepared"), row.get("version"), row.get("advisory"));
-    Ok(warnings(prepared, version, advisory))
+    Ok(warnings(&Hardening {
+        max_prepared: row.get("prepared"),
+        version_num: row.get("version"),
+        logins_take_advisory: row.get("advisory"),
+        logins_make_large_objects: row.get("large_objects"),
+        logins_connect_to: row.get("databases"),
+        logins_create_in_public: row.get("public_create"),
+        orca_waits_for_lead: row.get("lead_wait"),
+        orca_tries_locks: row.get("lead_try"),
+    }))
 }
 
-/// [`database_warnings`]'s decision, from the server's facts.
-pub fn warnings(max_prepared: i32, version_num: i32, logins_take_advisory: bool) -> Vec<String> {
+/// The server's facts behind [`warnings`]: each of `docs/security.md`'s
+/// hardening steps, done or not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hardening {
+    /// `max_prepared_transactions` (0 is hardened).
+    pub max_prepared: i32,
+    /// `server_version_num` (160000 and later is hardened).
+    pub version_num: i32,
+    /// Logins (PUBLIC) may execute an advisory lock function.
+    pub logins_take_advisory: bool,
+    /// Logins (PUBLIC) may make large objects.
+    pub logins_make_large_objects: bool,
+    /// Other databases of the server logins may connect to.
+    pub logins_connect_to: Vec<String>,
+    /// Logins (PUBLIC) may create in schema `public`.
+    pub logins_create_in_public: bool,
+    /// orca's role may execute `pg_advisory_lock(bigint)` (a standby
+    /// waiting for the lead).
+    pub orca_waits_for_lead: bool,
+    /// orca's role may execute `pg_try_advisory_lock(bigint)` and
+    /// `pg_try_advisory_xact_lock(bigint)` (the lead, `orca migrate`).
+    pub orca_tries_locks: bool,
+}
+
+/// Of `docs/security.md`'s hardening, the steps still missing on a server
+/// with `facts`, one line each naming what to run.
+pub fn warnings(facts: &Hardening) -> Vec<String> {
+    const STEPS: &str = "docs/security.md, \"The administrator's hardening\"";
     let mut out = Vec::new();
-    if max_prepared > 0 {
+    if facts.max_prepared > 0 {
         out.push(format!(
-            "max_prepared_transactions is {max_prepared}: a machine login can prepare a transaction that keeps its locks with no session (the leader rolls such ones back); set it to 0 (docs/security.md)"
+            "max_prepared_transactions is {}: a machine login can prepare a transaction that keeps its locks with no session (the leader rolls such ones back); set it to 0 ({STEPS})",
+            facts.max_prepared
         ));
     }
-    if version_num < 160000 {
-        out.push(
-            "Postgres before 16 lets a CREATEROLE role grant itself pg_execute_server_program: orca's role is as strong as a superuser there (docs/security.md)"
-                .to_string(),
-        );
+    if facts.version_num < 160000 {
+        out.push(format!(
+            "Postgres before 16 lets a CREATEROLE role grant itself pg_execute_server_program: orca's role is as strong as a superuser there ({STEPS})"
+        ));
     }
-    if logins_take_advisory {
-        out.push(
-            "machine logins may take advisory locks (PUBLIC may execute pg_advisory_lock): the leader ends sessions that do, but a burst can fill the server's lock table first; revoke them (docs/security.md)"
-                .to_string(),
-        );
+    if facts.logins_take_advisory {
+        out.push(format!(
+            "machine logins may take advisory locks (PUBLIC may execute pg_advisory_lock and its kin): the leader ends sessions that do, but a burst can fill the server's lock table first; REVOKE EXECUTE on them FROM PUBLIC ({STEPS})"
+        ));
+    }
+    if facts.logins_make_large_objects {
+        out.push(format!(
+            "machine logins may make large objects (PUBLIC may execute lo_create, lo_creat, lo_from_bytea): REVOKE EXECUTE on them FROM PUBLIC ({STEPS})"
+        ));
+    }
+    if !facts.logins_connect_to.is_empty() {
+        const SHOWN: usize = 5;
+        let dbs = &facts.logins_connect_to;
+        let mut names = dbs[..dbs.len().min(SHOWN)].join(", ");
+        if dbs.len() > SHOWN {
+            names.push_str(&format!(" and {} more", dbs.len() - SHOWN));
+        }
+        out.push(format!(
+            "machine logins may connect to other databases of this server, where orca doesn't watch them: {names}; REVOKE CONNECT ON DATABASE ... FROM PUBLIC ({STEPS})"
+        ));
+    }
+    if facts.logins_create_in_public {
+        out.push(format!(
+            "machine logins may create objects in schema public: REVOKE CREATE ON SCHEMA public FROM PUBLIC ({STEPS})"
+        ));
+    }
+    if !facts.orca_tries_locks {
+        out.push(format!(
+            "orca's role may not execute pg_try_advisory_lock(bigint) or pg_try_advisory_xact_lock(bigint): no scheduler can lead and orca migrate can't run; GRANT EXECUTE on them to orca's role ({STEPS})"
+        ));
+    }
+    if !facts.orca_waits_for_lead {
+        out.push(format!(
+            "orca's role may not execute pg_advisory_lock(bigint): a standby scheduler polls for the lead every 0.1 s instead of waiting on it; GRANT EXECUTE on it to orca's role ({STEPS})"
+        ));
     }
     out
 }
@@ -211,11 +275,56 @@ pub fn warnings(max_prepared: i32, version_num: i32, logins_take_advisory: bool)
 mod tests {
     use super::*;
 
+    fn hardened() -> Hardening {
+        Hardening {
+            max_prepared: 0,
+            version_num: 160004,
+            logins_take_advisory: false,
+            logins_make_large_objects: false,
+            logins_connect_to: Vec::new(),
+            logins_create_in_public: false,
+            orca_waits_for_lead: true,
+            orca_tries_locks: true,
+        }
+    }
+
     #[test]
     fn a_hardened_server_warns_of_nothing() {
-        assert!(warnings(0, 160004, false).is_empty());
-        let all = warnings(10, 150018, true);
-        assert_eq!(all.len(), 3);
-        assert!(all[0].contains("max_prepared_transactions is 10"));
+        assert!(warnings(&hardened()).is_empty());
+    }
+
+    #[test]
+    fn each_missing_step_is_one_line_naming_it() {
+        let open = Hardening {
+            max_prepared: 10,
+            version_num: 150018,
+            logins_take_advisory: true,
+            logins_make_large_objects: true,
+            logins_connect_to: (1..=7).map(|i| format!("db{i}")).collect(),
+            logins_create_in_public: true,
+            orca_waits_for_lead: false,
+            orca_tries_locks: false,
+        };
+        let all = warnings(&open);
+        assert_eq!(all.len(), 8, "{all:#?}");
+        for (line, names) in all.iter().zip([
+            "max_prepared_transactions is 10",
+            "before 16",
+            "advisory locks",
+            "large objects",
+            "db1, db2, db3, db4, db5 and 2 more",
+            "schema public",
+            "pg_try_advisory_lock(bigint)",
+            "pg_advisory_lock(bigint)",
+        ]) {
+            assert!(line.contains(names), "{line}");
+            assert!(line.contains("docs/security.md"), "{line}");
+        }
+        // One step done: its line goes, the others stay.
+        let only_wait = Hardening {
+            orca_waits_for_lead: false,
+            ..hardened()
+        };
+        assert_eq!(warnings(&only_wait).len(), 1);
     }
 }

@@ -36,6 +36,8 @@ pub mod lock;
 
 use postgres::Client;
 use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::db::sql;
 use crate::plural::count;
@@ -126,15 +128,45 @@ pub fn step_down(client: &mut Client, id: i64, why: &str) -> Result<(), postgres
     recorded
 }
 
+/// Whether this process polls for the lead instead of waiting on the lock:
+/// set once orca's role was refused `pg_advisory_lock` (an administrator's
+/// hardening that revoked it, `docs/security.md`).
+static POLLS_FOR_LEAD: AtomicBool = AtomicBool::new(false);
+
+/// How often a standby that may not wait on the lock tries it instead.
+const LEAD_POLL: Duration = Duration::from_millis(100);
+
 /// Waits up to `wait` for the lead lock on this session, for instance `id`
 /// whose lead a live instance holds: taken the moment that one gives it up
 /// (a deploy's hand-over) and recorded as the lead; false if the time
-/// passed first.
-pub fn wait_lead(
-    client: &mut Client,
-    id: i64,
-    wait: std::time::Duration,
-) -> Result<bool, postgres::Error> {
+/// passed first. Where orca's role may not execute `pg_advisory_lock`, it
+/// tries the lock every [`LEAD_POLL`] instead (said once; the scheduler's
+/// start warned why).
+pub fn wait_lead(client: &mut Client, id: i64, wait: Duration) -> Result<bool, postgres::Error> {
+    let taken = if POLLS_FOR_LEAD.load(Ordering::Relaxed) {
+        poll_lead(client, wait)?
+    } else {
+        match block_on_lead(client, wait) {
+            Err(e) if e.code() == Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => {
+                POLLS_FOR_LEAD.store(true, Ordering::Relaxed);
+                // The start's hardening warnings said why, at warn.
+                log::info!(
+                    "this standby tries the lead every {:.1} s (it may not wait on the lock)",
+                    LEAD_POLL.as_secs_f64()
+                );
+                poll_lead(client, wait)?
+            }
+            other => other?,
+        }
+    };
+    if taken {
+        client.execute(sql::SCHEDULER_LEAD, &[&id])?;
+    }
+    Ok(taken)
+}
+
+/// Waits on the lead lock for up to `wait` (`lock_timeout`).
+fn block_on_lead(client: &mut Client, wait: Duration) -> Result<bool, postgres::Error> {
     let mut tx = client.transaction()?;
     let ms = format!("{}ms", wait.as_millis().max(1));
     tx.query_one(sql::LOCK_TIMEOUT_LOCAL, &[&ms])?;
@@ -146,8 +178,22 @@ pub fn wait_lead(
         Err(e) => return Err(e),
     }
     tx.commit()?;
-    client.execute(sql::SCHEDULER_LEAD, &[&id])?;
     Ok(true)
+}
+
+/// Tries the lead lock every [`LEAD_POLL`] for up to `wait`.
+fn poll_lead(client: &mut Client, wait: Duration) -> Result<bool, postgres::Error> {
+    let until = Instant::now() + wait;
+    loop {
+        if lock::try_take(client)? {
+            return Ok(true);
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        std::thread::sleep(left.min(LEAD_POLL));
+    }
 }
 
 /// Instance `id` has ended: gone at once.

@@ -344,7 +344,11 @@ const MIGRATE_LOCK: i64 = 1869767524;
 
 #[test]
 fn a_machine_login_holding_the_lead_lock_is_ended_and_the_scheduler_leads() {
-    let (db, dir) = setup("[pipelines.job]\ncommand = \"echo ran\"\n");
+    // Unhardened (as on RDS): else a login can take no advisory lock.
+    let (db, dir) = setup_in(
+        TestDb::unhardened(),
+        "[pipelines.job]\ncommand = \"echo ran\"\n",
+    );
     let name = format!("orca_m_lead_{}", std::process::id());
     let mut held = squatter(
         &db,
@@ -387,7 +391,7 @@ fn a_machine_login_holding_the_lead_lock_is_ended_and_the_scheduler_leads() {
 
 #[test]
 fn an_instance_login_holding_the_migration_lock_does_not_stop_migrate() {
-    let db = TestDb::new();
+    let db = TestDb::unhardened();
     let name = format!("orca_i_mig_{}", std::process::id());
     let mut held = squatter(&db, &name, "orca_instance", MIGRATE_LOCK, "orca migrate");
     let mut m = Proc::spawn(
@@ -410,8 +414,14 @@ fn an_instance_login_holding_the_migration_lock_does_not_stop_migrate() {
 
 #[test]
 fn a_login_holding_the_old_claim_key_keeps_no_run_queued() {
-    let (db, dir) =
-        pool_test("[pipelines.job]\ncommand = \"echo ran\"\nplacement = \"worker:p\"\n");
+    // Unhardened (as on RDS): else a login can take no advisory lock.
+    let (db, dir) = setup_in(
+        TestDb::unhardened(),
+        &with_pool(
+            "p",
+            "[pipelines.job]\ncommand = \"echo ran\"\nplacement = \"worker:p\"\n",
+        ),
+    );
     let name = format!("orca_m_claim_{}", std::process::id());
     let mut held = squatter(&db, &name, "orca_worker", 0, "x");
     // The key claims took (1869767526, hashtext(pipeline)) before.
@@ -495,7 +505,11 @@ fn a_run_has_no_controlling_terminal_even_when_orca_has_one() {
 #[test]
 fn a_machine_login_holding_any_advisory_lock_is_ended() {
     // Logins need none; thousands of them fill the server's lock table.
-    let (db, dir) = setup("[pipelines.job]\ncommand = \"true\"\n");
+    // (Unhardened, as on RDS: else they can take none.)
+    let (db, dir) = setup_in(
+        TestDb::unhardened(),
+        "[pipelines.job]\ncommand = \"true\"\n",
+    );
     let name = format!("orca_m_adv_{}", std::process::id());
     let mut held = squatter(&db, &name, "orca_worker", 42, "x");
     held.execute(
@@ -523,7 +537,8 @@ fn a_machine_login_holding_any_advisory_lock_is_ended() {
 fn a_transaction_a_machine_login_prepared_is_rolled_back() {
     let cluster = Cluster::new("max_prepared_transactions = 5\n");
     cluster.start();
-    let db = TestDb::on(&cluster.url());
+    // Unhardened (as on RDS): else a login can take no advisory lock.
+    let db = TestDb::unhardened_on(&cluster.url());
     let migrate = db.run(&["migrate"]);
     assert!(
         text(&migrate.stderr).contains("max_prepared_transactions is 5"),

@@ -125,9 +125,39 @@ fn a_deploy_hands_over_without_losing_or_doubling_a_run() {
 /// The newer instance waits on the lead lock between its ticks, so it
 /// leads the moment the older drains, not at its own next tick: with a 5 s
 /// tick, polling would leave about 5 s without a leader.
+/// On a database hardened as docs/security.md says.
 #[test]
 fn the_newer_instance_leads_as_the_older_drains_not_a_tick_later() {
+    hands_over_at_once(TestDb::new());
+}
+
+/// On a database without the administrator's hardening (as on RDS).
+#[test]
+fn the_newer_instance_leads_at_once_on_an_unhardened_database() {
+    hands_over_at_once(TestDb::unhardened());
+}
+
+/// On a database hardened as docs/security.md once said, keeping only the
+/// try forms for orca's role: the standby may not wait on the lock, so it
+/// tries it every 0.1 s, says so once, and still leads within a tick.
+#[test]
+fn the_newer_instance_leads_at_once_where_orca_may_not_wait_on_the_lock() {
     let db = TestDb::new();
+    db.admin_here(&format!(
+        "REVOKE EXECUTE ON FUNCTION pg_advisory_lock(bigint) FROM {OWNER}"
+    ));
+    let b_log = hands_over_at_once(db);
+    for said in [
+        "orca's role may not execute pg_advisory_lock(bigint)",
+        "this standby tries the lead every 0.1 s",
+    ] {
+        assert_eq!(b_log.matches(said).count(), 1, "said once:\n{b_log}");
+    }
+}
+
+/// A hands over to B, whose tick is 5 s, within 2 s of draining, and B
+/// logs no refusal: B's log.
+fn hands_over_at_once(db: TestDb) -> String {
     let dir = TempDir::new();
     db.register(&dir, "[pipelines.t]\ncommand = \"true\"\n");
     let mut a = overlap(&db, &dir, "a");
@@ -155,6 +185,9 @@ fn the_newer_instance_leads_as_the_older_drains_not_a_tick_later() {
         b.output()
     );
     b.stop();
+    let log = b.output();
+    assert!(!log.contains("permission denied"), "{log}");
+    log
 }
 
 #[test]

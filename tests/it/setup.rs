@@ -271,3 +271,47 @@ fn make_install_honours_destdir_and_prefix() {
     );
     assert!(!bad_dest.exists(), "nothing installed from bad input");
 }
+
+/// `orca migrate` names each of docs/security.md's hardening steps still
+/// missing on its server, and none once the page's SQL has run: on a
+/// cluster of its own, whose `postgres` and `template1` logins may reach.
+#[test]
+fn migrate_says_which_hardening_steps_are_missing() {
+    let cluster = Cluster::new("");
+    cluster.start();
+    let db = TestDb::unhardened_on(&cluster.url());
+    let migrate = || {
+        let out = db.run(&["migrate"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    let before = migrate();
+    for step in [
+        "machine logins may take advisory locks",
+        "machine logins may make large objects",
+        "machine logins may connect to other databases of this server, where orca doesn't watch them: postgres, template1;",
+    ] {
+        assert!(before.contains(step), "{step}: {before}");
+    }
+    let version: i32 = db.one("SELECT current_setting('server_version_num')::int");
+    harden(&with_db(&cluster.url(), db.name()));
+    let after = migrate();
+    let left: Vec<&str> = after
+        .lines()
+        .filter(|l| l.starts_with("orca: warning:"))
+        .collect();
+    if version >= 160000 {
+        assert!(left.is_empty(), "{after}");
+    } else {
+        assert_eq!(left.len(), 1, "only the server's version: {after}");
+        assert!(left[0].contains("before 16"), "{after}");
+    }
+    // A step undone is named again.
+    db.admin_here(&format!(
+        "REVOKE EXECUTE ON FUNCTION pg_advisory_lock(bigint) FROM {OWNER}"
+    ));
+    assert!(
+        migrate().contains("orca's role may not execute pg_advisory_lock(bigint)"),
+        "the missing grant"
+    );
+}

@@ -42,6 +42,26 @@ fn ensure_owner(admin: &mut postgres::Client) {
     }
 }
 
+/// Runs `docs/security.md`'s SQL (the administrator's hardening) as a
+/// superuser in the database `admin_db` reaches, its role `orca` being
+/// [`OWNER`]: the page's own text, so the suite runs as the page says.
+pub fn harden(admin_db: &str) {
+    let page = std::fs::read_to_string(format!("{}/docs/security.md", env!("CARGO_MANIFEST_DIR")))
+        .expect("docs/security.md");
+    let start = page.find("```sql\n").expect("docs/security.md has its SQL") + 7;
+    let sql = page[start..start + page[start..].find("```").unwrap()]
+        .replace("TO orca;", &format!("TO {OWNER};"));
+    let mut c = connect(admin_db);
+    // Its REVOKE CONNECT on the server's own databases updates rows every
+    // database shares: two tests' at once can collide, so it is tried again.
+    let mut tries = 0;
+    while let Err(e) = c.batch_execute(&sql) {
+        tries += 1;
+        assert!(tries < 20, "docs/security.md's SQL: {e}");
+        std::thread::sleep(Duration::from_millis(50 * tries));
+    }
+}
+
 /// `url` with its user and password replaced.
 pub fn with_user(url: &str, user: &str, password: &str) -> String {
     let scheme_end = url.find("://").map_or(0, |i| i + 3);
@@ -89,18 +109,38 @@ impl TestDb {
         TestDb::on(&admin_url())
     }
 
-    /// A fresh, migrated database on the server `admin` reaches.
+    /// A fresh, migrated database on the server `admin` reaches, hardened
+    /// as `docs/security.md` tells administrators to ([`harden`]).
     pub fn on(admin: &str) -> TestDb {
         let db = TestDb::empty_on(admin);
-        let out = db.orca(&["migrate"]).output().unwrap();
-        assert!(out.status.success(), "migrate: {}", text(&out.stderr));
+        db.migrate();
         db
     }
 
-    /// A fresh database with nothing in it, owned by [`OWNER`]: its URL
-    /// logs in as that role, as the README tells operators to set up.
+    /// A fresh, migrated database on the shared test server without
+    /// `docs/security.md`'s hardening, as on RDS (where it can't be done):
+    /// logins may take advisory locks there, which orca must survive.
+    pub fn unhardened() -> TestDb {
+        TestDb::unhardened_on(&admin_url())
+    }
+
+    /// As [`TestDb::unhardened`], on the server `admin` reaches.
+    pub fn unhardened_on(admin: &str) -> TestDb {
+        let db = TestDb::make(admin, &unique("orca_t"), false);
+        db.migrate();
+        db
+    }
+
+    fn migrate(&self) {
+        let out = self.orca(&["migrate"]).output().unwrap();
+        assert!(out.status.success(), "migrate: {}", text(&out.stderr));
+    }
+
+    /// A fresh, hardened database with nothing in it, owned by [`OWNER`]:
+    /// its URL logs in as that role, as the README tells operators to set
+    /// up.
     pub fn empty_on(admin: &str) -> TestDb {
-        TestDb::make(admin, &unique("orca_t"))
+        TestDb::make(admin, &unique("orca_t"), true)
     }
 
     /// A fresh, migrated database named `name` (a plain identifier) on the
@@ -108,8 +148,7 @@ impl TestDb {
     /// For the bench, whose databases have names to look at them by.
     pub fn named(admin: &str, name: &str) -> TestDb {
         let db = TestDb::named_empty(admin, name);
-        let out = db.orca(&["migrate"]).output().unwrap();
-        assert!(out.status.success(), "migrate: {}", text(&out.stderr));
+        db.migrate();
         db
     }
 
@@ -134,7 +173,7 @@ impl TestDb {
             name: name.to_string(),
             keep: false,
         });
-        TestDb::make(admin, name)
+        TestDb::make(admin, name, true)
     }
 
     /// A role name of this database's own (`<database>_<what>`): dropped
@@ -143,11 +182,14 @@ impl TestDb {
         format!("{}_{what}", self.name)
     }
 
-    fn make(admin: &str, name: &str) -> TestDb {
+    fn make(admin: &str, name: &str, hardened: bool) -> TestDb {
         let mut c = connect(admin);
         ensure_owner(&mut c);
         c.batch_execute(&format!("CREATE DATABASE {name} OWNER {OWNER}"))
             .unwrap();
+        if hardened {
+            harden(&with_db(admin, name));
+        }
         TestDb {
             url: with_user(&with_db(admin, name), OWNER, OWNER_PASSWORD),
             roles: Default::default(),
@@ -327,6 +369,14 @@ impl TestDb {
         connect(&self.admin).batch_execute(sql).unwrap();
     }
 
+    /// Runs `sql` as the server's administrator in this database (what
+    /// only a superuser may do to it: its functions' privileges).
+    pub fn admin_here(&self, sql: &str) {
+        connect(&with_db(&self.admin, &self.name))
+            .batch_execute(sql)
+            .unwrap();
+    }
+
     /// How many events of `kind` there are, of any run or none.
     pub fn events_of_kind(&self, kind: &str) -> i64 {
         self.client()
@@ -406,7 +456,11 @@ impl Drop for TestDb {
 /// registered, and the scratch directory holding it (and the logs of the
 /// processes the test starts).
 pub fn setup(toml: &str) -> (TestDb, TempDir) {
-    let db = TestDb::new();
+    setup_in(TestDb::new(), toml)
+}
+
+/// As [`setup`], in `db`.
+pub fn setup_in(db: TestDb, toml: &str) -> (TestDb, TempDir) {
     let dir = TempDir::new();
     db.register(&dir, toml);
     (db, dir)
