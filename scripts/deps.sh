@@ -4,7 +4,8 @@
 #   scripts/deps.sh test|demo
 #
 #   test  Postgres (server and psql), openssl (TLS tests), procps (pgrep),
-#         systemd (systemctl and systemd-analyze read the shipped unit),
+#         systemd (systemctl and systemd-analyze read the shipped unit), jq
+#         (the docs' monitoring check runs as written),
 #         docker-registry (a real OCI registry for the image tests), python3
 #         with venv (the Dask engine test makes a virtualenv and installs from
 #         PyPI)
@@ -33,6 +34,7 @@ if [ "$what" = test ]; then
   command -v openssl >/dev/null || need+=(openssl)
   command -v pgrep >/dev/null || need+=(procps)
   command -v systemd-analyze >/dev/null && command -v systemctl >/dev/null || need+=(systemd)
+  command -v jq >/dev/null || need+=(jq)
   [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
   if ! command -v python3 >/dev/null; then
     need+=(python3 python3-venv)

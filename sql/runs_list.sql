@@ -6,5 +6,7 @@ SELECT id, pipeline, state, start, fill, args, origin,
 FROM orca.runs
 WHERE ($1::text IS NULL OR pipeline = $1)
   AND ($2::text IS NULL OR state = $2)
+  -- Due (queued, and past any retry delay) at least $4 seconds ago.
+  AND ($4::float8 IS NULL OR greatest(queued_at, not_before) <= now() - make_interval(secs => $4))
 ORDER BY id DESC
 LIMIT $3

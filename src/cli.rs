@@ -82,6 +82,11 @@ pub enum Cmd {
         /// Only runs in this state (queued, running, succeeded, failed, cancelled).
         #[arg(long)]
         state: Option<String>,
+        /// Only runs due to start at least S seconds ago (queued, and past any
+        /// retry delay; the database's clock): with --state queued, the runs
+        /// that have waited that long, whatever else --limit leaves out.
+        #[arg(long, value_name = "S")]
+        older_than: Option<f64>,
         /// How many at most.
         #[arg(long, default_value_t = 20)]
         limit: i64,

@@ -277,14 +277,8 @@ fn unknown_pipeline(client: &mut Client, name: &str) -> Failure {
 }
 
 /// `orca runs`.
-pub fn list_runs(
-    pipeline: Option<&str>,
-    state: Option<&str>,
-    limit: i64,
-    json: bool,
-    opts: &DbOpts,
-) -> Outcome {
-    if let Some(s) = state
+pub fn list_runs(filter: &runs::Filter, json: bool, opts: &DbOpts) -> Outcome {
+    if let Some(s) = filter.state
         && !STATES.contains(&s)
     {
         return Err(bad(format!(
@@ -292,11 +286,18 @@ pub fn list_runs(
             STATES.join(", ")
         )));
     }
-    if limit < 1 {
+    if filter.limit < 1 {
         return Err(bad("--limit must be at least 1"));
     }
+    if let Some(s) = filter.older_than
+        && !(s.is_finite() && (0.0..=1e9).contains(&s))
+    {
+        return Err(bad(format!(
+            "--older-than {s}: a number of seconds from 0 to 1000000000"
+        )));
+    }
     let mut client = connect(opts)?;
-    if let Some(p) = pipeline
+    if let Some(p) = filter.pipeline
         && client
             .query_opt(sql::PIPELINE_GET, &[&p])
             .map_err(pg)?
@@ -304,7 +305,7 @@ pub fn list_runs(
     {
         return Err(bad(format!("unknown pipeline: {p}")));
     }
-    let rows = runs::list(&mut client, pipeline, state, limit).map_err(pg)?;
+    let rows = runs::list(&mut client, filter).map_err(pg)?;
     if json {
         return print_json(&rows);
     }

@@ -92,10 +92,20 @@ fn dispatch(cli: &Cli) -> Outcome {
         Cmd::Runs {
             pipeline,
             state,
+            older_than,
             limit,
             json,
             db,
-        } => commands::list_runs(pipeline.as_deref(), state.as_deref(), *limit, *json, db),
+        } => commands::list_runs(
+            &runs::Filter {
+                pipeline: pipeline.as_deref(),
+                state: state.as_deref(),
+                older_than: *older_than,
+                limit: *limit,
+            },
+            *json,
+            db,
+        ),
         Cmd::Logs { run, follow, db } => commands::logs(*run, *follow, db),
         Cmd::Events {
             run,

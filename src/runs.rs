@@ -199,15 +199,32 @@ pub struct RunRow {
     pub pid: Option<i32>,
 }
 
+/// Which runs `orca runs` lists.
+#[derive(Debug, Clone, Default)]
+pub struct Filter<'a> {
+    /// Only this pipeline's.
+    pub pipeline: Option<&'a str>,
+    /// Only runs in this state.
+    pub state: Option<&'a str>,
+    /// Only runs due (queued, past any retry delay) at least this many
+    /// seconds ago, by the database's clock.
+    pub older_than: Option<f64>,
+    /// How many at most, newest first.
+    pub limit: i64,
+}
+
 /// Lists runs, newest first.
-pub fn list(
-    client: &mut Client,
-    pipeline: Option<&str>,
-    state: Option<&str>,
-    limit: i64,
-) -> Result<Vec<RunRow>, postgres::Error> {
+pub fn list(client: &mut Client, filter: &Filter) -> Result<Vec<RunRow>, postgres::Error> {
     Ok(client
-        .query(sql::RUNS_LIST, &[&pipeline, &state, &limit])?
+        .query(
+            sql::RUNS_LIST,
+            &[
+                &filter.pipeline,
+                &filter.state,
+                &filter.limit,
+                &filter.older_than,
+            ],
+        )?
         .iter()
         .map(|r| RunRow {
             id: r.get("id"),

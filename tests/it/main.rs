@@ -5,6 +5,7 @@ mod chaos_found;
 mod cli;
 mod cost;
 mod demo;
+mod docs;
 mod ec2;
 mod ec2_runs;
 mod engine;

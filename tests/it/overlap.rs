@@ -147,12 +147,17 @@ fn the_newer_instance_leads_at_once_where_orca_may_not_wait_on_the_lock() {
         "REVOKE EXECUTE ON FUNCTION pg_advisory_lock(bigint) FROM {OWNER}"
     ));
     let b_log = hands_over_at_once(db);
-    for said in [
-        "orca's role may not execute pg_advisory_lock(bigint)",
-        "this standby tries the lead every 0.1 s",
-    ] {
-        assert_eq!(b_log.matches(said).count(), 1, "said once:\n{b_log}");
-    }
+    let said = |what: &str| b_log.matches(what).count();
+    assert_eq!(
+        said("orca's role may not execute pg_advisory_lock(bigint)"),
+        1,
+        "warned once at start:\n{b_log}"
+    );
+    // Only if B waited at all (A may drain before B's first try).
+    assert!(
+        said("this standby tries the lead every 0.1 s") <= 1,
+        "said once:\n{b_log}"
+    );
 }
 
 /// A hands over to B, whose tick is 5 s, within 2 s of draining, and B
