@@ -800,6 +800,48 @@ fn a_missing_argument_is_named() {
     }
 }
 
+/// clap's hints (a subcommand it takes for a typo, how to pass a value that
+/// looks like a flag) stay on the one line an error is said on.
+#[test]
+fn a_command_line_error_keeps_clap_s_hint_on_its_one_line() {
+    for (args, hint) in [
+        (vec!["log", "5"], "logs"),
+        (vec!["run", "a", "-x"], "-- -x"),
+    ] {
+        let out = orca_within(&args, 20.0);
+        assert_eq!(out.status.code(), Some(2));
+        let err = text(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "orca {args:?}: {err}");
+        assert!(
+            err.starts_with("orca: ") && err.contains("tip: ") && err.contains(hint),
+            "orca {args:?}: {err}"
+        );
+    }
+}
+
+/// `orca --version` names the commit it was built from (this checkout's
+/// HEAD: cargo builds it again when HEAD moves), or `unknown` outside git.
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let out = orca_within(&["--version"], 20.0);
+    assert!(out.status.success());
+    let v = text(&out.stdout);
+    let root = env!("CARGO_MANIFEST_DIR");
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| text(&o.stdout).trim().to_string());
+    let want = format!(
+        "orca {} ({})\n",
+        env!("CARGO_PKG_VERSION"),
+        head.as_deref().unwrap_or("unknown")
+    );
+    assert_eq!(v, want);
+}
+
 #[test]
 fn hostile_text_in_listings_is_escaped() {
     let (db, _dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
