@@ -150,6 +150,15 @@ impl Removal {
     }
 }
 
+/// Whether a provider's refusal `why` of a pool's attempt to make a machine
+/// is to be recorded as an event: it differs from the one `said` for the
+/// pool's last attempt (`None`: that attempt came to something else), so
+/// a refusal repeated attempt after attempt is one event, and each change
+/// of it another.
+pub fn refusal_is_news(said: Option<&str>, why: &str) -> bool {
+    said != Some(why)
+}
+
 /// What [`shrink`] decided for a pool's machines.
 #[derive(Debug)]
 pub struct Shrink<'a> {
@@ -753,6 +762,19 @@ mod tests {
             (d.walk_since, d.status.as_str()),
             (WalkSince::Keep, "no demand")
         );
+    }
+
+    #[test]
+    fn a_refusal_is_news_once_per_change() {
+        assert!(refusal_is_news(None, "UnauthorizedOperation: no"));
+        assert!(!refusal_is_news(
+            Some("UnauthorizedOperation: no"),
+            "UnauthorizedOperation: no"
+        ));
+        assert!(refusal_is_news(
+            Some("UnauthorizedOperation: no"),
+            "InvalidAMIID.NotFound: gone"
+        ));
     }
 
     #[test]
