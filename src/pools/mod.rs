@@ -125,6 +125,11 @@ fn event(db: &mut Db, session: u64, kind: &str, why: &str) -> Result<(), Fault> 
     .map(|_| ())
 }
 
+/// How long after making an EC2 machine its absence from DescribeInstances
+/// may be only the listing lagging (s): a machine not listed sooner is not
+/// taken for ended.
+const EC2_LISTS_WITHIN: f64 = 60.0;
+
 /// The autoscaler's state between passes: when it last ran, this stack's
 /// id and the providers (the fleet), the worker images' architectures (read
 /// again after `ORCA_POOL_IMAGE_SECONDS`).
@@ -439,8 +444,37 @@ impl PoolScaler {
             Ok(found) => found,
             Err(e) => return Ok(Err(e)),
         };
+        // Rows whose machine is gone before their worker was seen: ended
+        // while booting (its login refused, its boot failed).
+        let grace = match p.machines.provider {
+            crate::config::Provider::Local => 0.0,
+            // DescribeInstances may not list an instance for a while after
+            // RunInstances made it.
+            crate::config::Provider::Ec2 => EC2_LISTS_WITHIN,
+        };
+        let gone =
+            decide::ended_unseen(machines, |name| found.iter().any(|f| f.name == name), grace);
         let held = |name: &str| machines.iter().any(|m| m.name == name);
-        for s in strays(found, |s| &s.name, held) {
+        let strays_found = strays(found, |s| &s.name, held);
+        for m in gone {
+            let why = Removal::EndedUnseen.why();
+            let marked = db.run_fenced(session, |c| {
+                logins::mark_ending(c, sql::MACHINE_ENDING, m.id, None, &why, None)
+            })?;
+            if marked != logins::Mark::Marked {
+                continue;
+            }
+            log::warn!("{}", say_removing(&p.name, &m.name, &why));
+            match self.finish_removal(db, session, p, m, &why) {
+                Ok(()) => {}
+                // Marked ending: the next pass takes it up again.
+                Err(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_))) => {
+                    log::error!("pool {}: machine {}: {e}", p.name, m.name);
+                }
+                Err(down) => return Err(down),
+            }
+        }
+        for s in strays_found {
             log::warn!(
                 "deleting stray machine {} ({}) of pool {}: no live row holds it",
                 s.name,
