@@ -10,8 +10,11 @@
 #   ORCA_SHUTDOWN      how to shut the machine down (default: shutdown -h now)
 #
 # The worker is started again a second after it fails. Stopped (exit 0, after
-# SIGTERM), it stays stopped; its credentials revoked (exit 3: the machine was
-# removed), the machine shuts down.
+# SIGTERM), it stays stopped; its login refused (exit 3: its credentials
+# revoked, the machine removed; or refused for ORCA_WORKER_REFUSED_SECONDS,
+# a pg_hba.conf line, say), the machine shuts down: the worker's last line
+# says what the database said, and the scaler removes the machine once it
+# is gone.
 bin=${ORCA_BIN:-orca}
 # (Run after scripts/machine-prelude.sh: the token file, ORCA_RUN_AS, the
 # metadata block.)
@@ -23,7 +26,7 @@ while :; do
     exit 0
   fi
   if [ "$code" -eq 3 ]; then
-    echo "orca boot: this machine's credentials were revoked: shutting down" >&2
+    echo "orca boot: this machine's login was refused (the worker's last line says what the database said): shutting down" >&2
     ${ORCA_SHUTDOWN:-shutdown -h now}
     exit 0
   fi

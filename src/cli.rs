@@ -7,12 +7,16 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Parser, Debug)]
 /// `orca` alone prints this help on stderr and exits 2 (clap's
 /// `arg_required_else_help`).
-#[command(name = "orca", version, about, long_about = None, arg_required_else_help = true)]
+#[command(name = "orca", version = VERSION, about, long_about = None, arg_required_else_help = true)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Cmd,
 }
+
+/// What `orca --version` says after `orca `: the crate's version and the
+/// commit it was built from (`build.rs`: `unknown` outside a git checkout).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("ORCA_COMMIT"), ")");
 
 /// Options every one-shot command that talks to the database takes.
 #[derive(Args, Debug, Clone)]
@@ -278,19 +282,34 @@ impl Cmd {
     }
 }
 
-/// clap's error text as the one line orca prints: its first line, and the
+/// clap's error text as the one line orca prints: its first line, the
 /// indented lines right under it that name what it is about (the missing
-/// `<PIPELINE>`), without clap's `error: ` and its usage.
+/// `<PIPELINE>`), and its hints (`tip: a similar subcommand exists: 'logs'`,
+/// `tip: to pass '-x' as a value, use '-- -x'`), without clap's `error: `
+/// and its usage.
 pub fn error_line(text: &str) -> String {
     let mut lines = text.lines();
     let first = lines.next().unwrap_or("bad arguments");
     let mut line = first.trim_start_matches("error: ").trim_end().to_string();
+    let mut under = true;
     for more in lines {
-        if more.trim().is_empty() || !more.starts_with(char::is_whitespace) {
+        if more.starts_with("Usage:") || more.starts_with("For more information") {
             break;
         }
-        line.push(' ');
-        line.push_str(more.trim());
+        let hint = more.trim();
+        if hint.starts_with("tip:") {
+            line.push_str(if line.contains("(tip: ") { "; " } else { " (" });
+            line.push_str(hint);
+            under = false;
+        } else if under && !hint.is_empty() && more.starts_with(char::is_whitespace) {
+            line.push(' ');
+            line.push_str(hint);
+        } else {
+            under = false;
+        }
+    }
+    if line.contains("(tip: ") {
+        line.push(')');
     }
     line
 }
@@ -315,6 +334,20 @@ mod tests {
         assert_eq!(
             error_line(&e.to_string()),
             "unrecognized subcommand 'frobnicate'"
+        );
+    }
+
+    #[test]
+    fn clap_s_hints_stay_on_the_one_line() {
+        let e = Cli::try_parse_from(["orca", "log", "5"]).unwrap_err();
+        assert_eq!(
+            error_line(&e.to_string()),
+            "unrecognized subcommand 'log' (tip: a similar subcommand exists: 'logs')"
+        );
+        let e = Cli::try_parse_from(["orca", "run", "a", "-x"]).unwrap_err();
+        assert_eq!(
+            error_line(&e.to_string()),
+            "unexpected argument '-x' found (tip: to pass '-x' as a value, use '-- -x')"
         );
     }
 

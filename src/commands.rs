@@ -74,7 +74,10 @@ fn connect(opts: &DbOpts) -> Result<Client, Failure> {
 /// `application_name`; the schema may be missing.
 fn connect_as(opts: &DbOpts, app: &str) -> Result<Client, Failure> {
     let target = target(opts, app)?;
-    db::connect_waiting(&target, opts.wait).map_err(|e| no(e.to_string()))
+    db::connect_waiting(&target, opts.wait).map_err(|e| match e {
+        db::ConnectError::Bad(why) => bad(why),
+        e => no(e.to_string()),
+    })
 }
 
 /// `orca migrate`.
@@ -196,7 +199,7 @@ fn follow_run(
     mut each: impl FnMut(Look<'_>) -> Option<Outcome>,
 ) -> Outcome {
     let stale = stale()?;
-    let mut db = Db::new(target.with_application_name(who), who);
+    let mut db = Db::new(target.with_application_name(who), who).ending_when_refused();
     let mut said: Option<runs::Waiting> = None;
     // The output read last and its md5: the database sends it again only
     // once it changed (`logs -f` looks twice a second at up to 64 KiB).

@@ -18,6 +18,7 @@
 
 pub mod locks;
 pub mod sql;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -26,9 +27,6 @@ use std::time::{Duration, Instant};
 
 use postgres::error::SqlState;
 use postgres::{Client, Statement};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Set on every long-lived session. No statement waits on a lock for more
@@ -216,9 +214,9 @@ impl Target {
                 let home = std::env::var("HOME").unwrap_or_default();
                 format!("{home}/.postgresql/root.crt")
             });
-            verified_tls(&path)?
+            tls::verified(&path)?
         } else {
-            unverified_tls()
+            tls::unverified()
         };
         Ok(Target {
             config,
@@ -294,22 +292,82 @@ impl Target {
             let timeout = config.get_connect_timeout().copied().unwrap_or(limit);
             config.connect_timeout(timeout.min(limit).max(Duration::from_millis(100)));
         }
-        config.connect(self.tls.clone()).map_err(|e| {
-            if e.code().is_some_and(refuses_for_good) {
-                ConnectError::Refused(format!(
-                    "the database at {} refused the login: {}",
-                    self.shown,
-                    plain(&e)
-                ))
-            } else {
-                ConnectError::Unreachable(format!(
+        config
+            .connect(self.tls.clone())
+            .map_err(|e| match self.failed(&e) {
+                Failed::Refused(r) => ConnectError::Refused(r.to_string()),
+                Failed::NoPassword => ConnectError::Bad(self.no_password()),
+                Failed::Certificate(words) => {
+                    ConnectError::Refused(format!("the database at {}: {words}", self.shown))
+                }
+                Failed::Unreachable => ConnectError::Unreachable(format!(
                     "can't reach the database at {}: {}",
                     self.shown,
                     plain(&e)
-                ))
-            }
-        })
+                )),
+            })
     }
+
+    /// What an attempt to connect that failed with `e` came to.
+    fn failed(&self, e: &postgres::Error) -> Failed {
+        if let Some(d) = e.as_db_error().filter(|d| refuses_for_good(d.code())) {
+            return Failed::Refused(Refusal {
+                code: d.code().clone(),
+                reason: plain(e),
+                at: self.shown.clone(),
+                revoked: revokes(d.code(), d.routine()),
+            });
+        }
+        if self.login.is_none() && self.config.get_password().is_none() && asked_for_password(e) {
+            return Failed::NoPassword;
+        }
+        if let Some(ce) = tls::certificate_error(e) {
+            return Failed::Certificate(tls::refused_certificate(ce, &self.host()));
+        }
+        Failed::Unreachable
+    }
+
+    /// The line for a URL with no password, for a server that asks for one.
+    fn no_password(&self) -> String {
+        format!(
+            "the database at {} asked for a password and ORCA_DATABASE_URL has none",
+            self.shown
+        )
+    }
+
+    /// The host connected to, as the URL names it.
+    fn host(&self) -> String {
+        use postgres::config::Host;
+        match self.config.get_hosts().first() {
+            Some(Host::Tcp(h)) => h.clone(),
+            Some(Host::Unix(p)) => p.display().to_string(),
+            None => "localhost".into(),
+        }
+    }
+}
+
+/// What an attempt to connect failed with, as orca acts on it.
+enum Failed {
+    /// The server refused the login for good ([`refuses_for_good`]).
+    Refused(Refusal),
+    /// The server asked for a password and the URL has none: bad input.
+    NoPassword,
+    /// `sslmode=verify-full` refused the server's certificate: what it
+    /// needs, in words. Trying again can't help until someone changes it.
+    Certificate(String),
+    /// Anything else: no server, a timeout, a server starting up or out of
+    /// connections; worth trying again.
+    Unreachable,
+}
+
+/// Whether `e` is the client's refusal to log in because the server asked
+/// for a password and none was given. postgres-rust raises it as
+/// `Error::config("password missing")`, with no type or kind of its own a
+/// caller can ask for, so its cause's text is the only sign of it (and
+/// only an error with no SQLSTATE is looked at).
+fn asked_for_password(e: &postgres::Error) -> bool {
+    e.code().is_none()
+        && std::error::Error::source(e).is_some_and(|c| c.to_string() == "password missing")
 }
 
 /// Why a one-shot command got no session.
@@ -321,12 +379,17 @@ pub enum ConnectError {
     /// Nothing usable answered (no server, a timeout, a server starting up
     /// or out of connections): worth trying again within `--wait`.
     Unreachable(String),
+    /// What the URL says can't work (the server asked for a password and
+    /// it has none): bad input.
+    Bad(String),
 }
 
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ConnectError::Refused(s) | ConnectError::Unreachable(s) => f.write_str(s),
+            ConnectError::Refused(s) | ConnectError::Unreachable(s) | ConnectError::Bad(s) => {
+                f.write_str(s)
+            }
         }
     }
 }
@@ -443,93 +506,6 @@ pub fn plain(e: &postgres::Error) -> String {
     s.replace('\n', " ")
 }
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-fn unverified_tls() -> MakeRustlsConnect {
-    let provider = provider();
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default TLS versions")
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(NoCertCheck(provider)))
-        .with_no_client_auth();
-    MakeRustlsConnect::new(config)
-}
-
-fn verified_tls(rootcert: &str) -> Result<MakeRustlsConnect, String> {
-    let pem = std::fs::read(rootcert)
-        .map_err(|e| format!("sslmode=verify-full: can't read sslrootcert {rootcert}: {e}"))?;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-        let cert = cert.map_err(|e| format!("sslrootcert {rootcert}: {e}"))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("sslrootcert {rootcert}: {e}"))?;
-    }
-    if roots.is_empty() {
-        return Err(format!("sslrootcert {rootcert} holds no certificate"));
-    }
-    let config = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default TLS versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(MakeRustlsConnect::new(config))
-}
-
-/// `sslmode=require`, as libpq means it: encrypted, but the server's
-/// certificate is not checked (use `verify-full` for that). The handshake's
-/// signatures are still verified.
-#[derive(Debug)]
-struct NoCertCheck(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for NoCertCheck {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 /// Connects for a one-shot command: tries every second for up to `wait`
 /// seconds, then gives up with one line naming host and port. A login the
 /// server refuses for good ([`refuses_for_good`]) is given up at once.
@@ -540,7 +516,7 @@ pub fn connect_waiting(target: &Target, wait: f64) -> Result<Client, ConnectErro
         let left = deadline.saturating_duration_since(Instant::now());
         match target.connect_within(Some(left)) {
             Ok(c) => return Ok(c),
-            Err(e @ ConnectError::Refused(_)) => return Err(e),
+            Err(e @ (ConnectError::Refused(_) | ConnectError::Bad(_))) => return Err(e),
             Err(ConnectError::Unreachable(e)) if Instant::now() >= deadline => {
                 return Err(ConnectError::Unreachable(format!(
                     "{e} (gave up after {wait}s)"
@@ -759,7 +735,23 @@ pub struct Db {
     refusal: Option<Refusal>,
     /// Statements prepared on this session ([`Db::prepared`]), by their text.
     statements: HashMap<&'static str, Statement>,
+    /// The last attempt to connect was turned away (refused for good, the
+    /// server's certificate refused, no password): tried again every
+    /// [`TURNED_AWAY_EVERY`], not every second.
+    turned_away: bool,
+    /// What was last said of being turned away (said again when it changes).
+    said: Option<String>,
+    /// The URL can't work as it stands ([`Db::bad_input`]).
+    bad: Option<String>,
+    /// Its caller ends when the login is refused ([`Db::ending_when_refused`]).
+    ends_when_refused: bool,
 }
+
+/// How often a long-lived loop whose login was turned away (refused for
+/// good, its certificate refused) tries again: someone has to change the
+/// password, `pg_hba.conf` or the certificate first, and each try is a
+/// failed login in the server's log.
+pub const TURNED_AWAY_EVERY: Duration = Duration::from_secs(10);
 
 impl Db {
     /// A `Db` for the loop named `who` (in log lines). Does not connect yet.
@@ -774,7 +766,19 @@ impl Db {
             last_try: None,
             refusal: None,
             statements: HashMap::new(),
+            turned_away: false,
+            said: None,
+            bad: None,
+            ends_when_refused: false,
         }
+    }
+
+    /// For a caller that ends when its login is turned away (`orca run
+    /// --wait`, `orca logs -f`, which say why as they exit): no log line
+    /// saying it is tried again.
+    pub fn ending_when_refused(mut self) -> Db {
+        self.ends_when_refused = true;
+        self
     }
 
     /// Runs `f` on the session, connecting first if need be. A login
@@ -872,19 +876,32 @@ impl Db {
 
     /// Connects if there is no open session; true if there is one now.
     /// While the database is down, this tries at most once a second, so a
-    /// loop that calls it many times a tick doesn't wait on each.
+    /// loop that calls it many times a tick doesn't wait on each; while the
+    /// login is turned away (refused for good, the server's certificate
+    /// refused, no password for a server that asks), every
+    /// [`TURNED_AWAY_EVERY`], saying why once (again when it changes), not
+    /// as an outage.
     pub fn ensure(&mut self) -> bool {
         if self.client.as_ref().is_none_or(|c| c.is_closed()) {
             self.client = None;
-            if self
-                .last_try
-                .is_some_and(|t| t.elapsed() < Duration::from_millis(900))
-            {
+            let pace = if self.turned_away {
+                TURNED_AWAY_EVERY - Duration::from_millis(100)
+            } else {
+                Duration::from_millis(900)
+            };
+            if self.last_try.is_some_and(|t| t.elapsed() < pace) {
                 return false;
             }
             match self.target.open() {
                 Ok(mut c) => {
                     self.refusal = None;
+                    self.bad = None;
+                    self.said = None;
+                    let was = if std::mem::take(&mut self.turned_away) {
+                        "let in"
+                    } else {
+                        "reachable"
+                    };
                     if let Err(e) = c.batch_execute(SESSION_SETTINGS) {
                         log::debug!("session settings not all set: {}", plain(&e));
                     }
@@ -894,7 +911,7 @@ impl Db {
                     self.sessions += 1;
                     if let Some(since) = self.down_since.take() {
                         log::warn!(
-                            "{}: database at {} reachable again after {:.1}s",
+                            "{}: database at {} {was} again after {:.1}s",
                             self.who,
                             self.target.shown,
                             since.elapsed().as_secs_f64()
@@ -902,22 +919,58 @@ impl Db {
                     }
                 }
                 Err(e) => {
-                    self.refusal =
-                        e.as_db_error()
-                            .filter(|d| refuses_for_good(d.code()))
-                            .map(|d| Refusal {
-                                code: d.code().clone(),
-                                reason: plain(&e),
-                                at: self.target.shown.clone(),
-                                revoked: revokes(d.code(), d.routine()),
-                            });
                     self.last_try = Some(Instant::now());
-                    self.went_down(&plain(&e));
+                    self.refusal = None;
+                    let (said, why) = match self.target.failed(&e) {
+                        Failed::Unreachable => {
+                            // An outage after a refusal is news: said.
+                            if self.turned_away {
+                                self.turned_away = false;
+                                self.said = None;
+                                self.down_since = None;
+                            }
+                            self.went_down(&plain(&e));
+                            return false;
+                        }
+                        Failed::Refused(r) => {
+                            let why = format!("{r}");
+                            self.refusal = Some(r);
+                            (why.clone(), why)
+                        }
+                        Failed::NoPassword => {
+                            let why = self.target.no_password();
+                            self.bad = Some(why.clone());
+                            (why.clone(), why)
+                        }
+                        Failed::Certificate(words) => (
+                            words.clone(),
+                            format!("the database at {}: {words}", self.target.shown),
+                        ),
+                    };
+                    // Not an outage: said once (again when it changes), and
+                    // tried again at a slower pace.
+                    self.turned_away = true;
+                    self.down_since.get_or_insert_with(Instant::now);
+                    if self.said.as_deref() != Some(&said) && !self.ends_when_refused {
+                        log::warn!(
+                            "{}: {why}; trying again every {} s",
+                            self.who,
+                            TURNED_AWAY_EVERY.as_secs()
+                        );
+                        self.said = Some(said);
+                    }
                     return false;
                 }
             }
         }
         true
+    }
+
+    /// Why connecting can't work as the URL stands (the server asked for a
+    /// password and it has none), if the last attempt found so: bad input
+    /// for a process that has not started its work yet.
+    pub fn bad_input(&self) -> Option<&str> {
+        self.bad.as_deref()
     }
 
     /// Why the last attempt to connect was refused for good (a wrong

@@ -105,6 +105,10 @@ pub enum Removal {
         /// The boot limit (s).
         boot: f64,
     },
+    /// Its machine is gone (its provider lists it no more) and its worker
+    /// was never seen: it ended while booting (its worker's login refused,
+    /// the boot script failed), found on the pass after.
+    EndedUnseen,
     /// Its worker went silent for `silent` seconds, at least
     /// `ORCA_POOL_LOST_SECONDS`.
     Silent {
@@ -134,6 +138,9 @@ impl Removal {
             Removal::NeverBooted { boot } => {
                 format!("its worker never showed up within {boot}s")
             }
+            Removal::EndedUnseen => "it ended before its worker was seen (its login refused? \
+                 the worker's last lines on the machine's console say why)"
+                .into(),
             Removal::Silent { silent } => format!("its worker went silent for {silent:.0}s"),
             Removal::Retired { pool } => format!("pool {pool} is no longer in orca.toml"),
             Removal::Idle { idle, idle_seconds } => {
@@ -148,6 +155,33 @@ impl Removal {
     pub fn if_idle(&self) -> bool {
         matches!(self, Removal::Retired { .. } | Removal::Idle { .. })
     }
+}
+
+/// Of a pool's `machines`, those that ended while booting: not ending,
+/// their worker never seen, made at least `grace` seconds ago (a provider
+/// whose listing lags its makes, EC2's, is given time to list one), and no
+/// longer among what the provider lists (`listed` says which it does).
+/// They are removed at once ([`Removal::EndedUnseen`]), not after the boot
+/// limit.
+pub fn ended_unseen<'a>(
+    machines: &[&'a Machine],
+    listed: impl Fn(&str) -> bool,
+    grace: f64,
+) -> Vec<&'a Machine> {
+    machines
+        .iter()
+        .copied()
+        .filter(|m| !m.ending && !m.seen && m.age >= grace && !listed(&m.name))
+        .collect()
+}
+
+/// Whether a provider's refusal `why` of a pool's attempt to make a machine
+/// is to be recorded as an event: it differs from the one `said` for the
+/// pool's last attempt (`None`: that attempt came to something else), so
+/// a refusal repeated attempt after attempt is one event, and each change
+/// of it another.
+pub fn refusal_is_news(said: Option<&str>, why: &str) -> bool {
+    said != Some(why)
 }
 
 /// What [`shrink`] decided for a pool's machines.
@@ -753,6 +787,55 @@ mod tests {
             (d.walk_since, d.status.as_str()),
             (WalkSince::Keep, "no demand")
         );
+    }
+
+    #[test]
+    fn a_machine_gone_before_its_worker_was_seen_is_ended_unseen() {
+        let booting = Machine {
+            seen: false,
+            age: 5.0,
+            ..machine(1)
+        };
+        let seen = Machine {
+            seen: true,
+            age: 5.0,
+            ..machine(2)
+        };
+        let young = Machine {
+            seen: false,
+            age: 1.0,
+            ..machine(3)
+        };
+        let all = [&booting, &seen, &young];
+        let none_listed = |_: &str| false;
+        let names = |v: Vec<&Machine>| v.iter().map(|m| m.name.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            names(ended_unseen(&all, none_listed, 0.0)),
+            ["orca-builders-1", "orca-builders-3"]
+        );
+        assert_eq!(
+            names(ended_unseen(&all, none_listed, 2.0)),
+            ["orca-builders-1"]
+        );
+        assert!(ended_unseen(&all, |_| true, 0.0).is_empty());
+        let ending = Machine {
+            ending: true,
+            ..booting.clone()
+        };
+        assert!(ended_unseen(&[&ending], none_listed, 0.0).is_empty());
+    }
+
+    #[test]
+    fn a_refusal_is_news_once_per_change() {
+        assert!(refusal_is_news(None, "UnauthorizedOperation: no"));
+        assert!(!refusal_is_news(
+            Some("UnauthorizedOperation: no"),
+            "UnauthorizedOperation: no"
+        ));
+        assert!(refusal_is_news(
+            Some("UnauthorizedOperation: no"),
+            "InvalidAMIID.NotFound: gone"
+        ));
     }
 
     #[test]

@@ -125,6 +125,11 @@ fn event(db: &mut Db, session: u64, kind: &str, why: &str) -> Result<(), Fault> 
     .map(|_| ())
 }
 
+/// How long after making an EC2 machine its absence from DescribeInstances
+/// may be only the listing lagging (s): a machine not listed sooner is not
+/// taken for ended.
+const EC2_LISTS_WITHIN: f64 = 60.0;
+
 /// The autoscaler's state between passes: when it last ran, this stack's
 /// id and the providers (the fleet), the worker images' architectures (read
 /// again after `ORCA_POOL_IMAGE_SECONDS`).
@@ -135,6 +140,11 @@ pub struct PoolScaler {
     fleet: Fleet,
     /// Orphan roles that could not be dropped (said once each).
     undroppable: std::collections::HashSet<String>,
+    /// The provider's refusal each pool's last attempt to make a machine
+    /// came to, as its `machine not made` event said it
+    /// ([`decide::refusal_is_news`]); gone once an attempt comes to
+    /// anything else.
+    refused: HashMap<String, String>,
     /// The pools a pass that ran out of time (slow provider calls) left:
     /// the next pass, due at once, does their provider work alone.
     resume: Option<Vec<String>>,
@@ -209,6 +219,7 @@ impl PoolScaler {
             last: None,
             images: HashMap::new(),
             undroppable: Default::default(),
+            refused: HashMap::new(),
             resume: None,
         }
     }
@@ -433,8 +444,37 @@ impl PoolScaler {
             Ok(found) => found,
             Err(e) => return Ok(Err(e)),
         };
+        // Rows whose machine is gone before their worker was seen: ended
+        // while booting (its login refused, its boot failed).
+        let grace = match p.machines.provider {
+            crate::config::Provider::Local => 0.0,
+            // DescribeInstances may not list an instance for a while after
+            // RunInstances made it.
+            crate::config::Provider::Ec2 => EC2_LISTS_WITHIN,
+        };
+        let gone =
+            decide::ended_unseen(machines, |name| found.iter().any(|f| f.name == name), grace);
         let held = |name: &str| machines.iter().any(|m| m.name == name);
-        for s in strays(found, |s| &s.name, held) {
+        let strays_found = strays(found, |s| &s.name, held);
+        for m in gone {
+            let why = Removal::EndedUnseen.why();
+            let marked = db.run_fenced(session, |c| {
+                logins::mark_ending(c, sql::MACHINE_ENDING, m.id, None, &why, None)
+            })?;
+            if marked != logins::Mark::Marked {
+                continue;
+            }
+            log::warn!("{}", say_removing(&p.name, &m.name, &why));
+            match self.finish_removal(db, session, p, m, &why) {
+                Ok(()) => {}
+                // Marked ending: the next pass takes it up again.
+                Err(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_))) => {
+                    log::error!("pool {}: machine {}: {e}", p.name, m.name);
+                }
+                Err(down) => return Err(down),
+            }
+        }
+        for s in strays_found {
             log::warn!(
                 "deleting stray machine {} ({}) of pool {}: no live row holds it",
                 s.name,
@@ -528,7 +568,13 @@ impl PoolScaler {
                     "this tick's time for provider calls is spent: the next pass goes on".into(),
                 )));
             }
-            let provider = self.provider(p).map_err(Fault::Other)?;
+            // A provider that can't be made (no region, no credentials
+            // chain) refuses the make as EC2 would: said on the status and
+            // as an event, the other pools' steps going on.
+            let provider = match self.provider(p) {
+                Ok(provider) => provider,
+                Err(why) => return Ok(Err(MakeError::Failed(why))),
+            };
             let env = boot.env();
             let req = Make {
                 group: &p.name,
@@ -553,9 +599,24 @@ impl PoolScaler {
             db.run_fenced(session, |c| fleet::revoke_and_drop(c, &token.role))?;
             if let Some(why) = tried.failed {
                 log::warn!("pool {}: machine {name} not made: {why}", p.name);
+                // A refusal (auth, a bad AMI, a quota) is an event once per
+                // change of it, not per attempt. Not this tick's time being
+                // spent (no call sent): that is no answer of the provider's
+                // (a refusal answered just before is said next pass).
+                let said = self.refused.get(&p.name).map(String::as_str);
+                if !self.fleet.late() && decide::refusal_is_news(said, &why) {
+                    event(
+                        db,
+                        session,
+                        "machine not made",
+                        &format!("pool {}: {why}", p.name),
+                    )?;
+                    self.refused.insert(p.name.clone(), why.clone());
+                }
                 notes.push(format!("{name} not made: {why}"));
                 return Ok(notes.join("; "));
             }
+            self.refused.remove(&p.name);
             let waited = walk.waited.unwrap_or(0.0);
             let next_walk = walk.no_capacity(&p.types);
             let next = say_no_capacity(&ty, waited, &next_walk, &tried.full);
@@ -591,6 +652,7 @@ impl PoolScaler {
             log::error!("machine {name} was made but its row was not written: {e}");
             return Err(e);
         }
+        self.refused.remove(&p.name);
         log::info!("{}", say_made(&p.name, &name, &ty.name, &location));
         walk.made();
         notes.push(format!(

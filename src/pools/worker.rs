@@ -103,13 +103,19 @@ impl Refusals {
     }
 }
 
-/// The machine was removed: its runs are someone else's now. Exits
-/// [`REVOKED`], its log having said why.
-fn revoked(sup: &mut Supervisor, machine: &str) -> Outcome {
-    log::error!(
-        "this machine's credentials were revoked (machine {machine} removed): killing its {} and exiting",
-        crate::plural::count(sup.running() as i64, "run")
-    );
+/// The machine's login is refused for good: revoked (`definite`: the
+/// machine was removed, its runs are someone else's now), or refused for
+/// the whole window (`why`, as the database said it). Exits [`REVOKED`],
+/// its log having said which.
+fn revoked(sup: &mut Supervisor, machine: &str, why: &str, definite: bool) -> Outcome {
+    let runs = crate::plural::count(sup.running() as i64, "run");
+    if definite {
+        log::error!(
+            "this machine's credentials were revoked (machine {machine} removed: {why}): killing its {runs} and exiting"
+        );
+    } else {
+        log::error!("this machine's login was refused ({why}): killing its {runs} and exiting");
+    }
     sup.abandon();
     Err(Failure::quiet(REVOKED))
 }
@@ -171,7 +177,7 @@ pub fn main(pool: &str) -> Outcome {
             Err(e) => match trouble(e) {
                 Trouble::Refused { why, definite } => {
                     if refusals.give_up(&why, definite) {
-                        log::error!("this machine's credentials were refused ({why}): exiting");
+                        log::error!("this machine's login was refused ({why}): exiting");
                         return Err(Failure::quiet(REVOKED));
                     }
                     std::thread::sleep(Duration::from_secs(1));
@@ -266,7 +272,7 @@ pub fn main(pool: &str) -> Outcome {
                 Err(e) => match trouble(e) {
                     Trouble::Refused { why, definite } => {
                         if refusals.give_up(&why, definite) {
-                            return revoked(&mut sup, &machine.name);
+                            return revoked(&mut sup, &machine.name, &why, definite);
                         }
                     }
                     Trouble::Away => {}
@@ -286,7 +292,7 @@ pub fn main(pool: &str) -> Outcome {
                 if let Some(Trouble::Refused { why, definite }) = refusal
                     && refusals.give_up(&why, definite)
                 {
-                    return revoked(&mut sup, &machine.name);
+                    return revoked(&mut sup, &machine.name, &why, definite);
                 }
             } else {
                 refusals.since = None;

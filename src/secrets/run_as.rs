@@ -16,6 +16,16 @@ pub fn run_as() -> Option<&'static RunAs> {
     RUN_AS.get().and_then(|u| u.as_ref())
 }
 
+/// What a process that starts runs says at start when it runs as root
+/// (`euid` 0) with no user to run them as (`run_as`): its runs get root.
+pub fn root_warning(euid: u32, run_as: Option<&RunAs>) -> Option<String> {
+    (euid == 0 && run_as.is_none()).then(|| {
+        format!(
+            "running as root with no {RUN_AS_VAR}: pipelines run as root too; set {RUN_AS_VAR} to a user of their own (docs/security.md)"
+        )
+    })
+}
+
 /// The Unix user runs execute as.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunAs {
@@ -76,4 +86,26 @@ pub fn run_as_from_env() -> Result<Option<RunAs>, String> {
         gid,
         home,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_with_no_run_as_is_warned_of() {
+        let nobody = RunAs {
+            name: "nobody".into(),
+            uid: 65534,
+            gid: 65534,
+            home: "/".into(),
+        };
+        let w = root_warning(0, None).unwrap();
+        assert!(
+            w.contains("ORCA_RUN_AS") && w.contains("docs/security.md"),
+            "{w}"
+        );
+        assert_eq!(root_warning(0, Some(&nobody)), None);
+        assert_eq!(root_warning(1000, None), None);
+    }
 }

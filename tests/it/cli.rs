@@ -428,6 +428,47 @@ fn a_refused_login_exits_at_once_naming_why_and_never_its_password() {
     }
 }
 
+/// A URL with no password, for a server that asks for one, is bad input:
+/// one line and exit 2 at once, for a one-shot command and the scheduler
+/// alike, not ten seconds of "can't reach". (No password against a server
+/// that asks for none still works: `outage::tls_require_and_verify_full`.)
+#[test]
+fn a_url_with_no_password_for_a_server_that_asks_is_bad_input() {
+    let db = TestDb::new();
+    let url = db.url.replacen(&format!(":{OWNER_PASSWORD}@"), "@", 1);
+    assert_ne!(url, db.url);
+    let (out, took) = runs_with(&url);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        took < 30.0,
+        "gave up after {took:.1}s, not at once (--wait 120)"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("orca: ")
+            && err.contains("asked for a password and ORCA_DATABASE_URL has none"),
+        "{err}"
+    );
+    let dir = TempDir::new();
+    let mut s = Proc::spawn(
+        {
+            let mut c = db.orca(&["scheduler"]);
+            c.env("ORCA_DATABASE_URL", &url);
+            c
+        },
+        &dir.path("scheduler.log"),
+    );
+    let status = s.wait(60.0);
+    let log = s.output();
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(
+        log.contains("asked for a password and ORCA_DATABASE_URL has none")
+            && !log.contains("can't be reached"),
+        "{log}"
+    );
+}
+
 #[test]
 fn a_bad_schedule_names_its_field_and_range() {
     let dir = TempDir::new();
@@ -798,6 +839,48 @@ fn a_missing_argument_is_named() {
             "orca {args:?}: {err}"
         );
     }
+}
+
+/// clap's hints (a subcommand it takes for a typo, how to pass a value that
+/// looks like a flag) stay on the one line an error is said on.
+#[test]
+fn a_command_line_error_keeps_clap_s_hint_on_its_one_line() {
+    for (args, hint) in [
+        (vec!["log", "5"], "logs"),
+        (vec!["run", "a", "-x"], "-- -x"),
+    ] {
+        let out = orca_within(&args, 20.0);
+        assert_eq!(out.status.code(), Some(2));
+        let err = text(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "orca {args:?}: {err}");
+        assert!(
+            err.starts_with("orca: ") && err.contains("tip: ") && err.contains(hint),
+            "orca {args:?}: {err}"
+        );
+    }
+}
+
+/// `orca --version` names the commit it was built from (this checkout's
+/// HEAD: cargo builds it again when HEAD moves), or `unknown` outside git.
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let out = orca_within(&["--version"], 20.0);
+    assert!(out.status.success());
+    let v = text(&out.stdout);
+    let root = env!("CARGO_MANIFEST_DIR");
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| text(&o.stdout).trim().to_string());
+    let want = format!(
+        "orca {} ({})\n",
+        env!("CARGO_PKG_VERSION"),
+        head.as_deref().unwrap_or("unknown")
+    );
+    assert_eq!(v, want);
 }
 
 #[test]

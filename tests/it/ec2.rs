@@ -228,6 +228,57 @@ fn an_auth_failure_is_shown_and_nothing_is_made() {
     s.stop();
 }
 
+/// An EC2 refusal is an event too (`orca events`), once per change of the
+/// error for a pool: not one for each attempt.
+#[test]
+fn an_ec2_refusal_is_an_event_once_per_change() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    let refuse = |code: &str, message: &str| {
+        ec2.state.lock().unwrap().fail_all = Some((403, code.into(), message.into()));
+    };
+    refuse(
+        "UnauthorizedOperation",
+        "You are not authorized to perform this operation.",
+    );
+    let (db, dir) = setup(&ec2_pool(
+        r#"{ type = "m7i.large", wait = 0 }"#,
+        r#""subnet-a""#,
+    ));
+    db.queue("job");
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    let events = |code: &str| {
+        db.one::<i64>(&format!(
+            "SELECT count(*) FROM orca.events WHERE kind = 'machine not made'
+             AND why LIKE 'pool p: %{code}%'"
+        ))
+    };
+    s.wait_for("an event saying why", 40.0, || {
+        events("UnauthorizedOperation") >= 1
+    });
+    // Attempts go on (one every 0.3 s here): still one event.
+    let tried = ec2.count("RunInstances");
+    s.wait_for("three more attempts", 40.0, || {
+        ec2.count("RunInstances") >= tried + 3
+    });
+    assert_eq!(events("UnauthorizedOperation"), 1, "{}", db.ok(&["events"]));
+    // Another error: one event more.
+    refuse(
+        "InvalidAMIID.NotFound",
+        "The image id '[ami-0]' does not exist",
+    );
+    s.wait_for("an event for the new error", 40.0, || {
+        events("InvalidAMIID") >= 1
+    });
+    let tried = ec2.count("RunInstances");
+    s.wait_for("three more attempts", 40.0, || {
+        ec2.count("RunInstances") >= tried + 3
+    });
+    assert_eq!(events("InvalidAMIID"), 1, "{}", db.ok(&["events"]));
+    assert_eq!(events(""), 2, "{}", db.ok(&["events"]));
+    assert!(!db.ok(&["events"]).contains(SECRET));
+    s.stop();
+}
+
 /// An instance of pool `p` named `orca-p-<n>`, labelled with stack
 /// `stack`, that no row holds: a stray.
 fn stray(n: u32, stack: &str) -> crate::fake_aws::Inst {

@@ -179,6 +179,125 @@ fn tls_require_and_verify_full() {
     assert!(preferred.status.success(), "{}", text(&preferred.stderr));
 }
 
+/// A server whose certificate is self-signed, its own CA (what `openssl req
+/// -x509` makes), given as `sslrootcert`: libpq trusts a presented
+/// certificate that is one of sslrootcert's, and so does orca, the name
+/// still checked. A certificate refused is said at once, in words, not
+/// waited on as "can't reach".
+#[test]
+fn verify_full_trusts_a_self_signed_certificate_given_as_sslrootcert() {
+    let certs = TempDir::new();
+    openssl(
+        &certs,
+        "req -x509 -newkey rsa:2048 -nodes -keyout server.key -out server.pem -days 2 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1",
+    );
+    let cluster = Cluster::new("ssl = on\n");
+    for f in ["server.pem", "server.key"] {
+        let dest = cluster.dir.join(f);
+        std::fs::copy(certs.path(f), &dest).unwrap();
+        std::fs::set_permissions(&dest, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        cluster.give(&dest);
+    }
+    let data = cluster.dir.join("data");
+    let mut conf = std::fs::read_to_string(data.join("postgresql.conf")).unwrap();
+    conf.push_str(&format!(
+        "ssl_cert_file = '{}'\nssl_key_file = '{}'\n",
+        cluster.dir.join("server.pem").display(),
+        cluster.dir.join("server.key").display()
+    ));
+    std::fs::write(data.join("postgresql.conf"), conf).unwrap();
+    std::fs::write(
+        data.join("pg_hba.conf"),
+        "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n",
+    )
+    .unwrap();
+    cluster.start();
+    let root = certs.path("server.pem");
+    let try_url = |host: &str| {
+        let url = format!(
+            "postgres://postgres@{host}:{}/postgres?sslmode=verify-full&sslrootcert={}",
+            cluster.port(),
+            root.display()
+        );
+        let began = std::time::Instant::now();
+        let out = std::process::Command::new(bin())
+            .args(["migrate", "--wait", "60"])
+            .env("ORCA_DATABASE_URL", url)
+            .output()
+            .unwrap();
+        (out, began.elapsed().as_secs_f64())
+    };
+    let (trusted, _) = try_url("127.0.0.1");
+    assert!(trusted.status.success(), "{}", text(&trusted.stderr));
+    // The same certificate for another name: refused at once, in words.
+    let (other_name, took) = try_url("localhost");
+    let err = text(&other_name.stderr);
+    assert_eq!(other_name.status.code(), Some(1), "{err}");
+    assert!(
+        took < 30.0,
+        "gave up after {took:.1}s, not at once (--wait 60)"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("certificate") && err.contains("localhost") && !err.contains("can't reach"),
+        "{err}"
+    );
+}
+
+/// A scheduler whose password is changed while it runs, its session then
+/// ended, says the database refused its login (not that it can't be
+/// reached), tries again every 10 s rather than every second, and carries
+/// on once the password is right again.
+#[test]
+fn a_scheduler_whose_password_was_rotated_says_its_login_is_refused() {
+    let (db, dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
+    let role = db.role_name("op");
+    let secret = "sched-pw-hunter5";
+    db.owner_member_role(&role, secret);
+    let url = with_user(&db.url, &role, secret);
+    let mut s = db.scheduler(&dir, &[("ORCA_DATABASE_URL", &url)]);
+    let sessions = format!("SELECT count(*) FROM pg_stat_activity WHERE usename = '{role}'");
+    s.wait_for("the scheduler's sessions", 60.0, || {
+        db.one::<i64>(&sessions) >= 2
+    });
+    db.admin(&format!("ALTER ROLE \"{role}\" PASSWORD 'rotated-hunter6'"));
+    let terminate =
+        format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'");
+    let refused = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("refused the login"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    s.wait_for("a line saying the login is refused", 60.0, || {
+        db.admin(&terminate);
+        !refused(&s.output()).is_empty()
+    });
+    let log = s.output();
+    for line in refused(&log) {
+        assert!(
+            line.contains("WARN")
+                && line.contains("password authentication failed")
+                && line.contains("every 10 s"),
+            "{line}"
+        );
+    }
+    for line in log.lines().filter(|l| l.contains("can't be reached")) {
+        assert!(!line.contains("password authentication failed"), "{log}");
+    }
+    assert!(
+        !log.contains(secret) && !log.contains("rotated-hunter6"),
+        "{log}"
+    );
+    // The right password again: it logs in at its next try.
+    db.admin(&format!("ALTER ROLE \"{role}\" PASSWORD '{secret}'"));
+    s.wait_for("the scheduler to log in again", 60.0, || {
+        db.one::<i64>(&sessions) >= 2
+    });
+    s.stop();
+}
+
 /// More ends than one statement takes (`orca.finish_attempts`: 1,024) pile
 /// up while the database is away: they are written in batches when it is
 /// back, not one statement each for a minute after the batch was refused.

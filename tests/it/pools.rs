@@ -633,3 +633,64 @@ placement = "worker:p"
     assert_eq!(made(&db, "p"), 0);
     s.stop();
 }
+
+/// A machine whose worker's login `pg_hba.conf` refuses: the worker gives
+/// up (exit 3, after `ORCA_WORKER_REFUSED_SECONDS`), its boot script says
+/// the login was refused, not revoked, and shuts the machine down; the
+/// scaler removes it as soon as its machine is gone, saying so, not after
+/// `ORCA_POOL_BOOT_SECONDS` (900 here).
+#[test]
+fn a_machine_whose_login_is_refused_is_removed_once_it_ends() {
+    let cluster = Cluster::new("");
+    let data = cluster.dir.join("data");
+    std::fs::write(
+        data.join("pg_hba.conf"),
+        // orca's role is a member of orca_worker through the logins it
+        // makes: its line comes first.
+        format!(
+            "local all all trust\nhost all postgres,{OWNER} 127.0.0.1/32 trust\nhost all +orca_worker 127.0.0.1/32 reject\nhost all all 127.0.0.1/32 trust\n"
+        ),
+    )
+    .unwrap();
+    cluster.start();
+    let db = TestDb::on(&cluster.url());
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        r#"
+[pools.p]
+provider = "local"
+types = [{ type = "small", wait = 0 }]
+locations = ["here"]
+max_machines = 1
+
+[pipelines.job]
+command = "true"
+placement = "worker:p"
+"#,
+    );
+    db.queue("job");
+    let mut s = pool_scheduler(
+        &db,
+        &dir,
+        &[
+            ("ORCA_POOL_BOOT_SECONDS", "900"),
+            ("ORCA_WORKER_REFUSED_SECONDS", "1"),
+        ],
+    );
+    let removed = || {
+        db.one::<i64>(
+            "SELECT count(*) FROM orca.events WHERE kind = 'machine removed'
+             AND why LIKE 'orca-p-%ended before its worker was seen%'",
+        )
+    };
+    s.wait_for("the machine removed, saying why", 90.0, || removed() >= 1);
+    let log = s.output();
+    assert!(
+        log.contains("orca boot: this machine's login was refused")
+            && !log.contains("credentials were revoked"),
+        "{log}"
+    );
+    assert!(log.contains("pg_hba.conf rejects connection"), "{log}");
+    s.stop();
+}

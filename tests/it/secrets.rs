@@ -414,3 +414,31 @@ fn ec2_machines_keep_their_runs_from_the_metadata_service() {
         );
     }
 }
+
+/// A scheduler running as root with no `ORCA_RUN_AS` runs pipelines as
+/// root: it says so once, at start, naming the setting and the page; with
+/// `ORCA_RUN_AS` it says nothing of it.
+#[test]
+fn a_root_scheduler_without_run_as_warns_once() {
+    if !am_root() {
+        eprintln!("skipped: the warning is for a scheduler running as root");
+        return;
+    }
+    let (db, dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
+    for (run_as, warned) in [("", 1), ("nobody", 0)] {
+        let run = db.queue("a");
+        let mut s = db.scheduler(&dir, &[("ORCA_RUN_AS", run_as)]);
+        // Past its start and a few ticks on: the run ran.
+        s.wait_for("the run to succeed", 60.0, || db.state(run) == "succeeded");
+        let log = s.output();
+        let said: Vec<&str> = log.lines().filter(|l| l.contains("ORCA_RUN_AS")).collect();
+        assert_eq!(said.len(), warned, "ORCA_RUN_AS={run_as:?}: {log}");
+        for line in said {
+            assert!(
+                line.contains("WARN") && line.contains("root") && line.contains("docs/security.md"),
+                "{line}"
+            );
+        }
+        s.stop();
+    }
+}

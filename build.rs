@@ -1,0 +1,51 @@
+//! Names the commit the binary is built from, for `orca --version`
+//! (`ORCA_COMMIT`): `git rev-parse --short HEAD` when the source is a git
+//! checkout (a `.git` beside `Cargo.toml`), `unknown` otherwise (a tarball,
+//! no git). Built again when the checkout's HEAD or its branch moves.
+
+use std::path::Path;
+use std::process::Command;
+
+/// `git ARGS` in `dir`: its output's first line, if it succeeded.
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let line = String::from_utf8(out.stdout).ok()?;
+    let line = line.lines().next()?.trim().to_string();
+    (!line.is_empty()).then_some(line)
+}
+
+fn main() {
+    let root = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&root);
+    println!("cargo:rerun-if-changed=build.rs");
+    let commit = if root.join(".git").exists() {
+        // A worktree's HEAD, the branch it is on and packed refs live in
+        // git's own directories, wherever they are: ask git for their paths.
+        let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
+        if let Some(branch) = git(root, &["symbolic-ref", "-q", "HEAD"]) {
+            watched.push(branch);
+        }
+        for name in watched {
+            if let Some(path) = git(root, &["rev-parse", "--git-path", &name]) {
+                let path = root.join(path);
+                if path.exists() {
+                    println!("cargo:rerun-if-changed={}", path.display());
+                }
+            }
+        }
+        git(root, &["rev-parse", "--short", "HEAD"])
+    } else {
+        None
+    };
+    println!(
+        "cargo:rustc-env=ORCA_COMMIT={}",
+        commit.as_deref().unwrap_or("unknown")
+    );
+}
