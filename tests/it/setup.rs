@@ -160,8 +160,24 @@ fn the_setup_page_makes_a_database_orca_runs_on() {
 fn the_aws_page_policy_allows_every_call_orca_makes() {
     let page = repo_file("docs/aws.md");
     let json = blocks(&page, "json");
-    assert_eq!(json.len(), 1, "docs/aws.md has one policy");
-    let policy: serde_json::Value = serde_json::from_str(&json[0]).expect("the policy is JSON");
+    assert_eq!(
+        json.len(),
+        2,
+        "docs/aws.md has a policy and its tighter form"
+    );
+    for policy in &json {
+        every_call_allowed(&page, policy);
+    }
+    assert!(
+        json[1].contains("\"ec2:InstanceType\"") && json[1].contains("subnet/subnet-"),
+        "the tighter form names types and subnets"
+    );
+}
+
+/// `policy` is valid JSON, allows every AWS action orca's code calls, and
+/// `page`'s table names them all.
+fn every_call_allowed(page: &str, policy: &str) {
+    let policy: serde_json::Value = serde_json::from_str(policy).expect("the policy is JSON");
     let mut allowed = Vec::new();
     for s in policy["Statement"].as_array().expect("statements") {
         assert_eq!(s["Effect"], "Allow");
@@ -314,4 +330,133 @@ fn migrate_says_which_hardening_steps_are_missing() {
         migrate().contains("orca's role may not execute pg_advisory_lock(bigint)"),
         "the missing grant"
     );
+}
+
+/// docs/setup.md's single-host `pg_hba.conf` lines (the block of `host`
+/// lines on 127.0.0.1), alone on a fresh cluster with the page's SQL: the
+/// scheduler gets in as orca's role, and a local pool machine, given the
+/// page's `ORCA_POOL_DATABASE_URL`, logs in with its own login and runs a
+/// run.
+#[test]
+fn the_single_host_lines_let_local_machines_in() {
+    let page = repo_file("docs/setup.md");
+    let block = blocks(&page, "")
+        .into_iter()
+        .find(|b| b.contains("+orca_worker    127.0.0.1/32"))
+        .expect("docs/setup.md's single-host lines");
+    let lines: Vec<String> = block
+        .lines()
+        .filter(|l| l.starts_with("host "))
+        .map(|l| l.split('#').next().unwrap().trim().to_string())
+        .collect();
+    assert_eq!(lines.len(), 3, "{block}");
+    let cluster = Cluster::new("password_encryption = 'scram-sha-256'");
+    cluster.start();
+    let sql = &blocks(&page, "sql")[0];
+    let dir = TempDir::new();
+    let file = dir.write("setup.sql", &sql.replace("change-me", "orca-setup-pw"));
+    let out = Command::new("psql")
+        .args([
+            &cluster.url(),
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-f",
+            &file,
+        ])
+        .output()
+        .expect("psql");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut admin = connect(&cluster.url());
+    std::fs::write(
+        cluster.dir.join("data/pg_hba.conf"),
+        format!(
+            "local all postgres trust\nhost all postgres 127.0.0.1/32 trust\n{}\n",
+            lines.join("\n")
+        ),
+    )
+    .unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    admin
+        .batch_execute("CREATE ROLE stranger LOGIN PASSWORD 'stranger-pw'")
+        .unwrap();
+    let port = cluster.port();
+    let url = |user: &str, pw: &str| format!("postgres://{user}:{pw}@127.0.0.1:{port}/orca");
+    wait_until("pg_hba.conf reloaded", 30.0, || {
+        can_log_in(&url("stranger", "stranger-pw")).is_err()
+    });
+    let orca = url("orca", "orca-setup-pw");
+    // The page's address for machines, on this cluster's port.
+    let pool_url = page
+        .split("ORCA_POOL_DATABASE_URL='")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .expect("the page's ORCA_POOL_DATABASE_URL")
+        .replace(":5432/", &format!(":{port}/"));
+    let run = |args: &[&str]| {
+        Command::new(bin())
+            .args(args)
+            .env("ORCA_DATABASE_URL", &orca)
+            .output()
+            .unwrap()
+    };
+    assert!(run(&["migrate"]).status.success());
+    let stack: String = connect(&orca)
+        .query_one("SELECT id FROM orca.stack", &[])
+        .unwrap()
+        .get(0);
+    let _machines = Machines(stack);
+    let toml = dir.write(
+        "orca.toml",
+        "[pools.p]\ntypes = [{ type = \"small\", wait = 0 }]\nlocations = [\"here\"]\n\
+         [pipelines.job]\ncommand = \"echo on a machine\"\nplacement = \"worker:p\"\n",
+    );
+    assert!(run(&["register", "-c", &toml]).status.success());
+    let mut s = Command::new(bin());
+    s.arg("scheduler")
+        .env("ORCA_DATABASE_URL", &orca)
+        .env("ORCA_POOL_DATABASE_URL", &pool_url)
+        .env("ORCA_TICK_SECONDS", "0.2")
+        .env("ORCA_POOL_SCALE_SECONDS", "0.3")
+        .env("ORCA_POOL_GROW_AFTER", "0")
+        .env("ORCA_POOL_TRY_SECONDS", "0.3");
+    let mut s = Proc::spawn(s, &dir.path("scheduler.log"));
+    let id: i64 = text(&run(&["run", "job"]).stdout).trim().parse().unwrap();
+    let mut c = connect(&orca);
+    let state = |c: &mut postgres::Client| -> (String, Option<i64>) {
+        let r = c
+            .query_one("SELECT state, machine FROM orca.runs WHERE id = $1", &[&id])
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    s.wait_for("the run succeeds on a machine", 90.0, || {
+        state(&mut c).0 == "succeeded"
+    });
+    assert!(state(&mut c).1.is_some(), "it ran on a pool machine");
+    s.stop();
+}
+
+/// Kills a stack's local machines when dropped (they outlive a scheduler,
+/// by design), whatever the test's outcome.
+struct Machines(String);
+
+impl Drop for Machines {
+    fn drop(&mut self) {
+        for pid in local_machines(&self.0) {
+            // SAFETY: kill(2) on a process group this test's scheduler made.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
+        // Their token directories (see the local provider).
+        let prefix = format!("orca-{}-", self.0);
+        for e in std::fs::read_dir(std::env::temp_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
 }
