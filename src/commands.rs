@@ -444,16 +444,22 @@ fn stale() -> Result<f64, Failure> {
         .map_err(bad)
 }
 
-/// `orca scheduler drain [ID]`.
-pub fn drain(id: Option<i64>, opts: &DbOpts) -> Outcome {
+/// `orca scheduler drain [ID] [--force]`. Draining the only live instance
+/// that is not draining leaves nobody to lead: refused (exit 1, "no")
+/// without `force`.
+pub fn drain(id: Option<i64>, force: bool, opts: &DbOpts) -> Outcome {
     let stale = stale()?;
     let mut client = connect(opts)?;
-    match lead::ask_drain(&mut client, id, stale, &runs::whoami()).map_err(pg)? {
-        Some(asked) => {
+    match lead::ask_drain(&mut client, id, stale, &runs::whoami(), force).map_err(pg)? {
+        lead::DrainAsked::Asked(asked) => {
             println!("asked scheduler {asked} to drain");
             Ok(())
         }
-        None => Err(no(match id {
+        lead::DrainAsked::Alone(alone) => Err(no(format!(
+            "scheduler {alone} is the only live instance: drained, none would lead; \
+             start another first, or drain it with --force"
+        ))),
+        lead::DrainAsked::NoSuch => Err(no(match id {
             Some(id) => format!("no live scheduler instance {id}"),
             None => "no live scheduler instance leads".to_string(),
         })),
@@ -524,6 +530,16 @@ pub fn deploy_check(opts: &DbOpts) -> Outcome {
         DeployVerdict::Clear => Ok(()),
         DeployVerdict::NoneRunning => {
             println!("no scheduler is running: nothing blocks a start");
+            Ok(())
+        }
+        DeployVerdict::Draining(names) => {
+            println!(
+                "{} draining and none will lead: nothing blocks a start",
+                match names.as_slice() {
+                    [one] => format!("{one} is"),
+                    many => format!("{} are", many.join(", ")),
+                }
+            );
             Ok(())
         }
         DeployVerdict::Blocked(why) => Err(no(why)),
