@@ -1007,3 +1007,68 @@ fn run_wait_and_logs_follow_exit_at_once_when_their_login_is_refused() {
         );
     }
 }
+
+/// Issue 26 §4.2: a setting out of its range is refused at start, as `orca
+/// check` refuses bad config: one line naming the variable, its value and
+/// the range, exit 2, nothing started (never clamped in silence).
+#[test]
+fn settings_out_of_range_are_refused_at_start() {
+    let (db, dir) = setup("[pipelines.p]\ncommand = \"true\"\n");
+    let cases = [
+        ("ORCA_TICK_SECONDS", "0", "0.05 to 60"),
+        ("ORCA_TICK_SECONDS", "61", "0.05 to 60"),
+        ("ORCA_STALE_SECONDS", "0", "1 to 3600"),
+        ("ORCA_STALE_SECONDS", "0.5", "1 to 3600"),
+        ("ORCA_LOGIN_XACT_SECONDS", "0", "1 to 3600"),
+        ("ORCA_KILL_GRACE_SECONDS", "-1", "0 to 3600"),
+        ("ORCA_POOL_TRY_SECONDS", "0", "0.1 to 86400"),
+        ("ORCA_POOL_BOOT_SECONDS", "0", "1 to 86400"),
+        ("ORCA_POOL_LOST_SECONDS", "0", "1 to 86400"),
+        ("ORCA_POOL_IMAGE_SECONDS", "0", "1 to 86400"),
+        ("ORCA_EC2_MAKE_PER_TICK", "0", "1 to 1000"),
+    ];
+    let mut procs: Vec<(&str, &str, &str, Proc)> = cases
+        .iter()
+        .map(|&(var, value, range)| {
+            let mut c = db.orca(&["scheduler"]);
+            c.env(var, value);
+            let p = Proc::spawn(c, &dir.path(&format!("{var}-{value}.log")));
+            (var, value, range, p)
+        })
+        .collect();
+    for (var, value, range, p) in procs.iter_mut() {
+        let status = p.wait_exit(30.0);
+        let out = p.output();
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(2),
+            "{var}={value}: refused with exit 2:\n{out}"
+        );
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 1, "{var}={value}: one line:\n{out}");
+        assert!(
+            lines[0].contains(&format!("{var}={value}")) && lines[0].contains(*range),
+            "{var}={value}: names the variable, its value and {range}:\n{out}"
+        );
+    }
+    // The same bounds hold wherever the setting is read: the one-shot
+    // commands that read the stale limit, an idle instance's grace.
+    let out = db
+        .orca(&["instances"])
+        .env("ORCA_STALE_SECONDS", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("ORCA_STALE_SECONDS=0"));
+    let out = db
+        .orca(&["pool-next", "orca-i-1", "1", "1", "5"])
+        .env("ORCA_POOL_NEXT_GRACE_SECONDS", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("ORCA_POOL_NEXT_GRACE_SECONDS=0"),
+        "{}",
+        text(&out.stderr)
+    );
+}
