@@ -148,9 +148,15 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpt
     let Some(row) = row else {
         return Err(unknown_pipeline(&mut client, pipeline));
     };
-    let id: i64 = row.get(0);
+    let id: i64 = row.get("id");
     println!("{id}");
     let _ = std::io::stdout().flush();
+    if row.get::<_, bool>("paused") {
+        eprintln!(
+            "orca: {}",
+            runs::Waiting::Paused(pipeline.to_string()).said(id)
+        );
+    }
     if !wait {
         return Ok(());
     }
@@ -416,6 +422,10 @@ pub fn cancel(run: i64, opts: &DbOpts) -> Outcome {
         }
         Cancelled::Asked => {
             println!("run {run} is running: its process group gets SIGTERM, then SIGKILL");
+            Ok(())
+        }
+        Cancelled::AlreadyAsked => {
+            println!("run {run} is running: its cancel was already asked and is under way");
             Ok(())
         }
         Cancelled::AlreadyEnded(state) => Err(no(format!("run {run} already ended: {state}"))),

@@ -1072,3 +1072,69 @@ fn settings_out_of_range_are_refused_at_start() {
         text(&out.stderr)
     );
 }
+
+/// Issue 26 §4.4: `orca run` of a paused pipeline still queues the run
+/// (its id on stdout, exit 0) and says on stderr that it waits for `orca
+/// resume`; of a pipeline not paused it says nothing more.
+#[test]
+fn run_of_a_paused_pipeline_says_it_waits() {
+    let (db, _dir) = setup("[pipelines.p]\ncommand = \"true\"\n");
+    let out = db.run(&["run", "p"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    db.ok(&["pause", "p"]);
+    let out = db.run(&["run", "p"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id: i64 = text(&out.stdout).trim().parse().expect("the run's id");
+    assert_eq!(
+        text(&out.stderr).trim_end(),
+        format!("orca: pipeline p is paused: run {id} waits for `orca resume p`")
+    );
+    assert_eq!(db.state(id), "queued");
+}
+
+/// Issue 26 §4.4: cancelling a run twice records one cancel: a second
+/// `orca cancel` of a run whose cancel is asked and under way says so
+/// (exit 0) and records nothing; of a run already ended, exit 1 as before,
+/// nothing recorded.
+#[test]
+fn a_second_cancel_records_nothing() {
+    // TERM ignored: the run stays running through its kill grace.
+    let (db, dir) = setup("[pipelines.p]\ncommand = \"trap '' TERM; sleep 600\"\n");
+    let mut s = db.scheduler(&dir, &[("ORCA_KILL_GRACE_SECONDS", "20")]);
+    let run = db.queue("p");
+    let id = run.to_string();
+    s.wait_for("the run runs", 30.0, || db.state(run) == "running");
+    let cancels = || {
+        db.client()
+            .query_one(
+                "SELECT count(*) FROM orca.events WHERE run = $1 AND kind LIKE 'cancel%'",
+                &[&run],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    db.ok(&["cancel", &id]);
+    assert_eq!(cancels(), 1);
+    let again = db.run(&["cancel", &id]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stdout).contains("already asked"),
+        "{}",
+        text(&again.stdout)
+    );
+    assert_eq!(db.state(run), "running", "still in its kill grace");
+    assert_eq!(cancels(), 1, "the second cancel records nothing");
+    s.wait_for("the run is cancelled", 60.0, || db.state(run) != "running");
+    let before: i64 = db.one(&format!(
+        "SELECT count(*) FROM orca.events WHERE run = {run}"
+    ));
+    let ended = db.run(&["cancel", &id]);
+    assert_eq!(ended.status.code(), Some(1), "{}", text(&ended.stderr));
+    assert!(text(&ended.stderr).contains("already ended"));
+    let after: i64 = db.one(&format!(
+        "SELECT count(*) FROM orca.events WHERE run = {run}"
+    ));
+    assert_eq!(after, before, "nothing recorded for an ended run");
+    s.stop();
+}
