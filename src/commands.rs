@@ -5,6 +5,7 @@
 //! with one line on stderr (see [`crate::exit`]).
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use postgres::Client;
@@ -13,7 +14,7 @@ use crate::cli::{ConfigOpts, DbOpts};
 use crate::config::{self, Config};
 use crate::db::sql;
 use crate::db::{self, Db, Fault, Target};
-use crate::exit::{Failure, Outcome, bad, no};
+use crate::exit::{self, Failure, Outcome, bad, no};
 use crate::lead::{self, DeployVerdict};
 use crate::plural::count;
 use crate::printable;
@@ -142,6 +143,16 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpt
     let target = target(opts, "orca")?;
     let mut client = connect(opts)?;
     let why = format!("orca run by {}", runs::whoami());
+    if wait {
+        // Ctrl-C while waiting leaves the run going, said with its id.
+        catch_interrupt();
+        if interrupted() {
+            return Err(Failure::new(
+                exit::INTERRUPTED,
+                "interrupted: nothing queued",
+            ));
+        }
+    }
     let row = client
         .query_opt(sql::RUN_QUEUE, &[&pipeline, &fill, &args, &"manual", &why])
         .map_err(pg)?;
@@ -211,6 +222,9 @@ fn follow_run(
         if until_reader_gone && stdout_reader_gone() {
             return Ok(());
         }
+        if interrupted() {
+            return Err(Failure::new(exit::INTERRUPTED, interrupted_line(id)));
+        }
         let row = match db.prepared(sql::RUN_FOLLOW, |c, s| {
             c.query_opt(s, &[&id, &until_reader_gone, &md5])
         }) {
@@ -253,6 +267,34 @@ fn follow_run(
         }
         std::thread::sleep(POLL);
     }
+}
+
+/// Whether a SIGINT came since [`catch_interrupt`] (never without it).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// SIGINT (Ctrl-C) no longer kills this process: it is noted, for the
+/// follow loop to say what it leaves behind (`orca run --wait`).
+fn catch_interrupt() {
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+}
+
+fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// What `orca run --wait` says when Ctrl-C ends its wait for run `id`.
+fn interrupted_line(id: i64) -> String {
+    format!("interrupted: run {id} goes on (orca cancel {id} to stop it)")
 }
 
 /// Whether stdout is a pipe whose reader has gone (`orca logs -f N | head

@@ -1138,3 +1138,37 @@ fn a_second_cancel_records_nothing() {
     assert_eq!(after, before, "nothing recorded for an ended run");
     s.stop();
 }
+
+/// Issue 26 §4.5: `orca run --wait` interrupted by Ctrl-C (a real SIGINT)
+/// leaves the run going and says so, with its id, exit 130.
+#[test]
+fn run_wait_interrupted_says_the_run_goes_on() {
+    let (db, dir) = setup("[pipelines.p]\ncommand = \"sleep 600\"\n");
+    let mut s = db.scheduler(&dir, &[]);
+    let mut c = db.orca(&["run", "p", "--wait"]);
+    c.stdin(std::process::Stdio::null());
+    let log = dir.path("wait.log");
+    let mut w = Proc::spawn(c, &log);
+    let mut run = 0i64;
+    w.wait_for("the run runs", 30.0, || {
+        run = text(&std::fs::read(&log).unwrap_or_default())
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or(0);
+        run != 0 && db.state(run) == "running"
+    });
+    w.signal(libc::SIGINT);
+    let status = w.wait(30.0);
+    let out = w.output();
+    assert_eq!(status.code(), Some(130), "{out}");
+    assert!(
+        out.contains(&format!(
+            "interrupted: run {run} goes on (orca cancel {run} to stop it)"
+        )),
+        "{out}"
+    );
+    assert_eq!(db.state(run), "running", "the run goes on");
+    db.ok(&["cancel", &run.to_string()]);
+    s.stop();
+}
