@@ -1000,3 +1000,40 @@ fn a_sensor_that_cannot_run_is_said_once_per_change() {
     assert_eq!(lines, 2, "a log line per failure:\n{log}");
     s.stop();
 }
+
+/// Issue 26 §4.6: fill runs (`orca run --fill`) have a bound, the
+/// pipeline's `max_fills`: those beyond it wait, and start as running ones
+/// end; runs within `max_runs` start beside them as before.
+#[test]
+fn fill_runs_wait_beyond_max_fills() {
+    let (db, dir) = setup("[pipelines.p]\ncommand = \"sleep 600\"\nmax_runs = 1\nmax_fills = 2\n");
+    let fills: Vec<i64> = (0..5)
+        .map(|_| {
+            db.ok(&["run", "p", "--fill"])
+                .trim()
+                .parse::<i64>()
+                .unwrap()
+        })
+        .collect();
+    let running_fills =
+        || db.one::<i64>("SELECT count(*) FROM orca.runs WHERE fill AND state = 'running'");
+    let mut s = db.scheduler(&dir, &[]);
+    s.wait_for("two fill runs run", 30.0, || running_fills() >= 2);
+    // A plain run starts beside them (its tick also looked at the fills).
+    let plain = db.queue("p");
+    s.wait_for("the plain run runs", 30.0, || db.state(plain) == "running");
+    assert_eq!(running_fills(), 2, "no more than max_fills at once");
+    // One ends: the next waiting one starts, and no more.
+    let first = *fills.iter().find(|&&f| db.state(f) == "running").unwrap();
+    db.ok(&["cancel", &first.to_string()]);
+    s.wait_for("another fill run starts", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE fill AND state <> 'queued'") == 3
+    });
+    let again = db.queue("p");
+    db.ok(&["cancel", &plain.to_string()]);
+    s.wait_for("the next plain run runs", 30.0, || {
+        db.state(again) == "running"
+    });
+    assert_eq!(running_fills(), 2, "{fills:?}");
+    s.stop();
+}
