@@ -1,17 +1,24 @@
 -- Asks live instance $1 (NULL: the leader) to drain, unless it is the only
--- live instance not draining and $4 (--force) is false: then nobody would
--- lead. $2: the stale limit (s); $3: who asks. Returns the instance found
--- (none: no such live instance), whether it was asked, and how many other
--- live instances that are not draining there are.
-WITH t AS (
+-- live instance neither draining nor asked to and $4 (--force) is false:
+-- then nobody would lead. $2: the stale limit (s); $3: who asks. Returns
+-- the instance found (none: no such live instance), whether it was asked,
+-- and how many other live instances neither draining nor asked to there
+-- are. Those are locked first (in id order), so two asks at once, of two
+-- instances, see each other's: the second finds the first's instance
+-- asked, not one more that may lead.
+WITH live AS (
+    SELECT id FROM orca.schedulers
+    WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $2)
+      AND NOT draining AND NOT drain_asked
+    ORDER BY id
+    FOR UPDATE
+), t AS (
     SELECT id FROM orca.schedulers
     WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $2)
       AND CASE WHEN $1::bigint IS NULL THEN leads ELSE id = $1 END
     ORDER BY id DESC LIMIT 1
 ), o AS (
-    SELECT count(*)::int AS others FROM orca.schedulers, t
-    WHERE orca.schedulers.id <> t.id AND ended_at IS NULL AND NOT draining
-      AND seen_at > now() - make_interval(secs => $2)
+    SELECT count(*)::int AS others FROM live WHERE live.id <> (SELECT id FROM t)
 ), s AS (
     UPDATE orca.schedulers SET drain_asked = true
     WHERE id = (SELECT id FROM t) AND ($4::boolean OR (SELECT others FROM o) > 0)

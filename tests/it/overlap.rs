@@ -548,6 +548,21 @@ fn draining_the_only_live_instance_needs_force() {
     }
     assert_eq!(db.events_of_kind("drain asked"), 0, "nothing asked");
     assert!(leads(&db, a_id), "A still leads");
+    // Beside another live instance that may lead (A), one is drained
+    // without --force (a row of an older instance, which A won't drain for).
+    let old: i64 = db.one(
+        "INSERT INTO orca.schedulers (host, pid, image, migrations, seen_at) \
+         VALUES ('old-host', 4242, 'old', 1, now() + interval '1 hour') RETURNING id",
+    );
+    let asked = db.ok(&["scheduler", "drain", &old.to_string()]);
+    assert!(asked.contains(&old.to_string()), "{asked}");
+    // Asked to drain, it is no one that will lead: A is alone again.
+    let out = db.run(&["scheduler", "drain"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    db.client()
+        .execute("DELETE FROM orca.schedulers WHERE id = $1", &[&old])
+        .unwrap();
+    assert_eq!(db.events_of_kind("drain asked"), 1);
 
     let forced = db.ok(&["scheduler", "drain", "--force"]);
     assert!(forced.contains(&a_id.to_string()), "{forced}");
