@@ -162,7 +162,8 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpt
     let id: i64 = row.get("id");
     println!("{id}");
     let _ = std::io::stdout().flush();
-    if row.get::<_, bool>("paused") {
+    // (With --wait the follow loop says it, at its first look.)
+    if !wait && row.get::<_, bool>("paused") {
         eprintln!(
             "orca: {}",
             runs::Waiting::Paused(pipeline.to_string()).said(id)
