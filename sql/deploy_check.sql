@@ -1,7 +1,8 @@
 -- What `orca deploy check` needs: whether a live instance leads, the live
 -- instances that know fewer migrations than $2 (this binary's floor: each
 -- named, and how many it knows, in the same order), and
--- whether any instance is live at all.
+-- whether any instance is live at all, whether any live one is not
+-- draining (one that may lead), and the live ones draining, each named.
 -- $1: the stale limit (s).
 SELECT
     EXISTS (SELECT 1 FROM orca.schedulers
@@ -15,4 +16,11 @@ SELECT
           WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1) AND migrations < $2
           ORDER BY id) AS known,
     EXISTS (SELECT 1 FROM orca.schedulers
-            WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1)) AS any_live
+            WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1)) AS any_live,
+    EXISTS (SELECT 1 FROM orca.schedulers
+            WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1)
+              AND NOT draining) AS any_undrained,
+    ARRAY(SELECT format('scheduler %s on %s pid %s', id, host, pid)
+          FROM orca.schedulers
+          WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1) AND draining
+          ORDER BY id) AS draining

@@ -3,7 +3,8 @@
 -- and demand as the last pass left them, and the
 -- runs of its pipelines (not paused) queued at least $1 seconds that a worker
 -- could start: per pipeline at most max_runs less its running ones, plus its
--- fill runs. (Room on the pool's workers is taken off by the caller.)
+-- fill runs up to max_fills (10 for a spec stored before it) less its
+-- running fill runs. (Room on the pool's workers is taken off by the caller.)
 SELECT pl.name, pl.spec, pl.retired, pl.walk_type,
        extract(epoch FROM now() - pl.walk_since)::float8 AS walk_for,
        extract(epoch FROM now() - pl.tried_at)::float8 AS tried_ago,
@@ -13,12 +14,14 @@ LEFT JOIN LATERAL (
     SELECT sum(x.n) AS n
     FROM orca.pipelines p
     CROSS JOIN LATERAL (
-        SELECT count(*) AS n FROM orca.runs r
-        WHERE r.pipeline = p.name AND r.state = 'running' AND NOT r.fill
+        SELECT count(*) FILTER (WHERE NOT r.fill) AS n, count(*) FILTER (WHERE r.fill) AS f
+        FROM orca.runs r
+        WHERE r.pipeline = p.name AND r.state = 'running'
     ) c
     CROSS JOIN LATERAL (
         SELECT least(count(*) FILTER (WHERE NOT r.fill), greatest(p.max_runs - c.n, 0))
-               + count(*) FILTER (WHERE r.fill) AS n
+               + least(count(*) FILTER (WHERE r.fill),
+                       greatest(coalesce((p.spec ->> 'max_fills')::int, 10) - c.f, 0)) AS n
         FROM orca.runs r
         WHERE r.pipeline = p.name AND r.state = 'queued'
           AND greatest(r.queued_at, r.not_before) <= now() - make_interval(secs => $1)

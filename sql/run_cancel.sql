@@ -1,6 +1,8 @@
 -- Cancels run $1: a queued one at once; a running one is flagged for the
--- process that supervises it. Returns 'now:cancelled' or 'now:asked' for
--- what it did, else the run's state (NULL: no such run; queued or running:
+-- process that supervises it, once: a running run already flagged is left
+-- as it is, with no second event. Returns 'now:cancelled' or 'now:asked' for
+-- what it did, 'already:asked' for a cancel already under way, else the
+-- run's state (NULL: no such run; queued or running:
 -- it changed under this statement, try again). COLLATE "C": the run looked
 -- up by its key, not through a partial index on state (migration 0011).
 WITH q AS (
@@ -9,7 +11,7 @@ WITH q AS (
     RETURNING id, pipeline
 ), r AS (
     UPDATE orca.runs SET cancel = true
-    WHERE id = $1 AND state = 'running' COLLATE "C"
+    WHERE id = $1 AND state = 'running' COLLATE "C" AND NOT cancel
     RETURNING id, pipeline
 ), e AS (
     INSERT INTO orca.events (run, pipeline, kind, why)
@@ -19,4 +21,7 @@ WITH q AS (
 )
 SELECT CASE WHEN EXISTS (SELECT 1 FROM q) THEN 'now:cancelled'
             WHEN EXISTS (SELECT 1 FROM r) THEN 'now:asked'
+            WHEN EXISTS (SELECT 1 FROM orca.runs
+                         WHERE id = $1 AND state = 'running' COLLATE "C" AND cancel)
+                THEN 'already:asked'
             ELSE (SELECT state FROM orca.runs WHERE id = $1) END AS state

@@ -239,6 +239,9 @@ pub enum SchedulerCmd {
     Drain {
         /// The instance's id (see orca instances).
         id: Option<i64>,
+        /// Drain it even when it is the only live instance (none will lead).
+        #[arg(long)]
+        force: bool,
         /// Database options.
         #[command(flatten)]
         db: DbOpts,

@@ -5,6 +5,7 @@
 //! with one line on stderr (see [`crate::exit`]).
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use postgres::Client;
@@ -13,7 +14,7 @@ use crate::cli::{ConfigOpts, DbOpts};
 use crate::config::{self, Config};
 use crate::db::sql;
 use crate::db::{self, Db, Fault, Target};
-use crate::exit::{Failure, Outcome, bad, no};
+use crate::exit::{self, Failure, Outcome, bad, no};
 use crate::lead::{self, DeployVerdict};
 use crate::plural::count;
 use crate::printable;
@@ -145,15 +146,32 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpt
     let target = target(opts, "orca")?;
     let mut client = connect(opts)?;
     let why = format!("orca run by {}", runs::whoami());
+    if wait {
+        // Ctrl-C while waiting leaves the run going, said with its id.
+        catch_interrupt();
+        if interrupted() {
+            return Err(Failure::new(
+                exit::INTERRUPTED,
+                "interrupted: nothing queued",
+            ));
+        }
+    }
     let row = client
         .query_opt(sql::RUN_QUEUE, &[&pipeline, &fill, &args, &"manual", &why])
         .map_err(pg)?;
     let Some(row) = row else {
         return Err(unknown_pipeline(&mut client, pipeline));
     };
-    let id: i64 = row.get(0);
+    let id: i64 = row.get("id");
     println!("{id}");
     let _ = std::io::stdout().flush();
+    // (With --wait the follow loop says it, at its first look.)
+    if !wait && row.get::<_, bool>("paused") {
+        eprintln!(
+            "orca: {}",
+            runs::Waiting::Paused(pipeline.to_string()).said(id)
+        );
+    }
     if !wait {
         return Ok(());
     }
@@ -208,6 +226,9 @@ fn follow_run(
         if until_reader_gone && stdout_reader_gone() {
             return Ok(());
         }
+        if interrupted() {
+            return Err(Failure::new(exit::INTERRUPTED, interrupted_line(id)));
+        }
         let row = match db.prepared(sql::RUN_FOLLOW, |c, s| {
             c.query_opt(s, &[&id, &until_reader_gone, &md5])
         }) {
@@ -250,6 +271,34 @@ fn follow_run(
         }
         std::thread::sleep(POLL);
     }
+}
+
+/// Whether a SIGINT came since [`catch_interrupt`] (never without it).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// SIGINT (Ctrl-C) no longer kills this process: it is noted, for the
+/// follow loop to say what it leaves behind (`orca run --wait`).
+fn catch_interrupt() {
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+}
+
+fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// What `orca run --wait` says when Ctrl-C ends its wait for run `id`.
+fn interrupted_line(id: i64) -> String {
+    format!("interrupted: run {id} goes on (orca cancel {id} to stop it)")
 }
 
 /// Whether stdout is a pipe whose reader has gone (`orca logs -f N | head
@@ -422,6 +471,10 @@ pub fn cancel(run: i64, opts: &DbOpts) -> Outcome {
             println!("run {run} is running: its process group gets SIGTERM, then SIGKILL");
             Ok(())
         }
+        Cancelled::AlreadyAsked => {
+            println!("run {run} is running: its cancel was already asked and is under way");
+            Ok(())
+        }
         Cancelled::AlreadyEnded(state) => Err(no(format!("run {run} already ended: {state}"))),
     }
 }
@@ -448,16 +501,22 @@ fn stale() -> Result<f64, Failure> {
         .map_err(bad)
 }
 
-/// `orca scheduler drain [ID]`.
-pub fn drain(id: Option<i64>, opts: &DbOpts) -> Outcome {
+/// `orca scheduler drain [ID] [--force]`. Draining the only live instance
+/// that is not draining leaves nobody to lead: refused (exit 1, "no")
+/// without `force`.
+pub fn drain(id: Option<i64>, force: bool, opts: &DbOpts) -> Outcome {
     let stale = stale()?;
     let mut client = connect(opts)?;
-    match lead::ask_drain(&mut client, id, stale, &runs::whoami()).map_err(pg)? {
-        Some(asked) => {
+    match lead::ask_drain(&mut client, id, stale, &runs::whoami(), force).map_err(pg)? {
+        lead::DrainAsked::Asked(asked) => {
             println!("asked scheduler {asked} to drain");
             Ok(())
         }
-        None => Err(no(match id {
+        lead::DrainAsked::Alone(alone) => Err(no(format!(
+            "scheduler {alone} is the only live instance: drained, none would lead; \
+             start another first, or drain it with --force"
+        ))),
+        lead::DrainAsked::NoSuch => Err(no(match id {
             Some(id) => format!("no live scheduler instance {id}"),
             None => "no live scheduler instance leads".to_string(),
         })),
@@ -528,6 +587,16 @@ pub fn deploy_check(opts: &DbOpts) -> Outcome {
         DeployVerdict::Clear => Ok(()),
         DeployVerdict::NoneRunning => {
             println!("no scheduler is running: nothing blocks a start");
+            Ok(())
+        }
+        DeployVerdict::Draining(names) => {
+            println!(
+                "{} draining and none will lead: nothing blocks a start",
+                match names.as_slice() {
+                    [one] => format!("{one} is"),
+                    many => format!("{} are", many.join(", ")),
+                }
+            );
             Ok(())
         }
         DeployVerdict::Blocked(why) => Err(no(why)),

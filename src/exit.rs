@@ -5,12 +5,18 @@
 //! Exit codes: 0 done; 1 it ran and the answer is no (or the database
 //! can't be reached); 2 bad input; 3 a pool machine's credentials revoked
 //! ([`REVOKED`]); 127 a run's command could not be started (the keeper
-//! says why in its output).
+//! says why in its output); 130 `orca run --wait` interrupted by Ctrl-C
+//! ([`INTERRUPTED`]: the run goes on).
 
 /// The exit code when a machine's or instance's credentials are refused
 /// (`orca worker`, `ec2-serve`): the boot script shuts the machine down on
 /// it instead of starting the worker again.
 pub const REVOKED: i32 = 3;
+
+/// The exit code of a command interrupted by SIGINT (Ctrl-C) that says so:
+/// 128 + SIGINT, as a shell reports a process SIGINT killed (`orca run
+/// --wait`: the run goes on).
+pub const INTERRUPTED: i32 = 130;
 
 /// A command's result.
 pub type Outcome = Result<(), Failure>;

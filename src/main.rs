@@ -117,9 +117,9 @@ fn dispatch(cli: &Cli) -> Outcome {
         Cmd::Pause { pipeline, db } => commands::pause(pipeline, true, db),
         Cmd::Resume { pipeline, db } => commands::pause(pipeline, false, db),
         Cmd::Scheduler {
-            action: Some(cli::SchedulerCmd::Drain { id, db }),
+            action: Some(cli::SchedulerCmd::Drain { id, force, db }),
             ..
-        } => commands::drain(*id, db),
+        } => commands::drain(*id, *force, db),
         Cmd::Scheduler {
             config,
             action: None,

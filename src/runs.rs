@@ -488,6 +488,8 @@ pub enum Cancelled {
     Now,
     /// It is running: its supervisor has been asked to stop it.
     Asked,
+    /// It runs and its cancel was already asked (nothing recorded again).
+    AlreadyAsked,
     /// It had already ended, in this state.
     AlreadyEnded(String),
 }
@@ -503,6 +505,7 @@ pub fn cancel(client: &mut Client, id: i64) -> Result<Cancelled, postgres::Error
             None => Cancelled::Unknown,
             Some("now:cancelled") => Cancelled::Now,
             Some("now:asked") => Cancelled::Asked,
+            Some("already:asked") => Cancelled::AlreadyAsked,
             Some(s) => match s.parse() {
                 // Started (or queued again) while the statement ran: again.
                 Ok(RunState::Queued | RunState::Running) => continue,

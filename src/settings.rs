@@ -1,16 +1,106 @@
 //! Settings from the environment. Time constants all come from here, so the
 //! tests run the real code with seconds where production has minutes.
+//!
+//! Every setting has a range (a [`Setting`]): a value outside it, or not a
+//! number, is refused at start with one line naming the variable, its value
+//! and the range (the command exits 2), never clamped in silence. The
+//! ranges keep the tests' short values (a tick of 0.05 s, a stale limit of
+//! 1 s) legal.
 
-/// A number of seconds from environment variable `name`, else `default`.
-/// A value that is not a non-negative number is an error naming the variable.
-pub fn seconds(name: &str, default: f64) -> Result<f64, String> {
-    match std::env::var(name) {
-        Err(_) => Ok(default),
-        Ok(v) if v.trim().is_empty() => Ok(default),
-        Ok(v) => match v.trim().parse::<f64>() {
-            Ok(n) if n.is_finite() && (0.0..=1e7).contains(&n) => Ok(n),
-            _ => Err(format!("{name}={v} is not a number of seconds")),
-        },
+/// A setting of seconds: its variable, default and range (inclusive).
+#[derive(Clone, Copy, Debug)]
+pub struct Setting {
+    /// The environment variable.
+    pub name: &'static str,
+    /// Its value when unset or empty.
+    pub default: f64,
+    /// The least value allowed.
+    pub min: f64,
+    /// The greatest value allowed.
+    pub max: f64,
+}
+
+/// A day, in seconds.
+const DAY: f64 = 86_400.0;
+
+/// `ORCA_TICK_SECONDS`: how often the scheduler decides.
+pub const TICK: Setting = Setting::new("ORCA_TICK_SECONDS", 1.0, 0.05, 60.0);
+/// `ORCA_STALE_SECONDS`: a heartbeat older than this is stale.
+pub const STALE: Setting = Setting::new("ORCA_STALE_SECONDS", 10.0, 1.0, 3600.0);
+/// `ORCA_KILL_GRACE_SECONDS`: SIGTERM to SIGKILL (0: at once).
+pub const KILL_GRACE: Setting = Setting::new("ORCA_KILL_GRACE_SECONDS", 10.0, 0.0, 3600.0);
+/// `ORCA_STOP_GRACE_SECONDS`: how long a stopping process waits for its runs.
+pub const STOP_GRACE: Setting = Setting::new("ORCA_STOP_GRACE_SECONDS", 30.0, 0.0, 3600.0);
+/// `ORCA_LOGIN_XACT_SECONDS`: a login's longest transaction.
+pub const LOGIN_XACT: Setting = Setting::new("ORCA_LOGIN_XACT_SECONDS", 10.0, 1.0, 3600.0);
+/// `ORCA_POOL_SCALE_SECONDS`: how often the scaler passes (0: each tick).
+pub const POOL_SCALE: Setting = Setting::new("ORCA_POOL_SCALE_SECONDS", 15.0, 0.0, 3600.0);
+/// `ORCA_POOL_GROW_AFTER`: how long a run waits before it is demand.
+pub const POOL_GROW_AFTER: Setting = Setting::new("ORCA_POOL_GROW_AFTER", 20.0, 0.0, DAY);
+/// `ORCA_POOL_TRY_SECONDS`: at most one attempt to make a machine this often.
+pub const POOL_TRY: Setting = Setting::new("ORCA_POOL_TRY_SECONDS", 60.0, 0.1, DAY);
+/// `ORCA_POOL_BOOT_SECONDS`: a worker not seen by then is given up.
+pub const POOL_BOOT: Setting = Setting::new("ORCA_POOL_BOOT_SECONDS", 900.0, 1.0, DAY);
+/// `ORCA_POOL_LOST_SECONDS`: a worker silent this long is lost.
+pub const POOL_LOST: Setting = Setting::new("ORCA_POOL_LOST_SECONDS", 300.0, 1.0, DAY);
+/// `ORCA_POOL_IMAGE_SECONDS`: an image's architectures are read again after this.
+pub const POOL_IMAGE: Setting = Setting::new("ORCA_POOL_IMAGE_SECONDS", 600.0, 1.0, DAY);
+/// `ORCA_EC2_POOL_SECONDS`: how long an EC2 run's instances stay warm (0: not at all).
+pub const EC2_POOL: Setting = Setting::new("ORCA_EC2_POOL_SECONDS", 0.0, 0.0, 7.0 * DAY);
+/// `ORCA_POOL_NEXT_GRACE_SECONDS`: what `pool-next` waits beyond its seconds.
+pub const POOL_NEXT_GRACE: Setting =
+    Setting::new("ORCA_POOL_NEXT_GRACE_SECONDS", 60.0, 1.0, 3600.0);
+/// `ORCA_WORKER_REFUSED_SECONDS`: a worker refused this long gives up.
+pub const WORKER_REFUSED: Setting = Setting::new("ORCA_WORKER_REFUSED_SECONDS", 60.0, 1.0, DAY);
+
+/// Every setting of seconds, for the tests (each default in its range).
+#[cfg(test)]
+const ALL: [Setting; 14] = [
+    TICK,
+    STALE,
+    KILL_GRACE,
+    STOP_GRACE,
+    LOGIN_XACT,
+    POOL_SCALE,
+    POOL_GROW_AFTER,
+    POOL_TRY,
+    POOL_BOOT,
+    POOL_LOST,
+    POOL_IMAGE,
+    EC2_POOL,
+    POOL_NEXT_GRACE,
+    WORKER_REFUSED,
+];
+
+impl Setting {
+    const fn new(name: &'static str, default: f64, min: f64, max: f64) -> Setting {
+        Setting {
+            name,
+            default,
+            min,
+            max,
+        }
+    }
+
+    /// Its value from the environment (see [`Setting::parse`]).
+    pub fn read(&self) -> Result<f64, String> {
+        self.parse(std::env::var(self.name).ok().as_deref())
+    }
+
+    /// Its value given what it is set to (`None`: unset): the default when
+    /// unset or empty, else a number in its range, else an error naming the
+    /// variable, the value and the range.
+    pub fn parse(&self, set: Option<&str>) -> Result<f64, String> {
+        let Some(v) = set.filter(|v| !v.trim().is_empty()) else {
+            return Ok(self.default);
+        };
+        match v.trim().parse::<f64>() {
+            Ok(n) if n.is_finite() && (self.min..=self.max).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "{}={v} is out of range: a number of seconds from {} to {}",
+                self.name, self.min, self.max
+            )),
+        }
     }
 }
 
@@ -34,11 +124,11 @@ impl Timing {
     /// Reads the settings.
     pub fn from_env() -> Result<Timing, String> {
         Ok(Timing {
-            tick: seconds("ORCA_TICK_SECONDS", 1.0)?.max(0.05),
-            stale: seconds("ORCA_STALE_SECONDS", 10.0)?.max(1.0),
-            kill_grace: seconds("ORCA_KILL_GRACE_SECONDS", 10.0)?,
-            stop_grace: seconds("ORCA_STOP_GRACE_SECONDS", 30.0)?,
-            login_xact: seconds("ORCA_LOGIN_XACT_SECONDS", 10.0)?.max(1.0),
+            tick: TICK.read()?,
+            stale: STALE.read()?,
+            kill_grace: KILL_GRACE.read()?,
+            stop_grace: STOP_GRACE.read()?,
+            login_xact: LOGIN_XACT.read()?,
         })
     }
 }
@@ -64,12 +154,51 @@ impl PoolTiming {
     /// Reads the settings.
     pub fn from_env() -> Result<PoolTiming, String> {
         Ok(PoolTiming {
-            scale: seconds("ORCA_POOL_SCALE_SECONDS", 15.0)?,
-            grow_after: seconds("ORCA_POOL_GROW_AFTER", 20.0)?,
-            try_every: seconds("ORCA_POOL_TRY_SECONDS", 60.0)?,
-            boot: seconds("ORCA_POOL_BOOT_SECONDS", 900.0)?,
-            lost: seconds("ORCA_POOL_LOST_SECONDS", 300.0)?,
-            image: seconds("ORCA_POOL_IMAGE_SECONDS", 600.0)?,
+            scale: POOL_SCALE.read()?,
+            grow_after: POOL_GROW_AFTER.read()?,
+            try_every: POOL_TRY.read()?,
+            boot: POOL_BOOT.read()?,
+            lost: POOL_LOST.read()?,
+            image: POOL_IMAGE.read()?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_is_in_its_range() {
+        for s in ALL {
+            assert_eq!(s.parse(None), Ok(s.default), "{}", s.name);
+            assert_eq!(s.parse(Some(" ")), Ok(s.default), "{}", s.name);
+            assert!(s.min <= s.default && s.default <= s.max, "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn a_value_out_of_range_is_refused_naming_it() {
+        assert_eq!(TICK.parse(Some("0.05")), Ok(0.05), "the tests' tick");
+        assert_eq!(STALE.parse(Some("1")), Ok(1.0));
+        assert_eq!(KILL_GRACE.parse(Some("0")), Ok(0.0), "no grace: legal");
+        assert_eq!(
+            TICK.parse(Some("0")),
+            Err("ORCA_TICK_SECONDS=0 is out of range: a number of seconds from 0.05 to 60".into())
+        );
+        assert_eq!(
+            STALE.parse(Some("0.5")),
+            Err(
+                "ORCA_STALE_SECONDS=0.5 is out of range: a number of seconds from 1 to 3600".into()
+            )
+        );
+        for bad in ["-1", "nan", "inf", "1e9", "ten"] {
+            let e = KILL_GRACE.parse(Some(bad)).unwrap_err();
+            assert!(
+                e.starts_with(&format!("ORCA_KILL_GRACE_SECONDS={bad} ")),
+                "{e}"
+            );
+            assert!(e.ends_with("from 0 to 3600"), "{e}");
+        }
     }
 }

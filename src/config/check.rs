@@ -23,7 +23,8 @@ use toml::de::{DeTable, DeValue};
 use crate::config::Config;
 use crate::config::cron::{fires_ever, parse_schedule};
 use crate::config::spec::{
-    Command, Ec2Spec, MachineSettings, Pipeline, Placement, Pool, PoolType, Provider, valid_name,
+    Command, DEFAULT_MAX_FILLS, Ec2Spec, MachineSettings, Pipeline, Placement, Pool, PoolType,
+    Provider, valid_name,
 };
 
 /// The largest config file read (1 MiB); a larger one is refused.
@@ -380,6 +381,7 @@ impl Checker {
             command: Command::Argv(vec![]),
             placement: Placement::Local,
             max_runs: 1,
+            max_fills: DEFAULT_MAX_FILLS,
             schedule: None,
             retries: 0,
             retry_delay: 60.0,
@@ -418,6 +420,11 @@ impl Checker {
                 "max_runs" => {
                     if let Some(n) = self.integer(key, v, 1, MAX_RUNS) {
                         p.max_runs = n as i32;
+                    }
+                }
+                "max_fills" => {
+                    if let Some(n) = self.integer(key, v, 1, MAX_RUNS) {
+                        p.max_fills = n as i32;
                     }
                 }
                 "schedule" => {
@@ -1085,6 +1092,22 @@ update = "git pull"
             has(&problems, 15, "slots must be at most 256"),
             "{problems:?}"
         );
+        for (value, said) in [
+            ("0", "max_fills must be at least 1"),
+            ("10001", "max_fills must be at most 10000"),
+        ] {
+            let text = format!("[pipelines.a]\ncommand = \"true\"\nmax_fills = {value}\n");
+            let problems = parse(&text).unwrap_err();
+            assert!(has(&problems, 3, said), "{problems:?}");
+        }
+        let a = &parse("[pipelines.a]\ncommand = \"true\"\nmax_fills = 3\n")
+            .unwrap()
+            .pipelines[0];
+        assert_eq!(a.max_fills, 3);
+        let a = &parse("[pipelines.a]\ncommand = \"true\"\n")
+            .unwrap()
+            .pipelines[0];
+        assert_eq!(a.max_fills, DEFAULT_MAX_FILLS);
         let fine = "[pipelines.a]\ncommand = \"true\"\nplacement = \"ec2\"\n\
                     [pipelines.a.ec2]\nprovider = \"local\"\ntype = \"t\"\nlocations = [\"x\"]\nworkers = 256\n";
         assert!(parse(fine).is_ok(), "{:?}", parse(fine));

@@ -91,6 +91,12 @@ pub struct Pipeline {
     pub placement: Placement,
     /// Runs running at once (fill runs not counted).
     pub max_runs: i32,
+    /// Fill runs (`orca run --fill`) running at once, on top of
+    /// `max_runs`; those beyond wait. Read by `sql/startable.sql` and
+    /// `orca.worker_round` as `spec ->> 'max_fills'`, [`DEFAULT_MAX_FILLS`]
+    /// for a spec stored before it existed.
+    #[serde(default = "default_max_fills")]
+    pub max_fills: i32,
     /// A cron expression, UTC: 5 fields, or 6 with seconds first.
     pub schedule: Option<String>,
     /// Failed attempts retried before the run fails for good.
@@ -192,6 +198,16 @@ pub struct Pool {
     pub machines: MachineSettings,
 }
 
+/// A pipeline's `max_fills` when `orca.toml` doesn't say (and in a spec
+/// stored before the field existed): 10 fill runs at once, a backfill's
+/// usual width, so that one `orca run --fill` loop can't start hundreds of
+/// runs at once while one run or ten backfill as quickly as before.
+pub const DEFAULT_MAX_FILLS: i32 = 10;
+
+fn default_max_fills() -> i32 {
+    DEFAULT_MAX_FILLS
+}
+
 /// Whether `s` is a usable pipeline or pool name.
 pub fn valid_name(s: &str) -> bool {
     !s.is_empty()
@@ -211,6 +227,7 @@ mod tests {
             command: Command::Shell("python etl.py \"$1\"".into()),
             placement: Placement::Worker("gpu".into()),
             max_runs: 2,
+            max_fills: 3,
             schedule: Some("0 3 * * *".into()),
             retries: 1,
             retry_delay: 60.0,
@@ -232,6 +249,7 @@ mod tests {
                 "command": "python etl.py \"$1\"",
                 "placement": { "Worker": "gpu" },
                 "max_runs": 2,
+                "max_fills": 3,
                 "schedule": "0 3 * * *",
                 "retries": 1,
                 "retry_delay": 60.0,
@@ -242,6 +260,11 @@ mod tests {
                 "sensor_every": 5.0,
                 "ec2": null,
             })
+        );
+        // `sql/startable.sql` and `orca.worker_round` read max_fills.
+        assert_eq!(
+            serde_json::to_value(pipeline()).unwrap()["max_fills"],
+            json!(3)
         );
         // `orca.finish_attempt` (plpgsql) reads these three by name.
         let stored = serde_json::to_value(pipeline()).unwrap();
@@ -338,8 +361,16 @@ mod tests {
     fn a_spec_stored_before_ec2_and_machine_settings_existed_still_reads() {
         let mut old = serde_json::to_value(pipeline()).unwrap();
         old.as_object_mut().unwrap().remove("ec2");
+        old.as_object_mut().unwrap().remove("max_fills");
         let p: Pipeline = serde_json::from_value(old).unwrap();
-        assert_eq!(p, pipeline());
+        assert_eq!(p.max_fills, DEFAULT_MAX_FILLS, "as the SQL's coalesce");
+        assert_eq!(
+            p,
+            Pipeline {
+                max_fills: DEFAULT_MAX_FILLS,
+                ..pipeline()
+            }
+        );
         let pool: Pool = serde_json::from_value(json!({
             "name": "p",
             "types": [{ "name": "t", "wait": 0.0 }],

@@ -136,6 +136,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "one round",
         sql: include_str!("../../sql/migrations/0016_one_round.sql"),
     },
+    Migration {
+        version: 17,
+        name: "max fills",
+        sql: include_str!("../../sql/migrations/0017_max_fills.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -201,17 +201,37 @@ pub fn end(client: &mut Client, id: i64) -> Result<(), postgres::Error> {
     client.execute(sql::SCHEDULER_END, &[&id]).map(|_| ())
 }
 
-/// Asks live instance `id` (the leader when `None`) to drain; the id asked,
-/// or `None` if there is no such live instance.
+/// What `orca scheduler drain` came to.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DrainAsked {
+    /// No such live instance (no live leader, when none was named).
+    NoSuch,
+    /// This instance was asked to drain.
+    Asked(i64),
+    /// Not asked: this instance is the only live one not draining, so
+    /// nobody would lead after it (`--force` drains it anyway).
+    Alone(i64),
+}
+
+/// Asks live instance `id` (the leader when `None`) to drain, unless it is
+/// the only live instance not draining and `force` is false (see
+/// [`DrainAsked`]). `by` says who asks (the `drain asked` event).
 pub fn ask_drain(
     client: &mut Client,
     id: Option<i64>,
     stale: f64,
     by: &str,
-) -> Result<Option<i64>, postgres::Error> {
-    Ok(client
-        .query_opt(sql::SCHEDULER_ASK_DRAIN, &[&id, &stale, &by])?
-        .map(|r| r.get("id")))
+    force: bool,
+) -> Result<DrainAsked, postgres::Error> {
+    let Some(row) = client.query_opt(sql::SCHEDULER_ASK_DRAIN, &[&id, &stale, &by, &force])? else {
+        return Ok(DrainAsked::NoSuch);
+    };
+    let id: i64 = row.get("id");
+    Ok(if row.get("asked") {
+        DrainAsked::Asked(id)
+    } else {
+        DrainAsked::Alone(id)
+    })
 }
 
 /// An instance as `orca instances` shows it.
@@ -267,6 +287,15 @@ pub fn instances(client: &mut Client, stale: f64) -> Result<Vec<InstanceRow>, po
         .collect())
 }
 
+/// The live instances that drain, as `orca deploy check` reads them.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DrainingLive {
+    /// Whether every live instance drains (none may lead).
+    pub all: bool,
+    /// Each of them, named.
+    pub names: Vec<String>,
+}
+
 /// What `orca deploy check` found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum DeployVerdict {
@@ -275,18 +304,25 @@ pub enum DeployVerdict {
     /// A live instance leads and every live one can run beside this
     /// binary (exit 0, nothing said).
     Clear,
+    /// Every live instance drains and none leads (`orca scheduler drain
+    /// --force` of the only one): none will lead, nothing blocks a start
+    /// (exit 0, said: these instances, named).
+    Draining(Vec<String>),
     /// This binary can't start beside the scheduler going now: why (exit 1).
     Blocked(String),
 }
 
 /// The verdict from what the database says: `led` (a live instance leads),
-/// `any_live` (any instance is live), `overlap_off` (who holds the lead
+/// `any_live` (any instance is live), `draining` (the live instances that
+/// drain, named: when they are all the live ones, none will lead),
+/// `overlap_off` (who holds the lead
 /// lock without an instance row: a scheduler with `ORCA_OVERLAP=off`), and
 /// `behind` (live instances that know fewer migrations than `floor`: each
 /// named, with how many it knows).
 pub fn deploy_verdict(
     led: bool,
     any_live: bool,
+    draining: DrainingLive,
     overlap_off: Option<String>,
     behind: &[(String, i32)],
     floor: i32,
@@ -308,6 +344,9 @@ pub fn deploy_verdict(
     }
     if led {
         return DeployVerdict::Clear;
+    }
+    if any_live && draining.all {
+        return DeployVerdict::Draining(draining.names);
     }
     if any_live {
         return DeployVerdict::Blocked(
@@ -338,12 +377,23 @@ pub fn deploy_check(
     let known: Vec<i32> = row.get("known");
     let behind: Vec<(String, i32)> = names.into_iter().zip(known).collect();
     let any_live: bool = row.get("any_live");
+    let draining = DrainingLive {
+        all: !row.get::<_, bool>("any_undrained"),
+        names: row.get("draining"),
+    };
     let overlap_off = if led || any_live {
         None
     } else {
         lock::holder(client)
     };
-    Ok(deploy_verdict(led, any_live, overlap_off, &behind, floor))
+    Ok(deploy_verdict(
+        led,
+        any_live,
+        draining,
+        overlap_off,
+        &behind,
+        floor,
+    ))
 }
 
 /// Waits up to `timeout` seconds for the newest live instance to lead (a
@@ -377,29 +427,65 @@ mod tests {
     #[test]
     fn deploy_verdicts() {
         assert_eq!(
-            deploy_verdict(false, false, None, &[], 5),
+            deploy_verdict(false, false, DrainingLive::default(), None, &[], 5),
             DeployVerdict::NoneRunning
         );
         assert_eq!(
-            deploy_verdict(true, true, None, &[], 5),
+            deploy_verdict(true, true, DrainingLive::default(), None, &[], 5),
             DeployVerdict::Clear
         );
-        let DeployVerdict::Blocked(why) = deploy_verdict(false, true, None, &[], 5) else {
+        let DeployVerdict::Blocked(why) =
+            deploy_verdict(false, true, DrainingLive::default(), None, &[], 5)
+        else {
             panic!("a live instance that doesn't lead blocks");
         };
+        assert!(why.contains("handover"), "{why}");
+        let alone = DrainingLive {
+            all: true,
+            names: vec!["scheduler 3 on h pid 7".into()],
+        };
+        assert_eq!(
+            deploy_verdict(false, true, alone.clone(), None, &[], 5),
+            DeployVerdict::Draining(alone.names.clone()),
+            "every live instance drains: no handover, none will lead"
+        );
+        assert!(
+            matches!(
+                deploy_verdict(
+                    false,
+                    true,
+                    alone,
+                    None,
+                    &[("scheduler 3 on h pid 7".into(), 1)],
+                    5
+                ),
+                DeployVerdict::Blocked(_)
+            ),
+            "the floor still blocks"
+        );
         assert!(why.contains("no live scheduler instance leads"), "{why}");
-        let DeployVerdict::Blocked(why) =
-            deploy_verdict(false, false, Some("h pid 7".into()), &[], 5)
-        else {
+        let DeployVerdict::Blocked(why) = deploy_verdict(
+            false,
+            false,
+            DrainingLive::default(),
+            Some("h pid 7".into()),
+            &[],
+            5,
+        ) else {
             panic!("an overlap-off scheduler blocks");
         };
         assert!(
             why.contains("h pid 7") && why.contains("ORCA_OVERLAP=off"),
             "{why}"
         );
-        let DeployVerdict::Blocked(why) =
-            deploy_verdict(true, true, None, &[("scheduler 1 on h pid 7".into(), 1)], 5)
-        else {
+        let DeployVerdict::Blocked(why) = deploy_verdict(
+            true,
+            true,
+            DrainingLive::default(),
+            None,
+            &[("scheduler 1 on h pid 7".into(), 1)],
+            5,
+        ) else {
             panic!("an instance behind the floor blocks");
         };
         assert_eq!(
@@ -410,6 +496,7 @@ mod tests {
         let DeployVerdict::Blocked(why) = deploy_verdict(
             true,
             true,
+            DrainingLive::default(),
             None,
             &[
                 ("scheduler 1 on h pid 7".into(), 3),

@@ -139,8 +139,8 @@ fn idle_every(lost: f64) -> Duration {
 pub fn main(pool: &str) -> Outcome {
     let timing = Timing::from_env().map_err(bad)?;
     let target = crate::machines::boot::own_target("worker").map_err(bad)?;
-    let window = crate::settings::seconds("ORCA_WORKER_REFUSED_SECONDS", 60.0).map_err(bad)?;
-    let lost = crate::settings::seconds("ORCA_POOL_LOST_SECONDS", 300.0).map_err(bad)?;
+    let window = crate::settings::WORKER_REFUSED.read().map_err(bad)?;
+    let lost = crate::settings::POOL_LOST.read().map_err(bad)?;
     let mut refusals = Refusals {
         window,
         since: None,

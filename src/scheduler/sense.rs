@@ -11,10 +11,15 @@
 //! * A yes is kept until its run is queued (the database may be away), and
 //!   a sensor queues at most one waiting run (the statement checks).
 //! * A paused pipeline's sensor is not started (one running is let end).
+//! * A sensor that can't run (exit 126: not executable; 127: not found, a
+//!   typo; or it can't be started at all) is said once per change, a log
+//!   line and a `sensor` event, not once every `sensor_every`; so is its
+//!   running again ([`failure`], [`change`]).
 
 use std::time::{Duration, Instant};
 
 use crate::db::sql;
+use crate::runs::Exit;
 use crate::scheduler::{Scheduler, View, Views};
 use crate::supervise::child::Child;
 
@@ -26,6 +31,10 @@ pub(super) struct Sensor {
     child: Option<(Child, Instant)>,
     /// It said yes and the run is not queued yet (the database was away).
     yes: bool,
+    /// Why it can't run, since its last look that said so ([`failure`]).
+    failing: Option<String>,
+    /// A `sensor` event not written yet (the database was away).
+    unrecorded: Option<String>,
 }
 
 impl Sensor {
@@ -48,6 +57,35 @@ pub fn gone<'a>(
         .filter(|name| !has_sensor(name))
         .cloned()
         .collect()
+}
+
+/// Why a sensor that ended with `exit` could not run, if it could not:
+/// the shell's 126 (found, not executable) and 127 (not found).
+pub fn failure(exit: Exit) -> Option<String> {
+    match exit {
+        Exit::Code(126) => Some("exit 126: its command is not executable".into()),
+        Exit::Code(127) => Some("exit 127: its command was not found (a typo?)".into()),
+        _ => None,
+    }
+}
+
+/// What a sensor's look says that the last did not, when it changed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Change {
+    /// It can't run, for this reason (new, or another than before).
+    Fails(String),
+    /// It runs again (it ended with any other exit).
+    RunsAgain,
+}
+
+/// The change from `before` (why it could not run, at the last look) to
+/// `now`; `None` when nothing changed (said once per change).
+pub fn change(before: Option<&str>, now: Option<&str>) -> Option<Change> {
+    match (before, now) {
+        (b, Some(n)) if b != Some(n) => Some(Change::Fails(n.to_string())),
+        (Some(_), None) => Some(Change::RunsAgain),
+        _ => None,
+    }
 }
 
 /// Whether a sensor starts at `now`: none of it running, its pipeline not
@@ -73,12 +111,16 @@ impl Scheduler {
                 next: Instant::now(),
                 child: None,
                 yes: false,
+                failing: None,
+                unrecorded: None,
             });
+            let mut now_failing: Option<Option<String>> = None;
             if let Some((child, deadline)) = &mut s.child {
                 match child.try_exit() {
                     Some(exit) => {
                         s.child = None;
                         s.yes = exit.success();
+                        now_failing = Some(failure(exit));
                     }
                     None if Instant::now() >= *deadline => {
                         if !child.killing() {
@@ -88,6 +130,18 @@ impl Scheduler {
                         child.kill_all();
                     }
                     None => {}
+                }
+            }
+            if let Some(now) = now_failing {
+                note_change(name, s, now);
+            }
+            if let Some(why) = &s.unrecorded {
+                let none: Option<i64> = None;
+                match self.db.run_fenced(session, |c| {
+                    c.execute(sql::EVENT_ADD, &[&none, name, &"sensor", why])
+                }) {
+                    Ok(_) => s.unrecorded = None,
+                    Err(e) => e.complain(),
                 }
             }
             if s.yes {
@@ -112,17 +166,35 @@ impl Scheduler {
             let env = vec![("ORCA_PIPELINE".to_string(), name.clone())];
             match Child::spawn(&sensor.argv(&[]), &env) {
                 Ok(child) => s.child = Some((child, Instant::now() + every)),
-                Err(e) => log::error!("sensor of {name}: can't start: {e}"),
+                Err(e) => note_change(name, s, Some(format!("can't start: {e}"))),
             }
         }
     }
 
     /// Stops every sensor (this process no longer leads, or stops).
+    /// (Their failures are forgotten: a new leader says them again.)
     pub(super) fn stop_sensors(&mut self) {
         for (_, s) in self.sensors.drain() {
             s.stop();
         }
     }
+}
+
+/// Takes in why sensor `name` can't run now (`None`: it ran): a change is
+/// logged and its `sensor` event kept for writing.
+fn note_change(name: &str, s: &mut Sensor, now: Option<String>) {
+    match change(s.failing.as_deref(), now.as_deref()) {
+        Some(Change::Fails(why)) => {
+            log::warn!("sensor of {name} can't run: {why}");
+            s.unrecorded = Some(format!("sensor can't run: {why}"));
+        }
+        Some(Change::RunsAgain) => {
+            log::info!("sensor of {name} runs again");
+            s.unrecorded = Some("sensor runs again".into());
+        }
+        None => {}
+    }
+    s.failing = now;
 }
 
 #[cfg(test)]
@@ -149,5 +221,22 @@ mod tests {
         assert!(!starts_now(false, false, now, later), "not before its time");
         assert!(!starts_now(true, false, later, now), "never two at once");
         assert!(!starts_now(false, true, later, now), "not while paused");
+    }
+
+    #[test]
+    fn a_sensor_that_cannot_run_is_said_once_per_change() {
+        assert!(failure(Exit::Code(127)).is_some_and(|w| w.contains("127")));
+        assert!(failure(Exit::Code(126)).is_some_and(|w| w.contains("126")));
+        for ran in [Exit::Code(0), Exit::Code(1), Exit::Code(2), Exit::Signal(9)] {
+            assert_eq!(failure(ran), None, "{ran:?} ran");
+        }
+        assert_eq!(change(None, None), None);
+        assert_eq!(change(None, Some("a")), Some(Change::Fails("a".into())));
+        assert_eq!(change(Some("a"), Some("a")), None, "once, not each look");
+        assert_eq!(
+            change(Some("a"), Some("b")),
+            Some(Change::Fails("b".into()))
+        );
+        assert_eq!(change(Some("a"), None), Some(Change::RunsAgain));
     }
 }

@@ -2,7 +2,8 @@
 //! on this host, `ec2` ones on instances of their own (through
 //! [`crate::warm_pool::leader`]). Which runs may start is the database's to
 //! say (`sql/startable.sql`: oldest first, per pipeline at most `max_runs`
-//! less its running ones, fill runs on top, none of a paused or retired
+//! less its running ones, fill runs on top up to `max_fills` less its
+//! running fill runs, none of a paused or retired
 //! pipeline, at most [`STARTS_PER_TICK`] a tick); `worker:` runs are
 //! claimed by their pool's workers instead.
 //!

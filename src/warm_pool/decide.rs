@@ -28,7 +28,7 @@ pub fn make_per_tick(set: Option<&str>) -> Result<usize, String> {
         Some(v) => match v.trim().parse::<usize>() {
             Ok(n) if (1..=1000).contains(&n) => Ok(n),
             _ => Err(format!(
-                "ORCA_EC2_MAKE_PER_TICK={v} is not a whole number from 1 to 1000"
+                "ORCA_EC2_MAKE_PER_TICK={v} is out of range: a whole number from 1 to 1000"
             )),
         },
     }
@@ -326,7 +326,7 @@ mod tests {
             assert_eq!(
                 make_per_tick(Some(bad)),
                 Err(format!(
-                    "ORCA_EC2_MAKE_PER_TICK={bad} is not a whole number from 1 to 1000"
+                    "ORCA_EC2_MAKE_PER_TICK={bad} is out of range: a whole number from 1 to 1000"
                 ))
             );
         }

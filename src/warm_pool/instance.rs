@@ -123,7 +123,7 @@ pub fn pool_wait(instance: &str, run: i64, start: i32) -> Outcome {
 /// (`ORCA_POOL_NEXT_GRACE_SECONDS`, 60, shortens the minute for tests):
 /// exits 1.
 pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> Outcome {
-    let grace = crate::settings::seconds("ORCA_POOL_NEXT_GRACE_SECONDS", 60.0).map_err(bad)?;
+    let grace = crate::settings::POOL_NEXT_GRACE.read().map_err(bad)?;
     if !(seconds.is_finite() && seconds >= 0.0) {
         return Err(bad(format!(
             "pool-next: seconds must be a number of seconds, not {seconds}"

@@ -134,7 +134,7 @@ impl Ec2Runs {
             )?),
             fleet: Fleet::new(timing.try_every),
             timing,
-            pool_seconds: crate::settings::seconds("ORCA_EC2_POOL_SECONDS", 0.0)?,
+            pool_seconds: crate::settings::EC2_POOL.read()?,
             strays_at: None,
         })
     }

@@ -1090,3 +1090,168 @@ fn run_wait_and_logs_follow_exit_at_once_when_their_login_is_refused() {
         );
     }
 }
+
+/// Issue 26 §4.2: a setting out of its range is refused at start, as `orca
+/// check` refuses bad config: one line naming the variable, its value and
+/// the range, exit 2, nothing started (never clamped in silence).
+#[test]
+fn settings_out_of_range_are_refused_at_start() {
+    let (db, dir) = setup("[pipelines.p]\ncommand = \"true\"\n");
+    let cases = [
+        ("ORCA_TICK_SECONDS", "0", "0.05 to 60"),
+        ("ORCA_TICK_SECONDS", "61", "0.05 to 60"),
+        ("ORCA_STALE_SECONDS", "0", "1 to 3600"),
+        ("ORCA_STALE_SECONDS", "0.5", "1 to 3600"),
+        ("ORCA_LOGIN_XACT_SECONDS", "0", "1 to 3600"),
+        ("ORCA_KILL_GRACE_SECONDS", "-1", "0 to 3600"),
+        ("ORCA_POOL_TRY_SECONDS", "0", "0.1 to 86400"),
+        ("ORCA_POOL_BOOT_SECONDS", "0", "1 to 86400"),
+        ("ORCA_POOL_LOST_SECONDS", "0", "1 to 86400"),
+        ("ORCA_POOL_IMAGE_SECONDS", "0", "1 to 86400"),
+        ("ORCA_EC2_MAKE_PER_TICK", "0", "1 to 1000"),
+    ];
+    let mut procs: Vec<(&str, &str, &str, Proc)> = cases
+        .iter()
+        .map(|&(var, value, range)| {
+            let mut c = db.orca(&["scheduler"]);
+            c.env(var, value);
+            let p = Proc::spawn(c, &dir.path(&format!("{var}-{value}.log")));
+            (var, value, range, p)
+        })
+        .collect();
+    for (var, value, range, p) in procs.iter_mut() {
+        let status = p.wait_exit(30.0);
+        let out = p.output();
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(2),
+            "{var}={value}: refused with exit 2:\n{out}"
+        );
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 1, "{var}={value}: one line:\n{out}");
+        assert!(
+            lines[0].contains(&format!("{var}={value}")) && lines[0].contains(*range),
+            "{var}={value}: names the variable, its value and {range}:\n{out}"
+        );
+    }
+    // The same bounds hold wherever the setting is read: the one-shot
+    // commands that read the stale limit, an idle instance's grace.
+    let out = db
+        .orca(&["instances"])
+        .env("ORCA_STALE_SECONDS", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("ORCA_STALE_SECONDS=0"));
+    let out = db
+        .orca(&["pool-next", "orca-i-1", "1", "1", "5"])
+        .env("ORCA_POOL_NEXT_GRACE_SECONDS", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("ORCA_POOL_NEXT_GRACE_SECONDS=0"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Issue 26 §4.4: `orca run` of a paused pipeline still queues the run
+/// (its id on stdout, exit 0) and says on stderr that it waits for `orca
+/// resume`; of a pipeline not paused it says nothing more.
+#[test]
+fn run_of_a_paused_pipeline_says_it_waits() {
+    let (db, _dir) = setup("[pipelines.p]\ncommand = \"true\"\n");
+    let out = db.run(&["run", "p"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    db.ok(&["pause", "p"]);
+    let out = db.run(&["run", "p"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id: i64 = text(&out.stdout).trim().parse().expect("the run's id");
+    assert_eq!(
+        text(&out.stderr).trim_end(),
+        format!("orca: pipeline p is paused: run {id} waits for `orca resume p`")
+    );
+    assert_eq!(db.state(id), "queued");
+}
+
+/// Issue 26 §4.4: cancelling a run twice records one cancel: a second
+/// `orca cancel` of a run whose cancel is asked and under way says so
+/// (exit 0) and records nothing; of a run already ended, exit 1 as before,
+/// nothing recorded.
+#[test]
+fn a_second_cancel_records_nothing() {
+    // TERM ignored: the run stays running through its kill grace.
+    let (db, dir) = setup("[pipelines.p]\ncommand = \"trap '' TERM; sleep 600\"\n");
+    let mut s = db.scheduler(&dir, &[("ORCA_KILL_GRACE_SECONDS", "20")]);
+    let run = db.queue("p");
+    let id = run.to_string();
+    s.wait_for("the run runs", 30.0, || db.state(run) == "running");
+    let cancels = || {
+        db.client()
+            .query_one(
+                "SELECT count(*) FROM orca.events WHERE run = $1 AND kind LIKE 'cancel%'",
+                &[&run],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    db.ok(&["cancel", &id]);
+    assert_eq!(cancels(), 1);
+    let again = db.run(&["cancel", &id]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stdout).contains("already asked"),
+        "{}",
+        text(&again.stdout)
+    );
+    assert_eq!(db.state(run), "running", "still in its kill grace");
+    assert_eq!(cancels(), 1, "the second cancel records nothing");
+    s.wait_for("the run is cancelled", 60.0, || db.state(run) != "running");
+    let before: i64 = db.one(&format!(
+        "SELECT count(*) FROM orca.events WHERE run = {run}"
+    ));
+    let ended = db.run(&["cancel", &id]);
+    assert_eq!(ended.status.code(), Some(1), "{}", text(&ended.stderr));
+    assert!(text(&ended.stderr).contains("already ended"));
+    let after: i64 = db.one(&format!(
+        "SELECT count(*) FROM orca.events WHERE run = {run}"
+    ));
+    assert_eq!(after, before, "nothing recorded for an ended run");
+    s.stop();
+}
+
+/// Issue 26 §4.5: `orca run --wait` interrupted by Ctrl-C (a real SIGINT)
+/// leaves the run going and says so, with its id, exit 130.
+#[test]
+fn run_wait_interrupted_says_the_run_goes_on() {
+    let (db, dir) = setup("[pipelines.p]\ncommand = \"sleep 600\"\n");
+    let mut s = db.scheduler(&dir, &[]);
+    let mut c = db.orca(&["run", "p", "--wait"]);
+    c.stdin(std::process::Stdio::null());
+    let log = dir.path("wait.log");
+    let mut w = Proc::spawn(c, &log);
+    let mut run = 0i64;
+    w.wait_for("the run runs", 30.0, || {
+        run = text(&std::fs::read(&log).unwrap_or_default())
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or(0);
+        run != 0 && db.state(run) == "running"
+    });
+    w.signal(libc::SIGINT);
+    let status = w.wait(30.0);
+    let out = w.output();
+    assert_eq!(status.code(), Some(130), "{out}");
+    assert!(
+        out.contains(&format!(
+            "interrupted: run {run} goes on (orca cancel {run} to stop it)"
+        )),
+        "{out}"
+    );
+    assert_eq!(db.state(run), "running", "the run goes on");
+    db.ok(&["cancel", &run.to_string()]);
+    s.stop();
+}

@@ -472,11 +472,11 @@ fn instances_drain_and_deploy_commands() {
         .execute("DELETE FROM orca.schedulers WHERE pid = 4343", &[])
         .unwrap();
 
-    // `orca scheduler drain` asks the leader.
+    // `orca scheduler drain` asks the leader (the only live instance: forced).
     let mut c = overlap(&db, &dir, "img-c");
     let c_id = instance_of(&db, c.pid());
     wait_until("C leads", 20.0, || leads(&db, c_id));
-    let asked = db.ok(&["scheduler", "drain"]);
+    let asked = db.ok(&["scheduler", "drain", "--force"]);
     assert!(asked.contains(&c_id.to_string()), "{asked}");
     assert!(c.wait(30.0).success(), "C drains and exits 0");
     let again = db.run(&["scheduler", "drain", &c_id.to_string()]);
@@ -557,4 +557,77 @@ fn a_waiting_standby_drains_on_sigterm_without_waiting_out_its_tick() {
         b.output()
     );
     a.stop();
+}
+
+/// Issue 26 §4.1: draining the only live instance leaves nobody leading, so
+/// it is refused (one line, exit 1) unless `--force`; forced, it drains as
+/// asked, and `orca deploy check` says the truth: the instance is draining
+/// and none will lead (no handover is under way).
+#[test]
+fn draining_the_only_live_instance_needs_force() {
+    let (db, dir) = setup("[pipelines.p]\ncommand = \"sleep 600\"\n");
+    let mut a = overlap(&db, &dir, "img-a");
+    let a_id = instance_of(&db, a.pid());
+    wait_until("A leads", 20.0, || leads(&db, a_id));
+    // A run keeps A live while it drains.
+    let run = db.queue("p");
+    wait_until("the run runs", 30.0, || db.state(run) == "running");
+    let id = a_id.to_string();
+    for args in [vec!["scheduler", "drain"], vec!["scheduler", "drain", &id]] {
+        let out = db.run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "orca {args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(
+            err.contains("only live") && err.contains("--force"),
+            "orca {args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "orca {args:?}");
+    }
+    assert_eq!(db.events_of_kind("drain asked"), 0, "nothing asked");
+    assert!(leads(&db, a_id), "A still leads");
+    // Beside another live instance that may lead (A), one is drained
+    // without --force (a row of an older instance, which A won't drain for).
+    let old: i64 = db.one(
+        "INSERT INTO orca.schedulers (host, pid, image, migrations, seen_at) \
+         VALUES ('old-host', 4242, 'old', 1, now() + interval '1 hour') RETURNING id",
+    );
+    let asked = db.ok(&["scheduler", "drain", &old.to_string()]);
+    assert!(asked.contains(&old.to_string()), "{asked}");
+    // Asked to drain, it is no one that will lead: A is alone again.
+    let out = db.run(&["scheduler", "drain"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    db.client()
+        .execute("DELETE FROM orca.schedulers WHERE id = $1", &[&old])
+        .unwrap();
+    assert_eq!(db.events_of_kind("drain asked"), 1);
+
+    let forced = db.ok(&["scheduler", "drain", "--force"]);
+    assert!(forced.contains(&a_id.to_string()), "{forced}");
+    wait_until("A drains", 30.0, || {
+        db.one::<bool>(&format!(
+            "SELECT draining FROM orca.schedulers WHERE id = {a_id}"
+        ))
+    });
+    let check = db.run(&["deploy", "check"]);
+    let said = format!("{}{}", text(&check.stdout), text(&check.stderr));
+    assert!(
+        !said.contains("handover"),
+        "no handover is under way: {said}"
+    );
+    assert!(
+        said.contains("draining") && said.contains("none will lead"),
+        "{said}"
+    );
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "nothing blocks a start: {said}"
+    );
+    db.ok(&["cancel", &run.to_string()]);
+    assert!(
+        a.wait(30.0).success(),
+        "A drains and exits 0:\n{}",
+        a.output()
+    );
 }

@@ -313,11 +313,13 @@ max_runs = 100
 
 [pipelines.local]
 command = "true"
+max_fills = 10000
 
 [pipelines.backfill]
 command = "true"
 placement = "worker:p"
 max_runs = 100
+max_fills = 10000
 
 [pipelines.busy]
 command = "true"

@@ -934,3 +934,106 @@ fn a_stopped_keeper_is_replaced_and_the_next_run_runs() {
     wait_until("the stopped keeper is gone", 15.0, || !alive(keeper));
     s.stop();
 }
+
+/// Issue 26 §4.3: a sensor that fails to run (exit 126: not executable;
+/// 127: not found, a typo) is said once per change, an event (`orca
+/// events`) and a log line, not once every `sensor_every`.
+#[test]
+fn a_sensor_that_cannot_run_is_said_once_per_change() {
+    let dir = TempDir::new();
+    let ran = dir.path("ran");
+    let code = dir.path("code");
+    std::fs::write(&code, "127").unwrap();
+    let (db, _d) = setup(&format!(
+        "[pipelines.s]\ncommand = \"true\"\nsensor = \"echo x >> {}; exit $(cat {})\"\nsensor_every = 0.2\n",
+        ran.display(),
+        code.display()
+    ));
+    let mut s = db.scheduler(&dir, &[]);
+    let runs = || {
+        std::fs::read_to_string(&ran)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    let said = || {
+        db.client()
+            .query(
+                "SELECT why FROM orca.events WHERE kind = 'sensor' AND pipeline = 's' ORDER BY id",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect::<Vec<_>>()
+    };
+    s.wait_for("the sensor's failure is said", 30.0, || !said().is_empty());
+    let n = runs();
+    s.wait_for("the sensor runs three more times", 30.0, || runs() >= n + 3);
+    let whys = said();
+    assert_eq!(whys.len(), 1, "once, not each time: {whys:?}");
+    assert!(whys[0].contains("127"), "{whys:?}");
+    let events = db.ok(&["events"]);
+    assert!(
+        events
+            .lines()
+            .any(|l| l.contains("sensor") && l.contains("127")),
+        "{events}"
+    );
+    // It runs again (and says no): said once.
+    std::fs::write(&code, "1").unwrap();
+    s.wait_for("its recovery is said", 30.0, || said().len() == 2);
+    let n = runs();
+    s.wait_for("the sensor runs three more times", 30.0, || runs() >= n + 3);
+    // Not executable now: said once more.
+    std::fs::write(&code, "126").unwrap();
+    s.wait_for("the new failure is said", 30.0, || said().len() == 3);
+    let n = runs();
+    s.wait_for("the sensor runs three more times", 30.0, || runs() >= n + 3);
+    let whys = said();
+    assert_eq!(whys.len(), 3, "{whys:?}");
+    assert!(whys[2].contains("126"), "{whys:?}");
+    let log = s.output();
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("sensor of s") && (l.contains("126") || l.contains("127")))
+        .count();
+    assert_eq!(lines, 2, "a log line per failure:\n{log}");
+    s.stop();
+}
+
+/// Issue 26 §4.6: fill runs (`orca run --fill`) have a bound, the
+/// pipeline's `max_fills`: those beyond it wait, and start as running ones
+/// end; runs within `max_runs` start beside them as before.
+#[test]
+fn fill_runs_wait_beyond_max_fills() {
+    let (db, dir) = setup("[pipelines.p]\ncommand = \"sleep 600\"\nmax_runs = 1\nmax_fills = 2\n");
+    let fills: Vec<i64> = (0..5)
+        .map(|_| {
+            db.ok(&["run", "p", "--fill"])
+                .trim()
+                .parse::<i64>()
+                .unwrap()
+        })
+        .collect();
+    let running_fills =
+        || db.one::<i64>("SELECT count(*) FROM orca.runs WHERE fill AND state = 'running'");
+    let mut s = db.scheduler(&dir, &[]);
+    s.wait_for("two fill runs run", 30.0, || running_fills() >= 2);
+    // A plain run starts beside them (its tick also looked at the fills).
+    let plain = db.queue("p");
+    s.wait_for("the plain run runs", 30.0, || db.state(plain) == "running");
+    assert_eq!(running_fills(), 2, "no more than max_fills at once");
+    // One ends: the next waiting one starts, and no more.
+    let first = *fills.iter().find(|&&f| db.state(f) == "running").unwrap();
+    db.ok(&["cancel", &first.to_string()]);
+    s.wait_for("another fill run starts", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE fill AND state <> 'queued'") == 3
+    });
+    let again = db.queue("p");
+    db.ok(&["cancel", &plain.to_string()]);
+    s.wait_for("the next plain run runs", 30.0, || {
+        db.state(again) == "running"
+    });
+    assert_eq!(running_fills(), 2, "{fills:?}");
+    s.stop();
+}

@@ -1587,3 +1587,36 @@ fn a_claim_s_statements_do_not_grow_with_the_pool_s_idle_pipelines() {
         assert_eq!(turns, 1, "claim {i}: rows of its loop's last fetch");
     }
 }
+
+/// Issue 26 §4.6: a worker's claims hold a pipeline's `max_fills` as the
+/// scheduler's starts do (migration 17): fill runs beyond it wait, even
+/// with room on the machine.
+#[test]
+fn a_worker_holds_max_fills() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            "[pipelines.f]\ncommand = \"sleep 300\"\nplacement = \"worker:p\"\nmax_runs = 1\nmax_fills = 2\n",
+        ),
+    );
+    let role = format!("orca_m_fills_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw-fills");
+    db.client()
+        .execute("UPDATE orca.pool_machines SET slots = 8", &[])
+        .unwrap();
+    for _ in 0..5 {
+        db.ok(&["run", "f", "--fill"]);
+    }
+    let running_fills =
+        || db.one::<i64>("SELECT count(*) FROM orca.runs WHERE fill AND state = 'running'");
+    let mut w = hand_worker(&db, &dir, "p", &role, "pw-fills");
+    w.wait_for("two fill runs run", 30.0, || running_fills() >= 2);
+    // A plain run is claimed beside them (a claim that also saw the fills).
+    let plain = db.queue("f");
+    w.wait_for("the plain run runs", 30.0, || db.state(plain) == "running");
+    assert_eq!(running_fills(), 2, "no more than max_fills at once");
+    w.terminate(30.0);
+}
