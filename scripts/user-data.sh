@@ -11,11 +11,22 @@
 #
 # The scheduler's log goes to the journal where there is one (systemd-cat:
 # `journalctl -t orca-scheduler`) and ORCA_LOG_FILE is not set, else to
-# ORCA_LOG_FILE (/var/log/orca-scheduler.log), moved to ORCA_LOG_FILE.1 each
-# time it passes ORCA_LOG_BYTES (10 MiB): at most twice that on disk.
+# ORCA_LOG_FILE (/var/log/orca-scheduler.log), copied to ORCA_LOG_FILE.1 and
+# emptied once it passes ORCA_LOG_BYTES (10 MiB; looked at every
+# ORCA_LOG_CHECK_SECONDS, 10): about twice that on disk at most.
+#
+# Exit 2 from the scheduler is bad input (a setting out of range, a URL with
+# no password): not restarted. SIGTERM or SIGINT to this loop is passed to
+# the scheduler (which stops, or drains with ORCA_OVERLAP=on), and the loop
+# ends with it.
 set -e
 env_file=${ORCA_ENV_FILE:-/etc/orca/env}
 [ -r "$env_file" ] || { echo "orca: $env_file is missing" >&2; exit 1; }
+# Read first in a subshell whose complaints go nowhere: an unquoted value
+# with a space would run as a command, and the shell's complaint would
+# quote it (password included).
+( . "$env_file" ) >/dev/null 2>&1 ||
+  { echo "orca: $env_file is not lines of NAME='value' (quoted values)" >&2; exit 1; }
 set -a
 . "$env_file"
 set +a
@@ -29,6 +40,8 @@ if [ -z "${ORCA_LOG_FILE:-}" ] && command -v systemd-cat >/dev/null 2>&1 &&
 fi
 log=${ORCA_LOG_FILE:-/var/log/orca-scheduler.log}
 cap=${ORCA_LOG_BYTES:-10485760}
+check=${ORCA_LOG_CHECK_SECONDS:-10}
+case $cap in ''|*[!0-9]*) echo "orca: ORCA_LOG_BYTES=$cap is not a number of bytes" >&2; exit 1 ;; esac
 # Runs (local pipelines, sensors) execute as an unprivileged user, which may
 # not reach the metadata service: this machine's role can make and end
 # instances, and its user-data is there (docs/security.md).
@@ -48,48 +61,57 @@ if [ -n "$ORCA_RUN_AS" ]; then
 fi
 set +e
 
-# Appends its standard input's lines to $log, which is moved to $log.1 (the
-# one before it dropped) as it passes $cap bytes.
-capped() {
-  size=$(wc -c 2>/dev/null <"$log") || size=0
-  while IFS= read -r line || [ -n "$line" ]; do
-    size=$((size + ${#line} + 1))
-    if [ "$size" -gt "$cap" ]; then
-      mv -f "$log" "$log.1" 2>/dev/null
-      size=$((${#line} + 1))
-    fi
-    printf '%s\n' "$line" >>"$log"
+# Every $check seconds: a log past $cap bytes is copied to $log.1 and
+# emptied (the scheduler appends, so it writes on from the start).
+rotate() {
+  while sleep "$check"; do
+    size=$(wc -c 2>/dev/null <"$log") || continue
+    if [ "$size" -gt "$cap" ]; then cp "$log" "$log.1" && : >"$log"; fi
   done
-}
-
-# One run of the scheduler, its output to the journal or the capped log;
-# returns its exit code.
-scheduler() {
-  if [ -n "$journal" ]; then
-    systemd-cat -t orca-scheduler "$bin" scheduler
-    return
-  fi
-  # The pipeline's status is capped's: the scheduler's comes back on fd 3.
-  return "$({ { "$bin" scheduler 2>&1 3>&- 4>&-; echo $? >&3; } | capped >&4; } 3>&1)"
 }
 
 say() {
   if [ -n "$journal" ]; then
     echo "$1" | systemd-cat -t orca-scheduler
   else
-    echo "$1" | capped
+    echo "$1" >>"$log"
   fi
 }
 
 (
-  while true; do
-    scheduler 4>&1
+  rotator=
+  if [ -z "$journal" ]; then
+    rotate </dev/null >/dev/null 2>&1 &
+    rotator=$!
+  fi
+  pid=
+  trap '[ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null; stopping=1' TERM INT
+  stopping=
+  while [ -z "$stopping" ]; do
+    if [ -n "$journal" ]; then
+      systemd-cat -t orca-scheduler "$bin" scheduler </dev/null &
+    else
+      "$bin" scheduler </dev/null >>"$log" 2>&1 &
+    fi
+    pid=$!
+    # A trapped signal ends a wait early: wait until the scheduler is gone.
+    wait "$pid"
     code=$?
-    if [ "$code" = 0 ]; then
-      say "orca scheduler exited 0 (stopped or drained); not restarting"
+    while kill -0 "$pid" 2>/dev/null; do
+      wait "$pid"
+      code=$?
+    done
+    pid=
+    if [ "$code" = 0 ] || [ -n "$stopping" ]; then
+      say "orca scheduler exited $code (stopped or drained); not restarting"
+      break
+    fi
+    if [ "$code" = 2 ]; then
+      say "orca scheduler exited 2 (bad input: its one line above says which); not restarting"
       break
     fi
     say "orca scheduler exited ($code); restarting"
     sleep 1
   done
+  [ -z "$rotator" ] || kill "$rotator" 2>/dev/null
 ) &

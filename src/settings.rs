@@ -26,15 +26,15 @@ const DAY: f64 = 86_400.0;
 /// `ORCA_TICK_SECONDS`: how often the scheduler decides.
 pub const TICK: Setting = Setting::new("ORCA_TICK_SECONDS", 1.0, 0.05, 60.0);
 /// `ORCA_STALE_SECONDS`: a heartbeat older than this is stale.
-pub const STALE: Setting = Setting::new("ORCA_STALE_SECONDS", 10.0, 1.0, 3600.0);
+pub const STALE: Setting = Setting::new("ORCA_STALE_SECONDS", 10.0, 1.0, DAY);
 /// `ORCA_KILL_GRACE_SECONDS`: SIGTERM to SIGKILL (0: at once).
-pub const KILL_GRACE: Setting = Setting::new("ORCA_KILL_GRACE_SECONDS", 10.0, 0.0, 3600.0);
+pub const KILL_GRACE: Setting = Setting::new("ORCA_KILL_GRACE_SECONDS", 10.0, 0.0, DAY);
 /// `ORCA_STOP_GRACE_SECONDS`: how long a stopping process waits for its runs.
-pub const STOP_GRACE: Setting = Setting::new("ORCA_STOP_GRACE_SECONDS", 30.0, 0.0, 3600.0);
+pub const STOP_GRACE: Setting = Setting::new("ORCA_STOP_GRACE_SECONDS", 30.0, 0.0, DAY);
 /// `ORCA_LOGIN_XACT_SECONDS`: a login's longest transaction.
-pub const LOGIN_XACT: Setting = Setting::new("ORCA_LOGIN_XACT_SECONDS", 10.0, 1.0, 3600.0);
+pub const LOGIN_XACT: Setting = Setting::new("ORCA_LOGIN_XACT_SECONDS", 10.0, 1.0, DAY);
 /// `ORCA_POOL_SCALE_SECONDS`: how often the scaler passes (0: each tick).
-pub const POOL_SCALE: Setting = Setting::new("ORCA_POOL_SCALE_SECONDS", 15.0, 0.0, 3600.0);
+pub const POOL_SCALE: Setting = Setting::new("ORCA_POOL_SCALE_SECONDS", 15.0, 0.0, DAY);
 /// `ORCA_POOL_GROW_AFTER`: how long a run waits before it is demand.
 pub const POOL_GROW_AFTER: Setting = Setting::new("ORCA_POOL_GROW_AFTER", 20.0, 0.0, DAY);
 /// `ORCA_POOL_TRY_SECONDS`: at most one attempt to make a machine this often.
@@ -48,8 +48,7 @@ pub const POOL_IMAGE: Setting = Setting::new("ORCA_POOL_IMAGE_SECONDS", 600.0, 1
 /// `ORCA_EC2_POOL_SECONDS`: how long an EC2 run's instances stay warm (0: not at all).
 pub const EC2_POOL: Setting = Setting::new("ORCA_EC2_POOL_SECONDS", 0.0, 0.0, 7.0 * DAY);
 /// `ORCA_POOL_NEXT_GRACE_SECONDS`: what `pool-next` waits beyond its seconds.
-pub const POOL_NEXT_GRACE: Setting =
-    Setting::new("ORCA_POOL_NEXT_GRACE_SECONDS", 60.0, 1.0, 3600.0);
+pub const POOL_NEXT_GRACE: Setting = Setting::new("ORCA_POOL_NEXT_GRACE_SECONDS", 60.0, 1.0, DAY);
 /// `ORCA_WORKER_REFUSED_SECONDS`: a worker refused this long gives up.
 pub const WORKER_REFUSED: Setting = Setting::new("ORCA_WORKER_REFUSED_SECONDS", 60.0, 1.0, DAY);
 
@@ -189,7 +188,8 @@ mod tests {
         assert_eq!(
             STALE.parse(Some("0.5")),
             Err(
-                "ORCA_STALE_SECONDS=0.5 is out of range: a number of seconds from 1 to 3600".into()
+                "ORCA_STALE_SECONDS=0.5 is out of range: a number of seconds from 1 to 86400"
+                    .into()
             )
         );
         for bad in ["-1", "nan", "inf", "1e9", "ten"] {
@@ -198,7 +198,7 @@ mod tests {
                 e.starts_with(&format!("ORCA_KILL_GRACE_SECONDS={bad} ")),
                 "{e}"
             );
-            assert!(e.ends_with("from 0 to 3600"), "{e}");
+            assert!(e.ends_with("from 0 to 86400"), "{e}");
         }
     }
 }

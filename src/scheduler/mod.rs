@@ -145,13 +145,14 @@ pub fn main(config_path: Option<&str>) -> Outcome {
     let app = lock::application_name(&host);
     let target = Target::from_env().map_err(bad)?.with_application_name(&app);
     let overlap = crate::lead::overlap_on().map_err(bad)?;
+    // Every setting is read (bad input refused) before anything is said.
+    let ec2_runs = Ec2Runs::new(pool_timing.clone()).map_err(bad)?;
     install_stop_handlers();
     // SAFETY: geteuid(2) can't fail.
     let euid = unsafe { libc::geteuid() };
     if let Some(w) = crate::secrets::run_as::root_warning(euid, crate::secrets::run_as()) {
         log::warn!("{w}");
     }
-    let ec2_runs = Ec2Runs::new(pool_timing.clone()).map_err(bad)?;
     let scaler = PoolScaler::new(pool_timing);
     let mut db = Db::new(target.clone(), "scheduler");
     // Wait for the database, however long: a scheduler started before its

@@ -31,7 +31,7 @@ fn last_lines(out: &Output) -> String {
 /// A virtualenv with the example's requirements from PyPI: under the
 /// target directory, made once per set of requirements (a marker file holds
 /// the requirements it was made with) and reused after that.
-fn dask_venv() -> PathBuf {
+pub(crate) fn dask_venv() -> PathBuf {
     // The binary is <target>/<profile>/orca.
     let target = Path::new(bin())
         .parent()

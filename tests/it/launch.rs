@@ -218,6 +218,11 @@ fn the_unit_starts_a_scheduler_from_the_documented_env_file() {
         "the unit reads /etc/orca/env as the shell does, not by systemd's rules"
     );
     assert_eq!(get("Restart"), ["on-failure"]);
+    assert_eq!(
+        get("RestartPreventExitStatus"),
+        ["2"],
+        "bad input is not restarted"
+    );
     let argv = |line: &str| -> Vec<String> {
         systemd_words(line)
             .into_iter()
@@ -259,6 +264,22 @@ fn the_unit_starts_a_scheduler_from_the_documented_env_file() {
     }
     let start = get("ExecStart");
     assert_eq!(start.len(), 1, "one ExecStart");
+    // An unquoted value with a space: one line, exit 2 (not restarted), and
+    // nothing of the value said.
+    std::fs::write(
+        &env_path,
+        "ORCA_DATABASE_URL=postgres://orca:hunter2 pw;rest@db/orca\n",
+    )
+    .unwrap();
+    let out = spawn(&start[0]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        !said.contains("hunter2") && !said.contains("pw") && !said.contains("rest@"),
+        "{said}"
+    );
+    std::fs::write(&env_path, &env).unwrap();
     let mut scheduler = Proc::spawn(spawn(&start[0]), &dir.path("scheduler.log"));
     let image = env_value(&env, "ORCA_IMAGE");
     wait_until("the unit's scheduler leads", 60.0, || {
@@ -269,18 +290,11 @@ fn the_unit_starts_a_scheduler_from_the_documented_env_file() {
     assert_eq!(scheduler.terminate(30.0), 0, "{}", scheduler.output());
 }
 
-/// `user-data.sh` starts a scheduler from the same file, restarts it when
-/// it dies, leaves it down after an exit 0, and keeps its log (no journal
-/// here) under `ORCA_LOG_BYTES`, moving it to `.1` as it fills.
-#[test]
-fn user_data_runs_a_scheduler_from_the_same_file_and_caps_its_log() {
-    let db = TestDb::new();
-    let dir = TempDir::new();
-    let root = install(&dir);
-    let env = documented_env(&db.url);
-    let env_path = secret_file(&dir, "env", &env);
-    let log = dir.path("orca-scheduler.log");
-    let cap = 1500;
+/// `user-data.sh` in a test's image tree, with its files and binary moved
+/// into it: no user made, no /etc/cron.deny or iptables rule on the test
+/// host (`ORCA_RUN_AS` empty). In a process group of its own, which the
+/// returned [`Group`] kills.
+fn user_data(root: &Path, env_path: &str, bin: &Path, log: &Path, extra: &[(&str, &str)]) -> Group {
     let mut c = Command::new("sh");
     c.arg(root.join("opt/orca/share/orca/user-data.sh"))
         .env_clear()
@@ -288,18 +302,30 @@ fn user_data_runs_a_scheduler_from_the_same_file_and_caps_its_log() {
             "PATH",
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         )
-        .env("ORCA_ENV_FILE", &env_path)
-        // The binary inside the image tree (the script names PREFIX's).
-        .env("ORCA_BIN", root.join("opt/orca/bin/orca"))
-        .env("ORCA_LOG_FILE", &log)
-        .env("ORCA_LOG_BYTES", cap.to_string())
-        // No user made, no /etc/cron.deny or iptables rule on the test host.
+        .env("ORCA_ENV_FILE", env_path)
+        .env("ORCA_BIN", bin)
+        .env("ORCA_LOG_FILE", log)
         .env("ORCA_RUN_AS", "")
+        .envs(extra.iter().copied())
         .process_group(0);
-    let mut script = Proc::spawn(c, &dir.path("user-data.out"));
-    let _group = Group(script.pid());
+    let mut script = Proc::spawn(c, &log.with_extension("out"));
+    let group = Group(script.pid());
     assert_eq!(script.wait(30.0).code(), Some(0), "{}", script.output());
+    group
+}
 
+/// `user-data.sh` starts a scheduler from the same file as the unit,
+/// restarts it when it dies, and leaves it down after an exit 0.
+#[test]
+fn user_data_runs_a_scheduler_from_the_same_file() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let root = install(&dir);
+    let env = documented_env(&db.url);
+    let env_path = secret_file(&dir, "env", &env);
+    let log = dir.path("orca-scheduler.log");
+    // The binary inside the image tree (the script names PREFIX's).
+    let _group = user_data(&root, &env_path, &root.join("opt/orca/bin/orca"), &log, &[]);
     let image = env_value(&env, "ORCA_IMAGE");
     let mut first = 0;
     wait_until("the loop's scheduler leads", 60.0, || {
@@ -316,32 +342,93 @@ fn user_data_runs_a_scheduler_from_the_same_file_and_caps_its_log() {
     let (_, second) = leader(&db).unwrap();
     // A clean stop: left down.
     unsafe { libc::kill(second, libc::SIGTERM) };
-    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    let rotated = PathBuf::from(format!("{}.1", log.display()));
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
     wait_until("the loop says it stops", 60.0, || {
-        read(&log).contains("exited 0 (stopped or drained); not restarting")
+        read().contains("exited 0 (stopped or drained); not restarting")
     });
-    let all = read(&rotated) + &read(&log);
     assert!(
-        all.contains("orca scheduler exited (137); restarting"),
-        "{all}"
+        read().contains("orca scheduler exited (137); restarting"),
+        "{}",
+        read()
     );
-    assert!(
-        !all.contains(crate::harness::OWNER_PASSWORD),
-        "no password in the log"
-    );
-    let longest = all.lines().map(str::len).max().unwrap_or(0) + 1;
-    for f in [&log, &rotated] {
-        let size = std::fs::metadata(f).map(|m| m.len() as usize).unwrap_or(0);
-        assert!(size > 0, "{} written", f.display());
-        assert!(size <= cap + longest, "{} holds {size} bytes", f.display());
-    }
+    assert!(!read().contains(OWNER_PASSWORD), "no password in the log");
     // Nothing is started again after the exit 0.
     assert!(
         !within(3.0, std::time::Duration::from_millis(200), || leader(&db)
             .is_some()),
         "no scheduler after a clean exit"
     );
+}
+
+/// `user-data.sh`'s log stays under `ORCA_LOG_BYTES` (with what a check's
+/// interval adds), moved to `.1` as it fills, whatever the scheduler
+/// prints; exit 2 (bad input) is not restarted; SIGTERM to the whole group
+/// (a shutdown) ends the loop with the scheduler, which is not restarted
+/// either. A stand-in scheduler prints 8 KiB a start.
+#[test]
+fn user_data_caps_its_log_and_stops_on_bad_input_or_sigterm() {
+    let dir = TempDir::new();
+    let root = install(&dir);
+    let env_path = secret_file(
+        &dir,
+        "env",
+        "ORCA_DATABASE_URL='postgres://u:secret-pw@h/db'\n",
+    );
+    let starts = dir.path("starts");
+    let fake = dir.write(
+        "orca",
+        &format!(
+            "#!/bin/sh\necho start >>{starts}\ni=0\nwhile [ $i -lt 80 ]; do\n               echo \"line $i of a chatty scheduler: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"\n               i=$((i + 1))\ndone\n[ -e {stop2} ] && exit 2\nexec sleep 600\n",
+            starts = starts.display(),
+            stop2 = dir.path("exit2").display(),
+        ),
+    );
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let count = |p: &Path| read(p).lines().count();
+
+    // Bad input: started once, said, not restarted.
+    let log = dir.path("bad.log");
+    std::fs::write(dir.path("exit2"), "").unwrap();
+    let _bad = user_data(&root, &env_path, Path::new(&fake), &log, &[]);
+    wait_until("the loop says it stops", 30.0, || {
+        read(&log).contains("exited 2 (bad input")
+    });
+    assert!(!within(
+        2.0,
+        std::time::Duration::from_millis(100),
+        || count(&starts) > 1
+    ));
+    std::fs::remove_file(dir.path("exit2")).unwrap();
+    std::fs::remove_file(&starts).unwrap();
+
+    // A chatty scheduler: the log is moved to .1 and emptied past the cap.
+    let log = dir.path("chatty.log");
+    let rotated = PathBuf::from(format!("{}.1", log.display()));
+    let cap = 3000;
+    let group = user_data(
+        &root,
+        &env_path,
+        Path::new(&fake),
+        &log,
+        &[
+            ("ORCA_LOG_BYTES", &cap.to_string()),
+            ("ORCA_LOG_CHECK_SECONDS", "0.1"),
+        ],
+    );
+    wait_until("the log is rotated", 30.0, || rotated.exists());
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len() as usize).unwrap_or(0);
+    // One start prints 8 KiB at once: at most that beyond the cap.
+    assert!(size(&rotated) <= cap + 9000, "{} bytes", size(&rotated));
+    wait_until("the log emptied below the cap", 30.0, || size(&log) <= cap);
+    assert!(!read(&rotated).contains("secret-pw") && !read(&log).contains("secret-pw"));
+
+    // SIGTERM to every process of the group, as a shutdown sends it.
+    unsafe { libc::kill(-group.0, libc::SIGTERM) };
+    wait_until("the loop says it stops", 30.0, || {
+        read(&log).contains("not restarting")
+    });
+    assert_eq!(count(&starts), 1, "not restarted after SIGTERM");
 }
 
 /// The docs say what the shipped unit does: its `Restart=` is the one

@@ -11,6 +11,22 @@ pub(crate) fn repo_file(path: &str) -> String {
     std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
 }
 
+/// Runs `sql` (a page's block) with psql against `url`, as an
+/// administrator would: stopping at the first error, which fails the test.
+pub(crate) fn psql(url: &str, sql: &str) {
+    let dir = TempDir::new();
+    let file = dir.write("block.sql", sql);
+    let out = Command::new("psql")
+        .args([url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", &file])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "the page's SQL runs as written: {}",
+        text(&out.stderr)
+    );
+}
+
 /// The fenced blocks of `lang` (`""`: none given) in a Markdown page.
 pub(crate) fn blocks(page: &str, lang: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -71,25 +87,9 @@ fn the_setup_page_makes_a_database_orca_runs_on() {
     cluster.start();
     let sql = blocks(&page, "sql");
     assert_eq!(sql.len(), 1, "docs/setup.md has one SQL block");
-    // Run as an administrator would: psql, stopping at the first error.
-    let dir = TempDir::new();
-    let file = dir.write("setup.sql", &sql[0].replace("change-me", "orca-setup-pw"));
-    let out = Command::new("psql")
-        .args([
-            &cluster.url(),
-            "-X",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-f",
-            &file,
-        ])
-        .output()
-        .expect("psql");
-    assert!(
-        out.status.success(),
-        "docs/setup.md's SQL runs as written: {}",
-        text(&out.stderr)
+    psql(
+        &cluster.url(),
+        &sql[0].replace("change-me", "orca-setup-pw"),
     );
     let mut admin = connect(&cluster.url());
 
@@ -352,22 +352,11 @@ fn the_single_host_lines_let_local_machines_in() {
     assert_eq!(lines.len(), 3, "{block}");
     let cluster = Cluster::new("password_encryption = 'scram-sha-256'");
     cluster.start();
-    let sql = &blocks(&page, "sql")[0];
+    psql(
+        &cluster.url(),
+        &blocks(&page, "sql")[0].replace("change-me", "orca-setup-pw"),
+    );
     let dir = TempDir::new();
-    let file = dir.write("setup.sql", &sql.replace("change-me", "orca-setup-pw"));
-    let out = Command::new("psql")
-        .args([
-            &cluster.url(),
-            "-X",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-f",
-            &file,
-        ])
-        .output()
-        .expect("psql");
-    assert!(out.status.success(), "{}", text(&out.stderr));
     let mut admin = connect(&cluster.url());
     std::fs::write(
         cluster.dir.join("data/pg_hba.conf"),
@@ -437,26 +426,12 @@ fn the_single_host_lines_let_local_machines_in() {
     s.stop();
 }
 
-/// Kills a stack's local machines when dropped (they outlive a scheduler,
+/// Ends a stack's local machines when dropped (they outlive a scheduler,
 /// by design), whatever the test's outcome.
 struct Machines(String);
 
 impl Drop for Machines {
     fn drop(&mut self) {
-        for pid in local_machines(&self.0) {
-            // SAFETY: kill(2) on a process group this test's scheduler made.
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
-        }
-        // Their token directories (see the local provider).
-        let prefix = format!("orca-{}-", self.0);
-        for e in std::fs::read_dir(std::env::temp_dir())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            if e.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
+        end_local_machines(&self.0);
     }
 }

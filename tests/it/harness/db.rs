@@ -62,6 +62,26 @@ pub fn harden(admin_db: &str) {
     }
 }
 
+/// Kills the local pool machines and instances labelled with `stack` (their
+/// process groups) and removes their token directories (see the local
+/// provider).
+pub fn end_local_machines(stack: &str) {
+    for pid in local_machines(stack) {
+        // SAFETY: kill(2) on a process group a test's scheduler made.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    let prefix = format!("orca-{stack}-");
+    for e in std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// `url` with its user and password replaced.
 pub fn with_user(url: &str, user: &str, password: &str) -> String {
     let scheme_end = url.find("://").map_or(0, |i| i + 3);
@@ -405,21 +425,7 @@ impl Drop for TestDb {
             .and_then(|mut c| c.query_opt("SELECT id FROM orca.stack", &[]).ok().flatten())
             .map(|r| r.get(0));
         if let Some(stack) = &stack {
-            for pid in local_machines(stack) {
-                // SAFETY: kill(2) on a process group this test's scheduler made.
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
-            }
-            // Their token directories (see the local provider).
-            let prefix = format!("orca-{stack}-");
-            for e in std::fs::read_dir(std::env::temp_dir())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                if e.file_name().to_string_lossy().starts_with(&prefix) {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
-            }
+            end_local_machines(stack);
         }
         if self.keep {
             return;
