@@ -2,7 +2,8 @@
 -- instances that know fewer migrations than $2 (this binary's floor: each
 -- named, and how many it knows, in the same order), and
 -- whether any instance is live at all, whether any live one is not
--- draining (one that may lead), and the live ones draining, each named.
+-- draining nor asked to (one that may lead), and the live ones draining or
+-- asked to, each named.
 -- $1: the stale limit (s).
 SELECT
     EXISTS (SELECT 1 FROM orca.schedulers
@@ -19,8 +20,9 @@ SELECT
             WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1)) AS any_live,
     EXISTS (SELECT 1 FROM orca.schedulers
             WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1)
-              AND NOT draining) AS any_undrained,
+              AND NOT draining AND NOT drain_asked) AS any_undrained,
     ARRAY(SELECT format('scheduler %s on %s pid %s', id, host, pid)
           FROM orca.schedulers
-          WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1) AND draining
+          WHERE ended_at IS NULL AND seen_at > now() - make_interval(secs => $1)
+            AND (draining OR drain_asked)
           ORDER BY id) AS draining

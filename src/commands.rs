@@ -513,7 +513,7 @@ pub fn drain(id: Option<i64>, force: bool, opts: &DbOpts) -> Outcome {
             Ok(())
         }
         lead::DrainAsked::Alone(alone) => Err(no(format!(
-            "scheduler {alone} is the only live instance: drained, none would lead; \
+            "scheduler {alone} is the only live instance not draining: drained, none would lead; \
              start another first, or drain it with --force"
         ))),
         lead::DrainAsked::NoSuch => Err(no(match id {

@@ -604,6 +604,13 @@ fn draining_the_only_live_instance_needs_force() {
 
     let forced = db.ok(&["scheduler", "drain", "--force"]);
     assert!(forced.contains(&a_id.to_string()), "{forced}");
+    // At once, asked but (most likely) not draining yet: no handover either.
+    let check = db.run(&["deploy", "check"]);
+    let said = format!("{}{}", text(&check.stdout), text(&check.stderr));
+    assert!(
+        !said.contains("handover") && said.contains("none will lead"),
+        "asked to drain: {said}"
+    );
     wait_until("A drains", 30.0, || {
         db.one::<bool>(&format!(
             "SELECT draining FROM orca.schedulers WHERE id = {a_id}"
