@@ -282,20 +282,12 @@ fn run_sh_in(
         .env("ORCA_DATABASE_URL", url)
         .env_remove("ORCA_CONFIG")
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        // Files, not pipes: what the block leaves running (a warm local
+        // instance keeps its scheduler's output) would hold a pipe open.
+        .stdout(std::fs::File::create(dir.path("block.out")).unwrap())
+        .stderr(std::fs::File::create(dir.path("block.err")).unwrap())
         .spawn()
         .unwrap();
-    // Its output is read as it comes, so no pipe fills.
-    let (out, err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let read = |mut r: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
-    let (out, err) = (read(Box::new(out)), read(Box::new(err)));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -310,8 +302,8 @@ fn run_sh_in(
     };
     Output {
         status,
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
+        stdout: std::fs::read(dir.path("block.out")).unwrap(),
+        stderr: std::fs::read(dir.path("block.err")).unwrap(),
     }
 }
 
