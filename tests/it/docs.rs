@@ -9,6 +9,7 @@
 
 use crate::harness::*;
 use crate::setup::{blocks, psql, repo_file};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Output, Stdio};
 
 /// The pages with command blocks.
@@ -282,6 +283,7 @@ fn run_sh_in(
         .env("ORCA_DATABASE_URL", url)
         .env_remove("ORCA_CONFIG")
         .stdin(Stdio::null())
+        .process_group(0)
         // Files, not pipes: what the block leaves running (a warm local
         // instance keeps its scheduler's output) would hold a pipe open.
         .stdout(std::fs::File::create(dir.path("block.out")).unwrap())
@@ -294,7 +296,10 @@ fn run_sh_in(
             break s;
         }
         if std::time::Instant::now() > deadline {
-            let _ = child.kill();
+            // The block and what it started in the foreground or background.
+            // SAFETY: kill(2) on the process group this test made.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
             panic!("the block ran past {secs} s:\n{script}");
         }
         watch(child.id() as i32);
