@@ -124,29 +124,7 @@ fn tls_require_and_verify_full() {
         "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext.cnf",
     );
 
-    let cluster = Cluster::new("ssl = on\n");
-    for f in ["server.pem", "server.key"] {
-        let dest = cluster.dir.join(f);
-        std::fs::copy(certs.path(f), &dest).unwrap();
-        std::fs::set_permissions(&dest, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .unwrap();
-        cluster.give(&dest);
-    }
-    let data = cluster.dir.join("data");
-    let mut conf = std::fs::read_to_string(data.join("postgresql.conf")).unwrap();
-    conf.push_str(&format!(
-        "ssl_cert_file = '{}'\nssl_key_file = '{}'\n",
-        cluster.dir.join("server.pem").display(),
-        cluster.dir.join("server.key").display()
-    ));
-    std::fs::write(data.join("postgresql.conf"), conf).unwrap();
-    // Over TCP, only TLS sessions are let in.
-    std::fs::write(
-        data.join("pg_hba.conf"),
-        "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n",
-    )
-    .unwrap();
-    cluster.start();
+    let cluster = tls_cluster(&certs);
 
     let base = format!("postgres://postgres@localhost:{}/postgres", cluster.port());
     let try_url = |url: &str| {
@@ -179,18 +157,9 @@ fn tls_require_and_verify_full() {
     assert!(preferred.status.success(), "{}", text(&preferred.stderr));
 }
 
-/// A server whose certificate is self-signed, its own CA (what `openssl req
-/// -x509` makes), given as `sslrootcert`: libpq trusts a presented
-/// certificate that is one of sslrootcert's, and so does orca, the name
-/// still checked. A certificate refused is said at once, in words, not
-/// waited on as "can't reach".
-#[test]
-fn verify_full_trusts_a_self_signed_certificate_given_as_sslrootcert() {
-    let certs = TempDir::new();
-    openssl(
-        &certs,
-        "req -x509 -newkey rsa:2048 -nodes -keyout server.key -out server.pem -days 2 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1",
-    );
+/// A started cluster serving `server.pem` and `server.key` from `certs`,
+/// which over TCP lets in TLS sessions only.
+fn tls_cluster(certs: &TempDir) -> Cluster {
     let cluster = Cluster::new("ssl = on\n");
     for f in ["server.pem", "server.key"] {
         let dest = cluster.dir.join(f);
@@ -213,6 +182,22 @@ fn verify_full_trusts_a_self_signed_certificate_given_as_sslrootcert() {
     )
     .unwrap();
     cluster.start();
+    cluster
+}
+
+/// A server whose certificate is self-signed, its own CA (what `openssl req
+/// -x509` makes), given as `sslrootcert`: libpq trusts a presented
+/// certificate that is one of sslrootcert's, and so does orca, the name
+/// still checked. A certificate refused is said at once, in words, not
+/// waited on as "can't reach".
+#[test]
+fn verify_full_trusts_a_self_signed_certificate_given_as_sslrootcert() {
+    let certs = TempDir::new();
+    openssl(
+        &certs,
+        "req -x509 -newkey rsa:2048 -nodes -keyout server.key -out server.pem -days 2 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1",
+    );
+    let cluster = tls_cluster(&certs);
     let root = certs.path("server.pem");
     let try_url = |host: &str| {
         let url = format!(
