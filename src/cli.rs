@@ -114,14 +114,28 @@ pub enum Cmd {
         #[command(flatten)]
         db: DbOpts,
     },
-    /// What orca decided, and why; oldest first.
+    /// What orca decided, and why; oldest first (-f: and then as it comes).
     Events {
         /// Only this run's.
         #[arg(long)]
         run: Option<i64>,
+        /// Only this pipeline's.
+        #[arg(long, value_name = "P")]
+        pipeline: Option<String>,
+        /// Only events of this kind (queued, started, failed, retried, ...).
+        #[arg(long, value_name = "K")]
+        kind: Option<String>,
+        /// Only events since then: a duration back from now (30s, 10m, 2h,
+        /// 1d) or an RFC 3339 time (2026-01-31T09:00:00Z).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
         /// How many (the newest) at most.
         #[arg(long, default_value_t = 50)]
         limit: i64,
+        /// Then print new events as they come (every half second) until
+        /// Ctrl-C or until the reader of its output goes.
+        #[arg(short = 'f', long, conflicts_with = "json")]
+        follow: bool,
         /// A JSON array of events.
         #[arg(long)]
         json: bool,
@@ -129,10 +143,50 @@ pub enum Cmd {
         #[command(flatten)]
         db: DbOpts,
     },
-    /// Cancel a run: a queued one at once, a running one by SIGTERM then SIGKILL.
+    /// Cancel a run: a queued one at once, a running one by SIGTERM then
+    /// SIGKILL; or, with --pipeline P --queued, every queued run of P.
     Cancel {
         /// The run's id.
+        #[arg(required_unless_present = "pipeline", conflicts_with = "pipeline")]
+        run: Option<i64>,
+        /// With --queued: the pipeline whose queued runs to cancel.
+        #[arg(long, value_name = "P", requires = "queued")]
+        pipeline: Option<String>,
+        /// With --pipeline: cancel every queued run of it (running ones go on).
+        #[arg(long, requires = "pipeline")]
+        queued: bool,
+        /// Database options.
+        #[command(flatten)]
+        db: DbOpts,
+    },
+    /// Queue a new run of an ended run's pipeline with the same arguments
+    /// (and --fill); prints its id.
+    Retry {
+        /// The ended run's id.
         run: i64,
+        /// Database options.
+        #[command(flatten)]
+        db: DbOpts,
+    },
+    /// Each pipeline: placement, schedule and next fire, paused, max_runs,
+    /// runs running and queued, the last ended run.
+    Pipelines {
+        /// Retired pipelines too.
+        #[arg(long)]
+        all: bool,
+        /// A JSON array of pipelines.
+        #[arg(long)]
+        json: bool,
+        /// Database options.
+        #[command(flatten)]
+        db: DbOpts,
+    },
+    /// One screen: who leads, the queue, each pool's machines, the last
+    /// failures; exit 0 when a live scheduler leads, else 1 (a health check).
+    Status {
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
         /// Database options.
         #[command(flatten)]
         db: DbOpts,
@@ -214,8 +268,12 @@ pub enum Cmd {
         /// How long to stay warm (ORCA_EC2_POOL_SECONDS).
         seconds: f64,
     },
-    /// Scheduler instances (ORCA_OVERLAP=on), oldest first.
+    /// Scheduler instances (ORCA_OVERLAP=on), oldest first: live ones and
+    /// those gone within the last hour (--all: every one).
     Instances {
+        /// Every instance, however long gone.
+        #[arg(long)]
+        all: bool,
         /// A JSON array of instances.
         #[arg(long)]
         json: bool,

@@ -20,6 +20,11 @@ use crate::plural::count;
 use crate::printable;
 use crate::runs::{self, Cancelled, RunState, STATES};
 
+pub mod events;
+pub mod pipelines;
+pub mod retry;
+pub mod status;
+
 /// How often `orca logs -f` and `orca run --wait` look at the run. Its
 /// output reaches the database about once a second while it runs.
 const POLL: Duration = Duration::from_millis(500);
@@ -422,42 +427,6 @@ pub fn logs(run: i64, follow: bool, opts: &DbOpts) -> Outcome {
     })
 }
 
-/// `orca events`.
-pub fn events(run: Option<i64>, limit: i64, json: bool, opts: &DbOpts) -> Outcome {
-    if limit < 1 {
-        return Err(bad("--limit must be at least 1"));
-    }
-    let mut client = connect(opts)?;
-    if let Some(id) = run
-        && client
-            .query_opt(sql::RUN_STATE, &[&id])
-            .map_err(pg)?
-            .is_none()
-    {
-        return Err(bad(format!("unknown run: {id}")));
-    }
-    let rows = runs::events(&mut client, run, limit).map_err(pg)?;
-    if json {
-        return print_json(&rows);
-    }
-    println!(
-        "{:<24}  {:<10} {:<20} {:<14} WHY",
-        "AT", "RUN", "PIPELINE", "KIND"
-    );
-    for e in rows {
-        let run = e.run.map(|r| format!("run {r}")).unwrap_or_default();
-        println!(
-            "{:<24}  {:<10} {:<20} {:<14} {}",
-            e.at,
-            run,
-            e.pipeline.unwrap_or_default(),
-            e.kind,
-            printable::line(&e.why)
-        );
-    }
-    Ok(())
-}
-
 /// `orca cancel`.
 pub fn cancel(run: i64, opts: &DbOpts) -> Outcome {
     let mut client = connect(opts)?;
@@ -523,12 +492,13 @@ pub fn drain(id: Option<i64>, force: bool, opts: &DbOpts) -> Outcome {
     }
 }
 
-/// `orca instances`. With overlap off there are no instance rows; the
+/// `orca instances`: live ones and those gone within the hour (`all`:
+/// every one). With overlap off there are no instance rows; the
 /// scheduler holding the lead is shown from the lock itself.
-pub fn instances(json: bool, opts: &DbOpts) -> Outcome {
+pub fn instances(json: bool, all: bool, opts: &DbOpts) -> Outcome {
     let stale = stale()?;
     let mut client = connect(opts)?;
-    let rows = lead::instances(&mut client, stale).map_err(pg)?;
+    let rows = lead::instances(&mut client, stale, all).map_err(pg)?;
     let unlisted_holder = if rows.iter().any(|r| r.role == "leader") {
         None
     } else {

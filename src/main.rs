@@ -109,11 +109,37 @@ fn dispatch(cli: &Cli) -> Outcome {
         Cmd::Logs { run, follow, db } => commands::logs(*run, *follow, db),
         Cmd::Events {
             run,
+            pipeline,
+            kind,
+            since,
             limit,
+            follow,
             json,
             db,
-        } => commands::events(*run, *limit, *json, db),
-        Cmd::Cancel { run, db } => commands::cancel(*run, db),
+        } => commands::events::events(
+            &commands::events::Filter {
+                run: *run,
+                pipeline: pipeline.as_deref(),
+                kind: kind.as_deref(),
+                since: since.as_deref(),
+                limit: *limit,
+            },
+            *follow,
+            *json,
+            db,
+        ),
+        Cmd::Cancel {
+            run: Some(run), db, ..
+        } => commands::cancel(*run, db),
+        Cmd::Cancel {
+            run: None,
+            pipeline,
+            db,
+            ..
+        } => commands::retry::cancel_queued(pipeline.as_deref().unwrap_or_default(), db),
+        Cmd::Retry { run, db } => commands::retry::retry(*run, db),
+        Cmd::Pipelines { all, json, db } => commands::pipelines::pipelines(*all, *json, db),
+        Cmd::Status { json, db } => commands::status::status(*json, db),
         Cmd::Pause { pipeline, db } => commands::pause(pipeline, true, db),
         Cmd::Resume { pipeline, db } => commands::pause(pipeline, false, db),
         Cmd::Scheduler {
@@ -124,7 +150,7 @@ fn dispatch(cli: &Cli) -> Outcome {
             config,
             action: None,
         } => guard(true).and_then(|()| scheduler::main(config.as_deref())),
-        Cmd::Instances { json, db } => commands::instances(*json, db),
+        Cmd::Instances { json, all, db } => commands::instances(*json, *all, db),
         Cmd::Worker { pool } => guard(true).and_then(|()| pools::worker::main(pool)),
         Cmd::Ec2Serve {
             instance,

@@ -246,43 +246,6 @@ pub fn list(client: &mut Client, filter: &Filter) -> Result<Vec<RunRow>, postgre
         .collect())
 }
 
-/// An event: a decision orca made, and why.
-#[derive(Serialize, Debug)]
-pub struct EventRow {
-    /// Its id.
-    pub id: i64,
-    /// When (UTC, the database's clock).
-    pub at: String,
-    /// The run it concerns.
-    pub run: Option<i64>,
-    /// The pipeline it concerns.
-    pub pipeline: Option<String>,
-    /// What was decided.
-    pub kind: String,
-    /// Why.
-    pub why: String,
-}
-
-/// The newest `limit` events (of one run, or all), oldest first.
-pub fn events(
-    client: &mut Client,
-    run: Option<i64>,
-    limit: i64,
-) -> Result<Vec<EventRow>, postgres::Error> {
-    Ok(client
-        .query(sql::EVENTS_LIST, &[&run, &limit])?
-        .iter()
-        .map(|r| EventRow {
-            id: r.get("id"),
-            at: r.get("at"),
-            run: r.get("run"),
-            pipeline: r.get("pipeline"),
-            kind: r.get("kind"),
-            why: r.get("why"),
-        })
-        .collect())
-}
-
 /// How an attempt ended, ready to be written (and kept until it is).
 #[derive(Clone, Debug)]
 pub struct Outcome {

@@ -36,6 +36,12 @@ pub const EVENT_ADD: &str = include_str!("../../sql/event_add.sql");
 /// See `sql/events_list.sql`.
 pub const EVENTS_LIST: &str = include_str!("../../sql/events_list.sql");
 
+/// See `sql/events_follow.sql`.
+pub const EVENTS_FOLLOW: &str = include_str!("../../sql/events_follow.sql");
+
+/// See `sql/events_newest.sql`.
+pub const EVENTS_NEWEST: &str = include_str!("../../sql/events_newest.sql");
+
 /// See `sql/fire.sql`.
 pub const FIRE: &str = include_str!("../../sql/fire.sql");
 
@@ -166,6 +172,9 @@ pub const PIPELINE_GET: &str = include_str!("../../sql/pipeline_get.sql");
 /// See `sql/pipeline_pause.sql`.
 pub const PIPELINE_PAUSE: &str = include_str!("../../sql/pipeline_pause.sql");
 
+/// See `sql/pipelines_list.sql`.
+pub const PIPELINES_LIST: &str = include_str!("../../sql/pipelines_list.sql");
+
 /// See `sql/pool_machines_live.sql`.
 pub const POOL_MACHINES_LIVE: &str = include_str!("../../sql/pool_machines_live.sql");
 
@@ -213,6 +222,9 @@ pub const RUN_QUEUE: &str = include_str!("../../sql/run_queue.sql");
 /// See `sql/run_requeue.sql`.
 pub const RUN_REQUEUE: &str = include_str!("../../sql/run_requeue.sql");
 
+/// See `sql/run_retry.sql`.
+pub const RUN_RETRY: &str = include_str!("../../sql/run_retry.sql");
+
 /// See `sql/runs_start.sql`.
 pub const RUNS_START: &str = include_str!("../../sql/runs_start.sql");
 
@@ -224,6 +236,9 @@ pub const RUN_WAITS: &str = include_str!("../../sql/run_waits.sql");
 
 /// See `sql/runs_beat.sql`.
 pub const RUNS_BEAT: &str = include_str!("../../sql/runs_beat.sql");
+
+/// See `sql/runs_cancel_queued.sql`.
+pub const RUNS_CANCEL_QUEUED: &str = include_str!("../../sql/runs_cancel_queued.sql");
 
 /// See `sql/runs_list.sql`.
 pub const RUNS_LIST: &str = include_str!("../../sql/runs_list.sql");
@@ -254,6 +269,12 @@ pub const SCHEMA_PRESENT: &str = include_str!("../../sql/schema_present.sql");
 
 /// See `sql/sensor_queue.sql`.
 pub const SENSOR_QUEUE: &str = include_str!("../../sql/sensor_queue.sql");
+
+/// See `sql/status.sql`.
+pub const STATUS: &str = include_str!("../../sql/status.sql");
+
+/// See `sql/status_failures.sql`.
+pub const STATUS_FAILURES: &str = include_str!("../../sql/status_failures.sql");
 
 /// See `sql/stack_id.sql`.
 pub const STACK_ID: &str = include_str!("../../sql/stack_id.sql");

@@ -45,7 +45,7 @@ pub fn holder(client: &mut Client) -> Option<String> {
 
 /// A holder as people read it: a scheduler by its host and pid (its tag
 /// left off), any other session by where it connects from.
-fn holder_named(app: Option<&str>, addr: Option<&str>, backend: i32) -> String {
+pub fn holder_named(app: Option<&str>, addr: Option<&str>, backend: i32) -> String {
     match app {
         Some(a) if a.starts_with(SCHEDULER_APP) => a
             .trim_start_matches(SCHEDULER_APP)

@@ -257,10 +257,15 @@ pub struct InstanceRow {
     pub last_seen: String,
 }
 
-/// Every instance not long gone (ended or unseen within the last hour), oldest first.
-pub fn instances(client: &mut Client, stale: f64) -> Result<Vec<InstanceRow>, postgres::Error> {
+/// Every instance not long gone (live, or ended or unseen within the last
+/// hour; `all`: every one), oldest first.
+pub fn instances(
+    client: &mut Client,
+    stale: f64,
+    all: bool,
+) -> Result<Vec<InstanceRow>, postgres::Error> {
     Ok(client
-        .query(sql::SCHEDULERS_LIST, &[&stale])?
+        .query(sql::SCHEDULERS_LIST, &[&stale, &all])?
         .iter()
         .map(|r| {
             let live: bool = r.get("live");
