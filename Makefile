@@ -4,18 +4,24 @@ MUSL := x86_64-unknown-linux-musl
 STATIC := target/$(MUSL)/release/orca
 BUDGET := 4194304
 
-.PHONY: all build release test chaos demo static install bench lint fmt clean deps-test deps-demo
+.PHONY: all build release test chaos demo static install docs-gen bench lint fmt clean deps-test deps-demo
 
 # `make install` puts the binary in $(DESTDIR)$(PREFIX)/bin, the scheduler's
 # systemd unit in $(DESTDIR)$(UNITDIR) (where systemd looks: `systemctl enable
 # orca-scheduler` then finds it) and its user-data loop in
-# $(DESTDIR)$(PREFIX)/share/orca; BIN is the binary to install (by default the
-# static one: run `make static` first, as yourself; `sudo make install` then
+# $(DESTDIR)$(PREFIX)/share/orca, and the shell completions and man pages
+# (`make docs-gen`) under $(DESTDIR)$(PREFIX)/share; BIN is the binary to
+# install (by default the static one: run `make static` first, as yourself,
+# which writes the completions and man pages too; `sudo make install` then
 # builds nothing).
 PREFIX ?= /usr/local
 UNITDIR ?= /etc/systemd/system
 DESTDIR ?=
 BIN ?= $(STATIC)
+# Where `make docs-gen` writes, and what it runs: examples/gen-docs.rs, clap's
+# own generators over src/cli.rs, never linked into the orca binary.
+GEN ?= target/gen
+GEN_DOCS ?= cargo run --quiet --example gen-docs --
 
 all: build
 
@@ -56,7 +62,8 @@ demo: deps-demo release
 	scripts/test-db.sh scripts/demo.sh
 
 # The static musl binary: release, opt-level z, LTO, stripped; within budget.
-static:
+# (And the completions and man pages `make install` installs.)
+static: docs-gen
 	@command -v rustup >/dev/null && rustup target add $(MUSL) >/dev/null 2>&1 || true
 	CC_x86_64_unknown_linux_musl=$${CC_x86_64_unknown_linux_musl:-$$(command -v musl-gcc || echo gcc)} \
 		cargo build --release --target $(MUSL)
@@ -65,8 +72,15 @@ static:
 	ldd $(STATIC) 2>&1 | sed 's/^/ldd: /'; \
 	test $$size -le $(BUDGET) || { echo "over budget" >&2; exit 1; }
 
-install:
-	@scripts/install.sh "$(BIN)" "$(DESTDIR)" "$(PREFIX)" "$(UNITDIR)"
+install: docs-gen
+	@scripts/install.sh "$(BIN)" "$(DESTDIR)" "$(PREFIX)" "$(UNITDIR)" "$(GEN)"
+
+# Shell completions (bash, zsh, fish) and man pages (orca.1, orca-COMMAND.1)
+# from the command definitions, under $(GEN); made again only when those
+# change, so `sudo make install` after `make static` runs no cargo.
+docs-gen: $(GEN)/man/man1/orca.1
+$(GEN)/man/man1/orca.1: src/cli.rs examples/gen-docs.rs build.rs Cargo.lock
+	$(GEN_DOCS) $(GEN)
 
 # What the tests and the demo need beyond Rust (Postgres, a registry, a
 # Python venv): installed as root with apt-get, or one command to run.

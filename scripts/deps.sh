@@ -5,7 +5,8 @@
 #
 #   test  Postgres (server and psql), openssl (TLS tests), procps (pgrep),
 #         systemd (systemctl and systemd-analyze read the shipped unit), jq
-#         (the docs' monitoring check runs as written),
+#         (the docs' monitoring check runs as written), man-db (`man -l`
+#         renders the man pages `make install` installs),
 #         docker-registry (a real OCI registry for the image tests), python3
 #         with venv (the Dask engine test makes a virtualenv and installs from
 #         PyPI)
@@ -35,6 +36,7 @@ if [ "$what" = test ]; then
   command -v pgrep >/dev/null || need+=(procps)
   command -v systemd-analyze >/dev/null && command -v systemctl >/dev/null || need+=(systemd)
   command -v jq >/dev/null || need+=(jq)
+  command -v man >/dev/null || need+=(man-db)
   [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
   if ! command -v python3 >/dev/null; then
     need+=(python3 python3-venv)

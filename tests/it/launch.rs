@@ -463,3 +463,76 @@ fn the_docs_name_the_unit_s_restart_policy() {
         }
     }
 }
+
+/// `make install` puts the shell completions and man pages, generated from
+/// the command definitions, where bash, zsh, fish and man look: bash's
+/// completes `orca pi` to `pipelines`, and `man -l` renders `orca.1` with
+/// every command listed (and a page of each).
+#[test]
+fn make_install_puts_completions_and_man_pages_where_shells_and_man_look() {
+    let dir = TempDir::new();
+    let root = install(&dir);
+    let share = root.join(format!("{}/share", &PREFIX[1..]));
+    for f in [
+        "bash-completion/completions/orca",
+        "zsh/site-functions/_orca",
+        "fish/vendor_completions.d/orca.fish",
+        "man/man1/orca.1",
+        "man/man1/orca-status.1",
+        "man/man1/orca-deploy-check.1",
+    ] {
+        assert!(share.join(f).is_file(), "{f} installed");
+    }
+    let bash = share.join("bash-completion/completions/orca");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source '{}' && complete -p orca && \
+             COMP_WORDS=(orca pi) COMP_CWORD=1 COMP_LINE='orca pi' COMP_POINT=7 && \
+             _orca orca pi orca && echo \"offers: ${{COMPREPLY[*]}}\"",
+            bash.display()
+        ))
+        .output()
+        .unwrap();
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    assert!(
+        said.contains("complete ") && said.contains(" orca"),
+        "{said}"
+    );
+    assert!(said.contains("offers: pipelines\n"), "{said}");
+    let zsh = std::fs::read_to_string(share.join("zsh/site-functions/_orca")).unwrap();
+    assert!(zsh.starts_with("#compdef orca"), "{zsh}");
+    let fish = std::fs::read_to_string(share.join("fish/vendor_completions.d/orca.fish")).unwrap();
+    assert!(fish.contains("-a \"pipelines\""), "{fish}");
+
+    let man = Command::new("man")
+        .arg("-l")
+        .arg(share.join("man/man1/orca.1"))
+        .env("MANPAGER", "cat")
+        .env("MANWIDTH", "100")
+        .output()
+        .expect("man (scripts/deps.sh installs man-db)");
+    let page = text(&man.stdout);
+    assert!(man.status.success(), "{page}{}", text(&man.stderr));
+    let help = text(&Command::new(bin()).arg("--help").output().unwrap().stdout);
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() > 20, "{help}");
+    for c in commands {
+        assert!(
+            page.contains(&format!("orca-{c}(1)")),
+            "orca.1 lists {c}:\n{page}"
+        );
+        assert!(
+            share.join(format!("man/man1/orca-{c}.1")).is_file(),
+            "orca-{c}.1"
+        );
+    }
+}
