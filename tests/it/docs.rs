@@ -79,7 +79,7 @@ const RUN_HERE: &[(&str, &str, &str)] = &[
     ),
     (
         "docs/operations.md",
-        "orca instances --json | jq",
+        "orca status --db-wait 5",
         "the_operations_page_s_check_sees_every_old_run",
     ),
 ];
@@ -405,13 +405,23 @@ fn the_setup_page_s_migrate_runs_as_written() {
     assert!(applied > 0);
 }
 
-/// docs/operations.md's check passes while a scheduler leads and nothing
-/// has waited an hour, and fails once one run has, even behind more queued
+/// docs/operations.md's check fails (`orca status` saying why) while no
+/// scheduler leads, passes while one leads and nothing has waited an hour,
+/// and fails once one run has, even behind more queued
 /// runs than `orca runs` lists by default (it went blind past 20).
 #[test]
 fn the_operations_page_s_check_sees_every_old_run() {
     let (db, dir) = setup("[pipelines.p]\ncommand = \"true\"\n");
-    let check = sh_block("docs/operations.md", "orca instances --json | jq");
+    let check = sh_block("docs/operations.md", "orca status --db-wait 5");
+    // No scheduler yet: the check fails, saying why.
+    let out = run_sh(&check, &dir, &db.url, |_| {});
+    assert!(!out.status.success());
+    assert!(
+        std::fs::read_to_string(dir.path("block.err"))
+            .unwrap()
+            .contains("no scheduler leads"),
+        "its stderr says why"
+    );
     let mut s = db.scheduler(&dir, &[]);
     wait_until("a scheduler leads", 30.0, || led(&db));
     db.ok(&["pause", "p"]);
