@@ -9,6 +9,8 @@
 //! scheduler's session holds the lead lock and ran a statement within the
 //! stale limit (its tick runs one every tick).
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use super::{connect, pg, stale};
@@ -137,8 +139,8 @@ struct PoolLine {
     pool: String,
     retired: bool,
     demand: i32,
-    /// (state, how many), in the order machines go through them.
-    machines: Vec<(String, i64)>,
+    /// How many of its live machines are in each state (those with any).
+    machines: BTreeMap<&'static str, i64>,
 }
 
 /// A failed run.
@@ -210,10 +212,7 @@ pub fn status(json: bool, opts: &DbOpts) -> Outcome {
             PoolLine {
                 machines: MACHINE_STATES
                     .iter()
-                    .map(|s| {
-                        let n = mine.iter().filter(|m| m.state() == *s).count() as i64;
-                        (s.to_string(), n)
-                    })
+                    .map(|s| (*s, mine.iter().filter(|m| m.state() == *s).count() as i64))
                     .filter(|(_, n)| *n > 0)
                     .collect(),
                 pool: name,
@@ -285,8 +284,12 @@ fn print_text(s: &Status) {
         println!("pools     none");
     }
     for p in &s.pools {
-        let total: i64 = p.machines.iter().map(|(_, n)| n).sum();
-        let by_state: Vec<String> = p.machines.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        let total: i64 = p.machines.values().sum();
+        // In the order machines go through the states.
+        let by_state: Vec<String> = MACHINE_STATES
+            .iter()
+            .filter_map(|s| p.machines.get(s).map(|n| format!("{n} {s}")))
+            .collect();
         println!(
             "pool      {}{}: {}{}, demand {}",
             p.pool,

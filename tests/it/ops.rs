@@ -266,12 +266,32 @@ fn status(db: &TestDb, args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn status_exits_0_while_a_scheduler_leads_and_1_when_none_does() {
-    let toml = "[pipelines.a]\ncommand = \"exit 4\"\n\n[pipelines.p]\ncommand = \"true\"\n";
+    let toml = "[pipelines.a]\ncommand = \"exit 4\"\n\n[pipelines.p]\ncommand = \"true\"\n\n\
+                [pools.builders]\nprovider = \"local\"\ntypes = [{ type = \"small\", wait = 0 }]\n\
+                locations = [\"here\"]\nmax_machines = 1\n";
     let (db, dir) = setup(toml);
+    // A machine of the pool, booting (no worker seen yet), as its row says.
+    db.client()
+        .batch_execute(
+            "INSERT INTO orca.pool_machines (pool, name, type, location, role) \
+             VALUES ('builders', 'orca-builders-1', 'small', 'here', 'no_such_role')",
+        )
+        .unwrap();
     let (code, out, err) = status(&db, &[]);
     assert_eq!(code, 1, "{out}{err}");
     assert_eq!(err.trim(), "orca: no scheduler leads");
     assert!(out.contains("leader    none: no scheduler leads"), "{out}");
+    assert!(
+        out.contains("pool      builders: 1 machine (1 booting), demand 0"),
+        "{out}"
+    );
+    let (_, out, _) = status(&db, &["--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["pools"][0]["machines"]["booting"], 1, "{out}");
+    // Gone before a scheduler's pass would look for it.
+    db.client()
+        .batch_execute("UPDATE orca.pool_machines SET ended_at = now()")
+        .unwrap();
 
     db.ok(&["pause", "p"]);
     let waiting = db.queue("p");
