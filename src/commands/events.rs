@@ -279,20 +279,37 @@ fn follow_events(target: crate::db::Target, filter: &Filter, from: i64) -> Outco
                 return Ok(());
             }
         }
+        let full = rows.len() as i64 >= FOLLOW_BATCH;
         if let Some(r) = rows.first() {
-            settled = settled.max(r.get("settled"));
+            settled = settled.max(next_settled(r.get("settled"), last, full));
             printed = printed.split_off(&(settled + 1));
         }
         // A full batch: more are waiting, look again at once.
-        if (rows.len() as i64) < FOLLOW_BATCH {
+        if !full {
             std::thread::sleep(super::POLL);
         }
     }
 }
 
+/// How far a follower may stop looking again: up to the database's settled
+/// id (`db`), but, when the look was cut at [`FOLLOW_BATCH`] (`full`), no
+/// further than the last id printed (`last`): past it nothing was read yet.
+fn next_settled(db: i64, last: i64, full: bool) -> i64 {
+    if full { db.min(last) } else { db }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_follower_never_settles_past_what_it_has_read() {
+        // 5,000 old events waiting, 1,000 read: the rest are read next.
+        assert_eq!(next_settled(5000, 1000, true), 1000);
+        // All read: the database's settled id stands.
+        assert_eq!(next_settled(5000, 4990, false), 5000);
+        assert_eq!(next_settled(300, 4990, true), 300);
+    }
 
     #[test]
     fn since_takes_a_duration_or_an_rfc_3339_time() {

@@ -513,3 +513,28 @@ fn instances_hides_long_gone_schedulers_unless_all() {
     );
     s.stop();
 }
+
+#[test]
+fn events_follow_prints_a_backlog_larger_than_one_look_whole() {
+    let (db, dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
+    let mut f = Proc::spawn(
+        db.orca(&["events", "-f", "--pipeline", "a"]),
+        &dir.path("follow.log"),
+    );
+    f.wait_for("the header", 20.0, || f.output().starts_with("AT"));
+    // 2,500 events committed at once, already older than the settling
+    // window: more than one look (1,000) takes.
+    db.client()
+        .batch_execute(
+            "INSERT INTO orca.events (at, pipeline, kind, why) \
+             SELECT now() - interval '1 minute', 'a', 'queued', 'bulk ' || i \
+             FROM generate_series(1, 2500) i",
+        )
+        .unwrap();
+    f.wait_for("the last of them", 30.0, || {
+        f.output().contains("bulk 2500\n")
+    });
+    let out = f.output();
+    assert_eq!(out.matches(" bulk ").count(), 2500, "each once");
+    f.terminate(5.0);
+}
