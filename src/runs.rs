@@ -300,6 +300,8 @@ pub struct Outcome {
     pub output: Vec<u8>,
     /// The pipeline.
     pub pipeline: String,
+    /// Its process ran past the pipeline's timeout (for metrics only).
+    pub timed_out: bool,
 }
 
 impl Outcome {
@@ -321,6 +323,7 @@ impl Outcome {
             why,
             output,
             pipeline: p.name.clone(),
+            timed_out: false,
         }
     }
 
@@ -643,6 +646,7 @@ mod tests {
             why: why.into(),
             output: output.to_vec(),
             pipeline: "p".into(),
+            timed_out: false,
         }
     }
 

@@ -587,6 +587,7 @@ impl PoolScaler {
                 env: &env,
             };
             let made = provider.make(&req);
+            crate::metrics::make_attempt(&p.name, made.is_ok());
             if let Err(MakeError::NoCapacity(why)) = &made {
                 log::info!("{}", say_no_room(&p.name, &ty.name, location, why, next));
             }
