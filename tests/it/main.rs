@@ -16,6 +16,7 @@ mod hardening;
 mod harness;
 mod launch;
 mod layers;
+mod metrics;
 mod outage;
 mod overlap;
 mod plans;
