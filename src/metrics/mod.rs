@@ -325,11 +325,19 @@ pub fn counted(
 }
 
 /// Counts a call to `pool`'s provider to make a machine, and whether it
-/// made none.
+/// made none (both at once: a scrape never sees a failure without its
+/// attempt).
 pub fn make_attempt(pool: &str, made: bool) {
-    add(&MAKE_ATTEMPTS, &[pool], 1.0);
+    let mut all = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+    let mut count = |def: &Def| {
+        let series = all.entry(def.name).or_default();
+        if let Some(Value::Number(n)) = entry(def, series, &[pool], || Value::Number(0.0)) {
+            *n += 1.0;
+        }
+    };
+    count(&MAKE_ATTEMPTS);
     if !made {
-        add(&MAKE_FAILURES, &[pool], 1.0);
+        count(&MAKE_FAILURES);
     }
 }
 

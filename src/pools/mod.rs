@@ -573,7 +573,10 @@ impl PoolScaler {
             // as an event, the other pools' steps going on.
             let provider = match self.provider(p) {
                 Ok(provider) => provider,
-                Err(why) => return Ok(Err(MakeError::Failed(why))),
+                Err(why) => {
+                    crate::metrics::make_attempt(&p.name, false);
+                    return Ok(Err(MakeError::Failed(why)));
+                }
             };
             let env = boot.env();
             let req = Make {

@@ -11,8 +11,12 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::ec2::{KEY, SECRET, ec2_env, start, with_keys};
+use crate::fake_aws::FakeEc2;
 use crate::harness::*;
+use crate::pools::with_pool;
 use crate::setup::{blocks, repo_file};
+use crate::worker::{hand_made_machine, hand_worker_with};
 
 /// The Debian package's binaries, or a failure saying how to get them.
 fn tool(name: &str) -> &'static str {
@@ -289,6 +293,97 @@ fn a_scheduler_that_does_not_lead_says_orca_leader_0_and_no_run_gauges() {
     db.ok(&["cancel", &held.to_string()]);
     a.stop();
     b.stop();
+}
+
+#[test]
+fn a_worker_serves_its_runs_starts_and_ends() {
+    let (db, dir) = setup(&with_pool(
+        "p",
+        "[pipelines.good]\ncommand = \"true\"\nplacement = \"worker:p\"\n\
+         [pipelines.bad]\ncommand = \"exit 3\"\nplacement = \"worker:p\"\n",
+    ));
+    let role = format!("orca_m_metrics_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw-metrics");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let (good, bad) = (db.queue("good"), db.queue("bad"));
+    let mut w = hand_worker_with(
+        &db,
+        &dir,
+        "p",
+        &role,
+        "pw-metrics",
+        &[("ORCA_METRICS_ADDR", &metrics)],
+    );
+    w.wait_for("both end", 60.0, || {
+        db.state(good) == "succeeded" && db.state(bad) == "failed"
+    });
+    let t = scrape(&metrics);
+    assert_eq!(sample(&t, "orca_leader"), Some(0.0), "{t}");
+    for (series, n) in [
+        (r#"orca_runs_started_total{pipeline="good"}"#, 1.0),
+        (r#"orca_runs_started_total{pipeline="bad"}"#, 1.0),
+        (
+            r#"orca_runs_ended_total{pipeline="good",outcome="succeeded"}"#,
+            1.0,
+        ),
+        (
+            r#"orca_runs_ended_total{pipeline="bad",outcome="failed"}"#,
+            1.0,
+        ),
+    ] {
+        assert_eq!(sample(&t, series), Some(n), "{series}: {t}");
+    }
+    assert!(!t.contains("\norca_runs{"), "a worker reads no gauges: {t}");
+    w.stop();
+}
+
+#[test]
+fn make_attempts_and_failures_are_counted_by_pool() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    ec2.state.lock().unwrap().fail_all = Some((
+        403,
+        "UnauthorizedOperation".into(),
+        "You are not authorized to perform this operation.".into(),
+    ));
+    let (db, dir) = setup(
+        "[pools.p]\nprovider = \"ec2\"\nami = \"ami-0123456789abcdef0\"\n\
+         types = [{ type = \"m7i.large\", wait = 0 }]\nlocations = [\"subnet-a\"]\n\
+         [pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
+    );
+    db.queue("job");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut env = with_keys(ec2_env(&ec2));
+    env.push(("ORCA_METRICS_ADDR", metrics.clone()));
+    let mut s = start(&db, &dir, &env);
+    wait_until("three refused makes counted", 60.0, || {
+        get(&metrics, "/metrics", 5.0).is_some_and(|(_, t)| {
+            sample(&t, r#"orca_pool_make_failures_total{pool="p"}"#).is_some_and(|n| n >= 3.0)
+        })
+    });
+    let t = scrape(&metrics);
+    let attempts = sample(&t, r#"orca_pool_make_attempts_total{pool="p"}"#).unwrap();
+    let failures = sample(&t, r#"orca_pool_make_failures_total{pool="p"}"#).unwrap();
+    assert_eq!(attempts, failures, "every attempt was refused: {t}");
+    assert!(
+        attempts as usize <= ec2.count("RunInstances"),
+        "each attempt counted is a call the fake saw"
+    );
+    // Once EC2 makes it, the machine is counted, booting (the fake's
+    // instance never runs a worker).
+    ec2.state.lock().unwrap().fail_all = None;
+    wait_until("the leader reads the machine as booting", 60.0, || {
+        get(&metrics, "/metrics", 5.0).is_some_and(|(_, t)| {
+            sample(&t, r#"orca_pool_machines{pool="p",state="booting"}"#) == Some(1.0)
+                && sample(&t, r#"orca_pool_machines{pool="p",state="up"}"#) == Some(0.0)
+        })
+    });
+    let t = scrape(&metrics);
+    let (attempts, failures) = (
+        sample(&t, r#"orca_pool_make_attempts_total{pool="p"}"#).unwrap(),
+        sample(&t, r#"orca_pool_make_failures_total{pool="p"}"#).unwrap(),
+    );
+    assert_eq!(attempts, failures + 1.0, "one make succeeded: {t}");
+    s.stop();
 }
 
 #[test]
