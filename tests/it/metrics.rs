@@ -444,6 +444,13 @@ fn a_slow_or_huge_request_does_not_stop_the_next_scrape() {
     drop(slow);
     drop(huge);
     s.stop();
+    // A restart takes the same address at once (its connections of a
+    // moment ago left in TIME_WAIT).
+    let mut again = db.scheduler(&dir, &[("ORCA_METRICS_ADDR", metrics.as_str())]);
+    again.wait_for("metrics served again", 30.0, || {
+        get(&metrics, "/metrics", 5.0).is_some_and(|r| r.0 == 200)
+    });
+    again.stop();
 }
 
 /// docs/operations.md's alerting rules pass `promtool check rules`, and its
