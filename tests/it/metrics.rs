@@ -78,7 +78,8 @@ fn sample(text: &str, line: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(line)?.strip_prefix(' ')?.parse().ok())
 }
 
-/// A Prometheus of the test's own, scraping `target` every second.
+/// A Prometheus of the test's own, scraping `target` every second (killed
+/// with its `Proc` when dropped).
 struct Prometheus {
     proc: Proc,
     addr: String,
@@ -144,12 +145,6 @@ impl Prometheus {
             self.proc.tail(20)
         );
         last[0]
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        self.proc.stop();
     }
 }
 
@@ -453,7 +448,72 @@ fn a_slow_or_huge_request_does_not_stop_the_next_scrape() {
     again.stop();
 }
 
-/// docs/operations.md's alerting rules pass `promtool check rules`, and its
+/// What the page's alerts say they catch, as `promtool test rules` series:
+/// no leader for a minute (one scheduler stops leading, another never
+/// did), a run due for over an hour (for 5 minutes), a pipeline failing
+/// over half its attempts (another succeeding is not named), a pool whose
+/// every make fails (another with one failure in two is not).
+const RULES_TEST: &str = r#"rule_files:
+  - orca-rules.yml
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'orca_leader{instance="a"}'
+        values: '1 1 0 0 0 0'
+      - series: 'orca_leader{instance="b"}'
+        values: '0 0 0 0 0 0'
+      - series: 'orca_queue_oldest_seconds{instance="a"}'
+        values: '0 0 4000x20'
+      - series: 'orca_runs_ended_total{pipeline="p",outcome="failed"}'
+        values: '0+10x120'
+      - series: 'orca_runs_ended_total{pipeline="p",outcome="succeeded"}'
+        values: '0+1x120'
+      - series: 'orca_runs_ended_total{pipeline="ok",outcome="succeeded"}'
+        values: '0+10x120'
+      - series: 'orca_pool_make_attempts_total{pool="q"}'
+        values: '0+1x60'
+      - series: 'orca_pool_make_failures_total{pool="q"}'
+        values: '0+1x60'
+      - series: 'orca_pool_make_attempts_total{pool="fine"}'
+        values: '0+2x60'
+      - series: 'orca_pool_make_failures_total{pool="fine"}'
+        values: '0+1x60'
+    alert_rule_test:
+      - eval_time: 1m
+        alertname: OrcaNoLeader
+        exp_alerts: []
+      - eval_time: 4m
+        alertname: OrcaNoLeader
+        exp_alerts:
+          - exp_annotations:
+              summary: no orca scheduler has led for a minute
+      - eval_time: 3m
+        alertname: OrcaRunWaiting
+        exp_alerts: []
+      - eval_time: 10m
+        alertname: OrcaRunWaiting
+        exp_alerts:
+          - exp_annotations:
+              summary: a queued run has been due to start for over an hour
+      - eval_time: 90m
+        alertname: OrcaFailureRate
+        exp_alerts:
+          - exp_labels:
+              pipeline: p
+            exp_annotations:
+              summary: 'pipeline p: over half its attempts fail'
+      - eval_time: 40m
+        alertname: OrcaPoolMakeFailures
+        exp_alerts:
+          - exp_labels:
+              pool: q
+            exp_annotations:
+              summary: 'pool q: no machine made in 30 minutes (orca pools says why)'
+"#;
+
+/// docs/operations.md's alerting rules pass `promtool check rules` and fire
+/// when they say they do (`promtool test rules`, [`RULES_TEST`]), and its
 /// scrape config `promtool check config` with them beside it, as written.
 #[test]
 fn the_operations_page_s_prometheus_blocks_pass_promtool() {
@@ -470,9 +530,11 @@ fn the_operations_page_s_prometheus_blocks_pass_promtool() {
     let dir = TempDir::new();
     let rules_path = dir.write("orca-rules.yml", rules);
     let config_path = dir.write("prometheus.yml", config);
+    let tests_path = dir.write("orca-rules-test.yml", RULES_TEST);
     for args in [
         vec!["check", "rules", rules_path.as_str()],
         vec!["check", "config", config_path.as_str()],
+        vec!["test", "rules", tests_path.as_str()],
     ] {
         let out = Command::new(tool("promtool"))
             .args(&args)
