@@ -9,7 +9,9 @@
 #         renders the man pages `make install` installs),
 #         docker-registry (a real OCI registry for the image tests), python3
 #         with venv (the Dask engine test makes a virtualenv and installs from
-#         PyPI)
+#         PyPI), prometheus (a real Prometheus and promtool scrape and check
+#         the scheduler's /metrics; installed with its service kept from
+#         starting, so nothing takes :9090)
 #   demo  Postgres (server and psql)
 #
 # Nothing is installed when everything is there. As root with apt-get it
@@ -38,6 +40,7 @@ if [ "$what" = test ]; then
   command -v jq >/dev/null || need+=(jq)
   command -v man >/dev/null || need+=(man-db)
   [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
+  command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(prometheus)
   if ! command -v python3 >/dev/null; then
     need+=(python3 python3-venv)
   elif ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
@@ -57,7 +60,23 @@ cmd="apt-get install -y ${need[*]}"
 if [ -z "${ORCA_NO_INSTALL:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "deps.sh: installing ${need[*]}" >&2
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  # Debian's prometheus would start its own service on :9090; the tests run
+  # their own. A policy-rc.d that refuses starts (Debian's way, which
+  # invoke-rc.d and deb-systemd-invoke obey) is put in place for its install
+  # unless one is there already.
+  rest=() promtool=()
+  for p in "${need[@]}"; do
+    if [ "$p" = prometheus ]; then promtool=(prometheus); else rest+=("$p"); fi
+  done
+  [ ${#rest[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${rest[@]}" >/dev/null
+  if [ ${#promtool[@]} -gt 0 ]; then
+    policy=/usr/sbin/policy-rc.d ours=
+    if [ ! -e $policy ]; then
+      printf '#!/bin/sh\nexit 101\n' > $policy && chmod +x $policy && ours=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${promtool[@]}" >/dev/null || { [ -z "$ours" ] || rm -f $policy; exit 1; }
+    [ -z "$ours" ] || rm -f $policy
+  fi
   exit 0
 fi
 [ "$(id -u)" = 0 ] || cmd="sudo $cmd"

@@ -11,6 +11,7 @@ mod follow;
 mod lead;
 mod logging;
 mod machines;
+mod metrics;
 mod plural;
 mod pools;
 mod printable;

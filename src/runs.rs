@@ -263,6 +263,8 @@ pub struct Outcome {
     pub output: Vec<u8>,
     /// The pipeline.
     pub pipeline: String,
+    /// Its process ran past the pipeline's timeout (for metrics only).
+    pub timed_out: bool,
 }
 
 impl Outcome {
@@ -284,6 +286,7 @@ impl Outcome {
             why,
             output,
             pipeline: p.name.clone(),
+            timed_out: false,
         }
     }
 
@@ -606,6 +609,7 @@ mod tests {
             why: why.into(),
             output: output.to_vec(),
             pipeline: "p".into(),
+            timed_out: false,
         }
     }
 

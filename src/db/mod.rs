@@ -695,6 +695,19 @@ pub fn ends_session(code: &SqlState) -> bool {
     c.starts_with("08") || c.starts_with("57P")
 }
 
+/// What kind of failed round trip `e` is, for `orca_db_errors_total`:
+/// `connection` (the session is gone), `statement` (it failed with a
+/// SQLSTATE), `client` (the client refused to send or read it).
+pub fn error_kind(e: &postgres::Error) -> &'static str {
+    if is_connection_error(e) {
+        "connection"
+    } else if e.code().is_some() {
+        "statement"
+    } else {
+        "client"
+    }
+}
+
 /// Whether an error means the session is gone (as opposed to a statement
 /// that failed on a healthy session).
 pub fn is_connection_error(e: &postgres::Error) -> bool {
@@ -924,6 +937,7 @@ impl Db {
                     }
                 }
                 Err(e) => {
+                    crate::metrics::add(&crate::metrics::DB_ERRORS, &["connect"], 1.0);
                     self.last_try = Some(Instant::now());
                     self.refusal = None;
                     let (said, why) = match self.target.failed(&e) {
@@ -993,7 +1007,11 @@ impl Db {
             return Err(Fault::Down);
         };
         self.calls += 1;
-        match f(client) {
+        let result = f(client);
+        if let Err(e) = &result {
+            crate::metrics::add(&crate::metrics::DB_ERRORS, &[error_kind(e)], 1.0);
+        }
+        match result {
             Ok(v) => Ok(v),
             Err(e) if is_connection_error(&e) => {
                 self.client = None;

@@ -573,7 +573,10 @@ impl PoolScaler {
             // as an event, the other pools' steps going on.
             let provider = match self.provider(p) {
                 Ok(provider) => provider,
-                Err(why) => return Ok(Err(MakeError::Failed(why))),
+                Err(why) => {
+                    crate::metrics::make_attempt(&p.name, false);
+                    return Ok(Err(MakeError::Failed(why)));
+                }
             };
             let env = boot.env();
             let req = Make {
@@ -587,6 +590,7 @@ impl PoolScaler {
                 env: &env,
             };
             let made = provider.make(&req);
+            crate::metrics::make_attempt(&p.name, made.is_ok());
             if let Err(MakeError::NoCapacity(why)) = &made {
                 log::info!("{}", say_no_room(&p.name, &ty.name, location, why, next));
             }

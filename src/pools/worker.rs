@@ -141,6 +141,7 @@ pub fn main(pool: &str) -> Outcome {
     let target = crate::machines::boot::own_target("worker").map_err(bad)?;
     let window = crate::settings::WORKER_REFUSED.read().map_err(bad)?;
     let lost = crate::settings::POOL_LOST.read().map_err(bad)?;
+    crate::metrics::serve::start_from_env().map_err(bad)?;
     let mut refusals = Refusals {
         window,
         since: None,

@@ -28,6 +28,7 @@
 
 pub mod alerts;
 pub mod fire;
+pub mod gauges;
 pub mod sense;
 pub mod start;
 pub mod stats;
@@ -131,6 +132,8 @@ pub struct Scheduler {
     /// was read on.
     leader: mark::Leader,
     leader_session: Option<u64>,
+    /// The metrics read from the database (`ORCA_METRICS_ADDR`).
+    gauges: gauges::Gauges,
 }
 
 /// `orca scheduler`: runs until SIGTERM or SIGINT.
@@ -147,6 +150,7 @@ pub fn main(config_path: Option<&str>) -> Outcome {
     let overlap = crate::lead::overlap_on().map_err(bad)?;
     // Every setting is read (bad input refused) before anything is said.
     let ec2_runs = Ec2Runs::new(pool_timing.clone()).map_err(bad)?;
+    crate::metrics::serve::start_from_env().map_err(bad)?;
     install_stop_handlers();
     // SAFETY: geteuid(2) can't fail.
     let euid = unsafe { libc::geteuid() };
@@ -314,6 +318,7 @@ fn run(
         stats: TickStats::from_env(),
         leader,
         leader_session: None,
+        gauges: gauges::Gauges::default(),
     };
     let code = s.run_loop();
     alert_done.store(true, Ordering::SeqCst);
@@ -362,6 +367,7 @@ impl Scheduler {
             }
             let (began, calls) = (Instant::now(), self.db.calls);
             self.tick();
+            crate::metrics::observe(&crate::metrics::TICK, began.elapsed().as_secs_f64());
             if let Some(stats) = &mut self.stats {
                 stats.tick((
                     began.elapsed().as_secs_f64() * 1000.0,
@@ -421,6 +427,12 @@ impl Scheduler {
             .lead
             .step(&mut self.db, self.timing.stale, || stops() > 0, sup);
         self.leads_now.store(lead.is_some(), Ordering::SeqCst);
+        crate::metrics::set(
+            &crate::metrics::LEADER,
+            &[],
+            f64::from(u8::from(lead.is_some())),
+        );
+        self.gauges.step(&mut self.db, lead);
         self.tell_leader(lead);
         let Some(session) = lead else {
             // Sensors are decisions: only the leader runs them.

@@ -124,6 +124,12 @@ pub const HEAD: Recorder = Recorder {
 /// Logs that `o`'s end was written, the run now in `state` (`None`: the
 /// attempt was no longer running, so nothing was).
 fn say_written(o: &Outcome, state: Option<RunState>) {
+    crate::metrics::ended(
+        &o.pipeline,
+        o.state.as_str(),
+        o.timed_out,
+        state.map(RunState::as_str),
+    );
     match state {
         Some(state) => log::info!(
             "run {} attempt {}: {} ({}) -> {state}",
@@ -443,6 +449,7 @@ impl Supervisor {
         args: &[String],
         extra: &[(String, String)],
     ) {
+        crate::metrics::add(&crate::metrics::STARTED, &[&p.name], 1.0);
         let mut env: Vec<(String, String)> =
             p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         env.push(("ORCA_RUN_ID".into(), id.to_string()));
@@ -498,6 +505,7 @@ impl Supervisor {
             why,
             output: Vec::new(),
             pipeline: pipeline.to_string(),
+            timed_out: false,
         }));
     }
 
@@ -565,15 +573,9 @@ impl Supervisor {
                 }
                 None => (RunState::Failed, format!("{exit} after {took:.1}s")),
             };
-            self.pending.push(Pending::Finish(Outcome::new(
-                &s.pipeline,
-                s.id,
-                s.start,
-                state,
-                Some(exit),
-                why,
-                output,
-            )));
+            let mut o = Outcome::new(&s.pipeline, s.id, s.start, state, Some(exit), why, output);
+            o.timed_out = matches!(s.kill, Some((Kill::Timeout, _, _)));
+            self.pending.push(Pending::Finish(o));
         }
     }
 

@@ -381,8 +381,15 @@ impl Ec2Runs {
                         why: why.clone(),
                         output: Vec::new(),
                         pipeline,
+                        timed_out: false,
                     };
-                    db.run_fenced(session, |c| outcome.write(c, sql::RUN_FINISH))?;
+                    let now = db.run_fenced(session, |c| outcome.write(c, sql::RUN_FINISH))?;
+                    crate::metrics::ended(
+                        &outcome.pipeline,
+                        "failed",
+                        false,
+                        now.map(|s| s.as_str()),
+                    );
                     why
                 };
                 let ended = db.run_fenced(session, |c| {

@@ -2,7 +2,8 @@
 //! A block tagged `sh` is run here as written, with only the database's
 //! address (the `export ORCA_DATABASE_URL=` line, or the environment)
 //! put in; each `toml` block passes `orca check` on its own; each `sql`
-//! block is claimed in [`SQL_RUN`] by the test that runs it, and the
+//! block is claimed in [`SQL_RUN`] by the test that runs it, each `yaml`
+//! block in [`YAML_RUN`] by the test that checks it, and the
 //! `json` policy is `setup.rs`'s; a command block of no tag must be in
 //! [`NOT_RUN_HERE`], saying where it is run or why it can't be. So a new
 //! block is either run or answered for.
@@ -108,6 +109,20 @@ const SQL_RUN: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// `yaml` blocks, by how they start, and the test that checks each.
+const YAML_RUN: &[(&str, &str, &str)] = &[
+    (
+        "docs/operations.md",
+        "# prometheus.yml",
+        "metrics::the_operations_page_s_prometheus_blocks_pass_promtool",
+    ),
+    (
+        "docs/operations.md",
+        "# orca-rules.yml",
+        "metrics::the_operations_page_s_prometheus_blocks_pass_promtool",
+    ),
+];
+
 fn find<'a>(list: &'a [(&str, &str, &str)], page: &str, block: &str) -> Option<&'a str> {
     list.iter()
         .find(|(p, start, _)| *p == page && block.starts_with(start))
@@ -145,6 +160,12 @@ fn every_command_block_is_run_or_answered_for() {
             assert!(
                 find(SQL_RUN, &page, &b).is_some(),
                 "{page}: an sql block no test runs: claim it in SQL_RUN:\n{b}"
+            );
+        }
+        for b in blocks(&text, "yaml") {
+            assert!(
+                find(YAML_RUN, &page, &b).is_some(),
+                "{page}: a yaml block no test checks: claim it in YAML_RUN:\n{b}"
             );
         }
         for tag in ["bash", "shell", "console", "text"] {

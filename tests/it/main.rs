@@ -16,6 +16,7 @@ mod hardening;
 mod harness;
 mod launch;
 mod layers;
+mod metrics;
 mod ops;
 mod outage;
 mod overlap;
