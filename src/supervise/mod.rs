@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use postgres::Row;
 
+use crate::attempts::seconds;
 use crate::config::Pipeline;
 use crate::db::sql;
 use crate::db::{Db, Fault, Link};
@@ -560,10 +561,11 @@ impl Supervisor {
                     ),
                 ),
                 Some((Kill::Cancel, _, _)) => (RunState::Cancelled, format!("cancelled ({exit})")),
-                None if exit.success() => {
-                    (RunState::Succeeded, format!("exit code 0 after {took:.1}s"))
-                }
-                None => (RunState::Failed, format!("{exit} after {took:.1}s")),
+                None if exit.success() => (
+                    RunState::Succeeded,
+                    format!("exit code 0 after {}", seconds(took)),
+                ),
+                None => (RunState::Failed, format!("{exit} after {}", seconds(took))),
             };
             self.pending.push(Pending::Finish(Outcome::new(
                 &s.pipeline,
