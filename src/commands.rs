@@ -457,11 +457,12 @@ pub fn logs(run: i64, follow: bool, only: Option<i32>, opts: &DbOpts) -> Outcome
 }
 
 /// What `orca runs` says in a run's `WHY`: why a queued run waits, when
-/// that is known, else why it is in its state.
+/// that is known, then why it is in its state (a retry's failure, say).
 fn shown_why(r: &runs::RunRow) -> String {
-    match (&r.waits, &r.why) {
-        (Some(w), _) => w.clone(),
-        (None, w) => w.clone().unwrap_or_default(),
+    match (r.waits.as_deref(), r.why.as_deref()) {
+        (Some(w), None | Some("")) => w.to_string(),
+        (Some(w), Some(why)) => format!("{w}; {why}"),
+        (None, why) => why.unwrap_or_default().to_string(),
     }
 }
 

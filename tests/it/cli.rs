@@ -1021,7 +1021,9 @@ fn run_wait_and_logs_follow_say_why_a_queued_run_waits() {
     let status = wait.wait(120.0);
     assert!(status.success(), "{status:?}: {}", wait.stderr());
     assert!(follow.wait(60.0).success(), "{}", follow.stderr());
-    assert_eq!(follow.stdout(), "done\n");
+    let out = follow.stdout();
+    assert!(out.starts_with("--- attempt 1 of 1: "), "{out}");
+    assert_eq!(crate::harness::logs_body(out.as_bytes()), b"done\n");
     // Each cause said once.
     for r in [&wait, &follow] {
         let err = r.stderr();
