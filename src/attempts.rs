@@ -249,7 +249,7 @@ mod tests {
     fn seconds_keep_the_precision_they_were_measured_in() {
         assert_eq!(seconds(0.0234), "0.023s");
         assert_eq!(seconds(0.25), "0.25s");
-        assert_eq!(seconds(3.14159), "3.14s");
+        assert_eq!(seconds(3.456), "3.46s");
         assert_eq!(seconds(42.51), "42.5s");
         assert_eq!(seconds(1234.4), "1234s");
         assert_eq!(seconds(0.0004), "0.000s");
