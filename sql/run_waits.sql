@@ -3,7 +3,8 @@
 -- leads (the lead lock $2 is held and, where instance rows say who leads
 -- (overlap on), one of those was seen within the stale limit $3 (s) by the
 -- database's clock), its retry (failures so far, the attempts its retries
--- allow, and when it may start: not_before, if still ahead), its
+-- allow, and when it may start: not_before, if still ahead, with its date
+-- when that is not today (UTC)), its
 -- pipeline's max_runs (max_fills for a fill run) with the runs of its kind
 -- running (how many, and the first few ids), and for a worker:<pool>
 -- run its pool: registered, its machines (live; one booting, if any),
@@ -23,7 +24,9 @@ WITH led AS (
 SELECT r.id, r.pipeline, r.fill, p.paused, led.led,
        r.failures, 1 + coalesce((p.spec ->> 'retries')::integer, 0) AS tries,
        CASE WHEN r.not_before > now()
-            THEN to_char(r.not_before AT TIME ZONE 'UTC', 'HH24:MI:SS') END AS retry_at,
+            THEN to_char(r.not_before AT TIME ZONE 'UTC',
+                         CASE WHEN (r.not_before AT TIME ZONE 'UTC')::date = (now() AT TIME ZONE 'UTC')::date
+                              THEN 'HH24:MI:SS' ELSE 'YYYY-MM-DD HH24:MI:SS' END) END AS retry_at,
        CASE WHEN r.fill THEN coalesce((p.spec ->> 'max_fills')::integer, 10)
             ELSE p.max_runs END AS max_runs,
        b.running, b.running_ids,

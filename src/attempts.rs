@@ -40,14 +40,16 @@ pub struct Attempt {
     pub output: Vec<u8>,
 }
 
-/// Run `run`'s attempts, oldest first (only attempt `only`, if given).
+/// Run `run`'s attempts, oldest first: those from attempt `from` to
+/// attempt `to` (each bound only where given).
 pub fn list(
     client: &mut Client,
     run: i64,
-    only: Option<i32>,
+    from: Option<i32>,
+    to: Option<i32>,
 ) -> Result<Vec<Attempt>, postgres::Error> {
     Ok(client
-        .query(sql::RUN_ATTEMPTS, &[&run, &only])?
+        .query(sql::RUN_ATTEMPTS, &[&run, &from, &to])?
         .iter()
         .map(|r| Attempt {
             attempt: r.get("attempt"),
@@ -147,9 +149,16 @@ pub struct Printer {
 
 impl Printer {
     /// Whether a look at attempt `start` needs the attempts read
-    /// ([`Printer::attempts`]) first: it is one not headed yet.
+    /// ([`Printer::attempts`]) first: it is one not headed yet. Those from
+    /// [`Printer::from`] on are all it needs.
     pub fn needs_attempts(&self, start: i32) -> bool {
         start > self.headed
+    }
+
+    /// The first attempt [`Printer::attempts`] needs: the one followed so
+    /// far (its rest), or the first.
+    pub fn from(&self) -> i32 {
+        self.headed.max(1)
     }
 
     /// What to print of `attempts` (read because [`Printer::needs_attempts`]):

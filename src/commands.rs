@@ -263,7 +263,8 @@ fn follow_run(
             // What couldn't be told (an outage) is told on a later look.
             if waiting != said {
                 if let Some(w) = &waiting {
-                    eprintln!("orca: {}", w.said(id));
+                    // (A pool's status may hold a provider's text.)
+                    eprintln!("orca: {}", printable::line(&w.said(id)));
                 }
                 said = waiting;
             }
@@ -418,7 +419,7 @@ pub fn logs(run: i64, follow: bool, only: Option<i32>, opts: &DbOpts) -> Outcome
         return Err(bad(format!("unknown run: {run}")));
     }
     if !follow {
-        let list = attempts::list(&mut client, run, only).map_err(pg)?;
+        let list = attempts::list(&mut client, run, only, only).map_err(pg)?;
         if let Some(n) = only
             && list.is_empty()
         {
@@ -433,7 +434,7 @@ pub fn logs(run: i64, follow: bool, only: Option<i32>, opts: &DbOpts) -> Outcome
     let mut printer = attempts::Printer::default();
     follow_run(target, "orca logs -f", run, true, |db, look| {
         let new = if printer.needs_attempts(look.start) {
-            match db.run(|c| attempts::list(c, run, None)) {
+            match db.run(|c| attempts::list(c, run, Some(printer.from()), None)) {
                 Ok(list) => printer.attempts(&list),
                 // Read again on the next look.
                 Err(_) => return None,

@@ -29,7 +29,8 @@ pub struct Facts {
     pub failures: i32,
     /// The attempts its pipeline's retries allow (1 + retries).
     pub tries: i32,
-    /// When it may start (UTC, `HH:MM:SS`), if that is still ahead.
+    /// When it may start (UTC, `HH:MM:SS`, the date first when not today),
+    /// if that is still ahead.
     pub retry_at: Option<String>,
     /// Its pipeline's `max_runs` (`max_fills` for a fill run).
     pub max_runs: i32,
