@@ -116,23 +116,19 @@ pub fn seconds(took: f64) -> String {
 }
 
 /// Everything `orca logs` prints for `attempts`: each one's header line,
-/// then its output (a newline added after output that doesn't end in one,
-/// so the next header starts a line).
+/// then its output as it is (a newline added after output that doesn't
+/// end in one only when another header follows, so that it starts a line).
 pub fn printed(attempts: &[Attempt]) -> Vec<u8> {
     let mut out = Vec::new();
     for a in attempts {
+        if out.last().is_some_and(|&b| b != b'\n') {
+            out.push(b'\n');
+        }
         out.extend_from_slice(header(a).as_bytes());
         out.push(b'\n');
         out.extend_from_slice(&a.output);
-        ends_line(&mut out, &a.output);
     }
     out
-}
-
-fn ends_line(out: &mut Vec<u8>, part: &[u8]) {
-    if part.last().is_some_and(|&b| b != b'\n') {
-        out.push(b'\n');
-    }
 }
 
 /// Where `orca logs -f` has got to: the attempts whose header it printed,
@@ -275,6 +271,9 @@ mod tests {
         assert!(lines[2].starts_with("--- attempt 2 of 2: failed"));
         assert_eq!(lines[3], "ok");
         assert!(text.ends_with("ok\n"));
+        // The last output as it is: no newline added.
+        let out = printed(&[failed(1, b"a b|c|")]);
+        assert!(out.ends_with(b"UTC: exit code 7 after 0.02s\na b|c|"));
     }
 
     #[test]

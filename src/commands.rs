@@ -358,15 +358,8 @@ pub fn list_runs(filter: &runs::Filter, json: bool, opts: &DbOpts) -> Outcome {
         return Err(bad(format!("unknown pipeline: {p}")));
     }
     let mut rows = runs::list(&mut client, filter).map_err(pg)?;
-    let queued: Vec<i64> = rows
-        .iter()
-        .filter(|r| r.state == RunState::Queued.as_str())
-        .map(|r| r.id)
-        .collect();
-    for (id, w) in waits::read(&mut client, &queued, stale()?).map_err(pg)? {
-        if let Some(r) = rows.iter_mut().find(|r| r.id == id) {
-            r.waits = Some(w.short());
-        }
+    if rows.iter().any(|r| r.state == RunState::Queued.as_str()) {
+        waits::fill(&mut client, &mut rows, stale()?).map_err(pg)?;
     }
     if json {
         return print_json(&rows);
@@ -395,7 +388,7 @@ pub fn list_runs(filter: &runs::Filter, json: bool, opts: &DbOpts) -> Outcome {
                 Some(h) => printable::line(h),
             },
             if r.fill { "[fill] " } else { "" },
-            printable::line(&shown_why(&r)),
+            printable::line(&r.shown_why()),
         );
     }
     Ok(())
@@ -455,16 +448,6 @@ pub fn logs(run: i64, follow: bool, only: Option<i32>, opts: &DbOpts) -> Outcome
         }
         look.state.ended().map(|_| Ok(()))
     })
-}
-
-/// What `orca runs` says in a run's `WHY`: why a queued run waits, when
-/// that is known, then why it is in its state (a retry's failure, say).
-fn shown_why(r: &runs::RunRow) -> String {
-    match (r.waits.as_deref(), r.why.as_deref()) {
-        (Some(w), None | Some("")) => w.to_string(),
-        (Some(w), Some(why)) => format!("{w}; {why}"),
-        (None, why) => why.unwrap_or_default().to_string(),
-    }
 }
 
 /// `orca events`.

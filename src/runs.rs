@@ -203,6 +203,18 @@ pub struct RunRow {
     pub waits: Option<String>,
 }
 
+impl RunRow {
+    /// What `orca runs` says in its `WHY`: why a queued run waits, when
+    /// that is known, then why it is in its state (a retry's failure, say).
+    pub fn shown_why(&self) -> String {
+        match (self.waits.as_deref(), self.why.as_deref()) {
+            (Some(w), None | Some("")) => w.to_string(),
+            (Some(w), Some(why)) => format!("{w}; {why}"),
+            (None, why) => why.unwrap_or_default().to_string(),
+        }
+    }
+}
+
 /// Which runs `orca runs` lists.
 #[derive(Debug, Clone, Default)]
 pub struct Filter<'a> {

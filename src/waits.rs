@@ -11,6 +11,7 @@
 use postgres::Client;
 
 use crate::db::sql;
+use crate::runs::{RunRow, RunState};
 
 /// What the database says about one queued run (`sql/run_waits.sql`).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -256,6 +257,21 @@ pub fn read(
         }
     }
     Ok(out)
+}
+
+/// Sets `waits` of the queued runs among `rows` (see [`read`]).
+pub fn fill(client: &mut Client, rows: &mut [RunRow], stale: f64) -> Result<(), postgres::Error> {
+    let queued: Vec<i64> = rows
+        .iter()
+        .filter(|r| r.state == RunState::Queued.as_str())
+        .map(|r| r.id)
+        .collect();
+    let mut waits: std::collections::HashMap<i64, Waiting> =
+        read(client, &queued, stale)?.into_iter().collect();
+    for r in rows {
+        r.waits = waits.remove(&r.id).map(|w| w.short());
+    }
+    Ok(())
 }
 
 /// Why queued run `run` waits, if the database can tell (see [`read`]).
