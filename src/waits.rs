@@ -88,7 +88,7 @@ pub enum Waiting {
         /// The first few of the runs running.
         running: Vec<i64>,
     },
-    /// Its pool (named) is not registered, or retired.
+    /// Its pool (named) is retired, or was never registered.
     NoPool(String),
     /// Its pool has no room and a machine of it is booting.
     PoolBooting {
@@ -182,7 +182,7 @@ impl Waiting {
                     }
                 )
             }
-            Waiting::NoPool(p) => format!("pool {p} is not registered"),
+            Waiting::NoPool(p) => format!("pool {p} is retired or not registered"),
             Waiting::PoolBooting { pool, machine } => {
                 format!("pool {pool} has no room: machine {machine} is booting")
             }
@@ -414,7 +414,10 @@ mod tests {
             registered: false,
             ..pool()
         });
-        assert_eq!(decide(&gone).unwrap().short(), "pool b is not registered");
+        assert_eq!(
+            decide(&gone).unwrap().short(),
+            "pool b is retired or not registered"
+        );
     }
 
     #[test]
