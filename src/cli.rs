@@ -101,15 +101,19 @@ pub enum Cmd {
         #[command(flatten)]
         db: DbOpts,
     },
-    /// Print a run's output (its last 64 KiB); with -f, follow it until the
-    /// run ends.
+    /// Print a run's output, each attempt's (its last 64 KiB) under a line
+    /// naming it; with -f, follow it until the run ends.
     Logs {
         /// The run's id.
         run: i64,
         /// Keep printing the run's output as it arrives until the run has
-        /// ended (across its retries), then exit 0.
-        #[arg(short = 'f', long)]
+        /// ended (across its retries, each attempt under its line), then
+        /// exit 0.
+        #[arg(short = 'f', long, conflicts_with = "attempt")]
         follow: bool,
+        /// Only attempt N's output (1 is the first), under its line.
+        #[arg(long, value_name = "N")]
+        attempt: Option<i32>,
         /// Database options.
         #[command(flatten)]
         db: DbOpts,

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use postgres::Client;
 
+use crate::attempts;
 use crate::cli::{ConfigOpts, DbOpts};
 use crate::config::{self, Config};
 use crate::db::sql;
@@ -19,6 +20,7 @@ use crate::lead::{self, DeployVerdict};
 use crate::plural::count;
 use crate::printable;
 use crate::runs::{self, Cancelled, RunState, STATES};
+use crate::waits::{self, Waiting};
 
 pub mod events;
 pub mod pipelines;
@@ -172,16 +174,13 @@ pub fn run(pipeline: &str, fill: bool, args: &[String], wait: bool, opts: &DbOpt
     let _ = std::io::stdout().flush();
     // (With --wait the follow loop says it, at its first look.)
     if !wait && row.get::<_, bool>("paused") {
-        eprintln!(
-            "orca: {}",
-            runs::Waiting::Paused(pipeline.to_string()).said(id)
-        );
+        eprintln!("orca: {}", Waiting::Paused(pipeline.to_string()).said(id));
     }
     if !wait {
         return Ok(());
     }
     drop(client);
-    follow_run(target, "orca run --wait", id, false, |look| {
+    follow_run(target, "orca run --wait", id, false, |_, look| {
         let done = look.state.ended()?;
         Some(if done {
             Ok(())
@@ -219,11 +218,11 @@ fn follow_run(
     who: &'static str,
     id: i64,
     until_reader_gone: bool,
-    mut each: impl FnMut(Look<'_>) -> Option<Outcome>,
+    mut each: impl FnMut(&mut Db, Look<'_>) -> Option<Outcome>,
 ) -> Outcome {
     let stale = stale()?;
     let mut db = Db::new(target.with_application_name(who), who).ending_when_refused();
-    let mut said: Option<runs::Waiting> = None;
+    let mut said: Option<Waiting> = None;
     // The output read last and its md5: the database sends it again only
     // once it changed (`logs -f` looks twice a second at up to 64 KiB).
     let (mut output, mut md5): (Vec<u8>, Option<String>) = (Vec::new(), None);
@@ -260,16 +259,17 @@ fn follow_run(
             why: row.get("why"),
         };
         let queued = look.state == RunState::Queued;
-        if let Some(outcome) = each(look) {
+        if let Some(outcome) = each(&mut db, look) {
             return outcome;
         }
         if !queued {
             said = None;
-        } else if let Ok(waiting) = db.run(|c| runs::waiting(c, id, stale)) {
+        } else if let Ok(waiting) = db.run(|c| waits::waiting(c, id, stale)) {
             // What couldn't be told (an outage) is told on a later look.
             if waiting != said {
                 if let Some(w) = &waiting {
-                    eprintln!("orca: {}", w.said(id));
+                    // (A pool's status may hold a provider's text.)
+                    eprintln!("orca: {}", printable::line(&w.said(id)));
                 }
                 said = waiting;
             }
@@ -362,13 +362,16 @@ pub fn list_runs(filter: &runs::Filter, json: bool, opts: &DbOpts) -> Outcome {
     {
         return Err(bad(format!("unknown pipeline: {p}")));
     }
-    let rows = runs::list(&mut client, filter).map_err(pg)?;
+    let mut rows = runs::list(&mut client, filter).map_err(pg)?;
+    if rows.iter().any(|r| r.state == RunState::Queued.as_str()) {
+        waits::fill(&mut client, &mut rows, stale()?).map_err(pg)?;
+    }
     if json {
         return print_json(&rows);
     }
     println!(
-        "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  {:<20}  WHY",
-        "ID", "PIPELINE", "STATE", "START", "STARTED", "ENDED", "EXIT", "HOST"
+        "{:>8}  {:<20} {:<10} {:>7}  {:<20}  {:<20}  {:<8}  {:<20}  WHY",
+        "ID", "PIPELINE", "STATE", "ATTEMPT", "STARTED", "ENDED", "EXIT", "HOST"
     );
     for r in rows {
         let exit = match (r.exit_code, r.exit_signal) {
@@ -377,7 +380,7 @@ pub fn list_runs(filter: &runs::Filter, json: bool, opts: &DbOpts) -> Outcome {
             _ => "-".into(),
         };
         println!(
-            "{:>8}  {:<20} {:<10} {:>5}  {:<20}  {:<20}  {:<8}  {:<20}  {}{}",
+            "{:>8}  {:<20} {:<10} {:>7}  {:<20}  {:<20}  {:<8}  {:<20}  {}{}",
             r.id,
             r.pipeline,
             r.state,
@@ -390,36 +393,61 @@ pub fn list_runs(filter: &runs::Filter, json: bool, opts: &DbOpts) -> Outcome {
                 Some(h) => printable::line(h),
             },
             if r.fill { "[fill] " } else { "" },
-            printable::line(r.why.as_deref().unwrap_or("")),
+            printable::line(&r.shown_why()),
         );
     }
     Ok(())
 }
 
-/// `orca logs`; with `follow`, printing what arrives until the run has
-/// ended (after its retries), then exit 0.
-pub fn logs(run: i64, follow: bool, opts: &DbOpts) -> Outcome {
+/// `orca logs`: each attempt's output under a line naming it (only
+/// attempt `only`'s, if given); with `follow`, printing what arrives, each
+/// new attempt's line as it starts, until the run has ended (after its
+/// retries), then exit 0.
+pub fn logs(run: i64, follow: bool, only: Option<i32>, opts: &DbOpts) -> Outcome {
+    if only.is_some_and(|n| n < 1) {
+        return Err(bad("--attempt takes an attempt's number, 1 or more"));
+    }
     let target = target(opts, "orca")?;
     let mut client = connect(opts)?;
-    let row = client.query_opt(sql::RUN_OUTPUT, &[&run]).map_err(pg)?;
-    let Some(row) = row else {
+    if client
+        .query_opt(sql::RUN_STATE, &[&run])
+        .map_err(pg)?
+        .is_none()
+    {
         return Err(bad(format!("unknown run: {run}")));
-    };
+    }
     if !follow {
-        let out: Vec<u8> = row.get(0);
+        let list = attempts::list(&mut client, run, only, only).map_err(pg)?;
+        if let Some(n) = only
+            && list.is_empty()
+        {
+            return Err(bad(format!("run {run} has no attempt {n}")));
+        }
         let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(&out);
+        let _ = stdout.write_all(&attempts::printed(&list));
         let _ = stdout.flush();
         return Ok(());
     }
     drop(client);
-    let mut shown = crate::follow::Follow::default();
-    follow_run(target, "orca logs -f", run, true, |look| {
-        let new = shown.next(look.start, look.output);
+    let mut printer = attempts::Printer::default();
+    follow_run(target, "orca logs -f", run, true, |db, look| {
+        let new = if printer.needs_attempts(look.start) {
+            match db.run(|c| attempts::list(c, run, Some(printer.from()), None)) {
+                Ok(list) => printer.attempts(&list),
+                // Read again on the next look.
+                Err(_) => return None,
+            }
+        } else {
+            printer.output(look.start, look.output)
+        };
         if !new.is_empty() {
             let mut stdout = std::io::stdout().lock();
             // A reader gone (`| head`): nothing more to do.
-            if stdout.write_all(new).and_then(|()| stdout.flush()).is_err() {
+            if stdout
+                .write_all(&new)
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
                 return Some(Ok(()));
             }
         }

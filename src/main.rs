@@ -1,6 +1,7 @@
 //! orca: a pipeline scheduler and EC2 fleet manager whose only channel is
 //! Postgres. This file only dispatches; see ARCHITECTURE.md for the map.
 
+mod attempts;
 mod aws;
 mod cli;
 mod commands;
@@ -22,6 +23,7 @@ mod secrets;
 mod settings;
 mod supervise;
 mod url;
+mod waits;
 mod warm_pool;
 
 use clap::Parser;
@@ -107,7 +109,12 @@ fn dispatch(cli: &Cli) -> Outcome {
             *json,
             db,
         ),
-        Cmd::Logs { run, follow, db } => commands::logs(*run, *follow, db),
+        Cmd::Logs {
+            run,
+            follow,
+            attempt,
+            db,
+        } => commands::logs(*run, *follow, *attempt, db),
         Cmd::Events {
             run,
             pipeline,

@@ -197,6 +197,22 @@ pub struct RunRow {
     pub host: Option<String>,
     /// The pid of its latest attempt's process group.
     pub pid: Option<i32>,
+    /// Why it waits, for a queued run when that is known (`waits::Waiting`,
+    /// in words): its retry and when, paused, `max_runs`, its pool, no
+    /// leader.
+    pub waits: Option<String>,
+}
+
+impl RunRow {
+    /// What `orca runs` says in its `WHY`: why a queued run waits, when
+    /// that is known, then why it is in its state (a retry's failure, say).
+    pub fn shown_why(&self) -> String {
+        match (self.waits.as_deref(), self.why.as_deref()) {
+            (Some(w), None | Some("")) => w.to_string(),
+            (Some(w), Some(why)) => format!("{w}; {why}"),
+            (None, why) => why.unwrap_or_default().to_string(),
+        }
+    }
 }
 
 /// Which runs `orca runs` lists.
@@ -242,6 +258,7 @@ pub fn list(client: &mut Client, filter: &Filter) -> Result<Vec<RunRow>, postgre
             why: r.get("why"),
             host: r.get("host"),
             pid: r.get("pid"),
+            waits: None,
         })
         .collect())
 }
@@ -481,50 +498,6 @@ pub fn cancel(client: &mut Client, id: i64) -> Result<Cancelled, postgres::Error
     }
 }
 
-/// Why a queued run waits, when the database can tell (`orca run --wait`
-/// and `orca logs -f` say it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Waiting {
-    /// Its pipeline (named) is paused: nothing of it starts.
-    Paused(String),
-    /// No live scheduler leads: nothing starts any run.
-    NoLeader,
-}
-
-impl Waiting {
-    /// The line that says it, for run `run`.
-    pub fn said(&self, run: i64) -> String {
-        match self {
-            Waiting::Paused(p) => {
-                format!("pipeline {p} is paused: run {run} waits for `orca resume {p}`")
-            }
-            Waiting::NoLeader => format!("no scheduler leads: run {run} waits for one"),
-        }
-    }
-}
-
-/// Why queued run `run` waits, if the database can tell: its pipeline
-/// paused, or no live scheduler leading (by the database's clock, `stale`
-/// seconds the limit). `None` when it can't tell, or the run is gone.
-pub fn waiting(
-    client: &mut Client,
-    run: i64,
-    stale: f64,
-) -> Result<Option<Waiting>, postgres::Error> {
-    let lock = crate::lead::lock::LEAD_LOCK;
-    let Some(row) = client.query_opt(sql::RUN_WAITS, &[&run, &lock, &stale])? else {
-        return Ok(None);
-    };
-    let pipeline: String = row.get("pipeline");
-    Ok(if row.get::<_, bool>("paused") {
-        Some(Waiting::Paused(pipeline))
-    } else if !row.get::<_, bool>("led") {
-        Some(Waiting::NoLeader)
-    } else {
-        None
-    })
-}
-
 /// Who is at the keyboard, for events: `user@host`.
 pub fn whoami() -> String {
     let user = std::env::var("USER")
@@ -550,18 +523,6 @@ pub fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn why_a_run_waits_names_what_ends_the_wait() {
-        assert_eq!(
-            Waiting::Paused("etl".into()).said(7),
-            "pipeline etl is paused: run 7 waits for `orca resume etl`"
-        );
-        assert_eq!(
-            Waiting::NoLeader.said(7),
-            "no scheduler leads: run 7 waits for one"
-        );
-    }
 
     #[test]
     fn every_run_state_round_trips_through_its_text() {

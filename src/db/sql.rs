@@ -205,6 +205,9 @@ pub const RETIRE_POOLS: &str = include_str!("../../sql/retire_pools.sql");
 /// See `sql/roles_orphaned.sql`.
 pub const ROLES_ORPHANED: &str = include_str!("../../sql/roles_orphaned.sql");
 
+/// See `sql/run_attempts.sql`.
+pub const RUN_ATTEMPTS: &str = include_str!("../../sql/run_attempts.sql");
+
 /// See `sql/run_cancel.sql`.
 pub const RUN_CANCEL: &str = include_str!("../../sql/run_cancel.sql");
 
@@ -215,9 +218,6 @@ pub const RUNS_FINISH: &str = include_str!("../../sql/runs_finish.sql");
 
 /// See `sql/run_follow.sql`.
 pub const RUN_FOLLOW: &str = include_str!("../../sql/run_follow.sql");
-
-/// See `sql/run_output.sql`.
-pub const RUN_OUTPUT: &str = include_str!("../../sql/run_output.sql");
 
 /// See `sql/run_queue.sql`.
 pub const RUN_QUEUE: &str = include_str!("../../sql/run_queue.sql");

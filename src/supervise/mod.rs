@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use postgres::Row;
 
+use crate::attempts::seconds;
 use crate::config::Pipeline;
 use crate::db::sql;
 use crate::db::{Db, Fault, Link};
@@ -568,10 +569,11 @@ impl Supervisor {
                     ),
                 ),
                 Some((Kill::Cancel, _, _)) => (RunState::Cancelled, format!("cancelled ({exit})")),
-                None if exit.success() => {
-                    (RunState::Succeeded, format!("exit code 0 after {took:.1}s"))
-                }
-                None => (RunState::Failed, format!("{exit} after {took:.1}s")),
+                None if exit.success() => (
+                    RunState::Succeeded,
+                    format!("exit code 0 after {}", seconds(took)),
+                ),
+                None => (RunState::Failed, format!("{exit} after {}", seconds(took))),
             };
             let mut o = Outcome::new(&s.pipeline, s.id, s.start, state, Some(exit), why, output);
             o.timed_out = matches!(s.kill, Some((Kill::Timeout, _, _)));

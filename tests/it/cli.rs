@@ -661,8 +661,11 @@ fn follow_to_the_end(db: &TestDb, dir: &TempDir, run: i64, go: &std::path::Path)
         db.state(run) == "running" && text(&db.output(run)).contains("line 1")
     });
     let mut logs = Running::start(db, dir, &["logs", "-f", &run.to_string()]);
+    // The attempt's line, then its output.
+    let header = "--- attempt 1 of 1: running since ";
     wait_until("logs -f shows the first line", 60.0, || {
-        logs.stdout() == "line 1\n"
+        let out = logs.stdout();
+        out.starts_with(header) && out.lines().skip(1).collect::<Vec<_>>() == ["line 1"]
     });
     assert!(logs.running(), "logs -f ended early: {}", logs.stderr());
     assert_eq!(db.state(run), "running");
@@ -674,7 +677,13 @@ fn follow_to_the_end(db: &TestDb, dir: &TempDir, run: i64, go: &std::path::Path)
         "succeeded",
         "logs -f exits when the run ends"
     );
-    assert_eq!(logs.stdout(), CHATTY, "stderr: {}", logs.stderr());
+    let out = logs.stdout();
+    let (first, rest) = out.split_once('\n').unwrap();
+    assert!(
+        first.starts_with(header) && first.ends_with(" UTC"),
+        "{out}"
+    );
+    assert_eq!(rest, CHATTY, "stderr: {}", logs.stderr());
     assert_eq!(logs.stderr(), "");
 }
 
@@ -972,7 +981,10 @@ fn logs_follow_ends_when_its_reader_goes() {
         db.state(run) == "running" && text(&db.output(run)).contains("line 1")
     });
     let (out, line) = read_one_line_and_go(&db, &["logs", "-f", &run.to_string()]);
-    assert_eq!(line, "line 1\n");
+    assert!(
+        line.starts_with("--- attempt 1 of 1: running since "),
+        "{line}"
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
     assert_eq!(db.state(run), "running", "it ended before the run did");
@@ -1009,7 +1021,9 @@ fn run_wait_and_logs_follow_say_why_a_queued_run_waits() {
     let status = wait.wait(120.0);
     assert!(status.success(), "{status:?}: {}", wait.stderr());
     assert!(follow.wait(60.0).success(), "{}", follow.stderr());
-    assert_eq!(follow.stdout(), "done\n");
+    let out = follow.stdout();
+    assert!(out.starts_with("--- attempt 1 of 1: "), "{out}");
+    assert_eq!(crate::harness::logs_body(out.as_bytes()), b"done\n");
     // Each cause said once.
     for r in [&wait, &follow] {
         let err = r.stderr();

@@ -79,11 +79,12 @@ fn printed(progress: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// What `orca logs RUN` prints: the run's stored output.
+/// What `orca logs RUN` prints under its attempt's line: the run's stored
+/// output.
 fn logs(db: &TestDb, run: i64) -> Vec<u8> {
     let out = db.run(&["logs", &run.to_string()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    out.stdout
+    crate::harness::logs_body(&out.stdout).to_vec()
 }
 
 /// Checks that what `orca logs` shows of `run`, printing `records` records
@@ -151,6 +152,7 @@ fn chatty_runs_are_stored_as_printed(db: &TestDb, dir: &TempDir, fast: i64, slow
     });
     assert!(status.unwrap().success());
     let shown = std::fs::read(&followed).unwrap();
+    let shown = crate::harness::logs_body(&shown);
     assert!(
         shown == stream(0, 100_000),
         "logs -f showed {} bytes, not the 100000 printed",

@@ -340,7 +340,22 @@ fn kill_9_of_the_scheduler_leaves_no_child_and_the_next_one_finishes_the_runs() 
             db.one::<i32>(&format!("SELECT start FROM orca.runs WHERE id = {id}")),
             2
         );
-        assert_eq!(db.ok(&["logs", &id.to_string()]), "done 2\n");
+        // The attempt the dead scheduler ran is kept, queued again (it
+        // printed nothing), then the one that succeeded.
+        let logs = db.ok(&["logs", &id.to_string()]);
+        let lines: Vec<&str> = logs.lines().collect();
+        assert_eq!(lines.len(), 3, "{logs}");
+        assert!(
+            lines[0].starts_with("--- attempt 1 of 2: requeued at ")
+                && lines[0].contains(" UTC: heartbeat stale for over "),
+            "{logs}"
+        );
+        assert!(
+            lines[1].starts_with("--- attempt 2 of 2: succeeded (exit 0) at "),
+            "{logs}"
+        );
+        assert_eq!(lines[2], "done 2");
+        assert!(logs.ends_with("done 2\n"));
     }
     b.stop();
 }
@@ -438,11 +453,15 @@ fn output_tail_is_kept_and_live() {
         .unwrap();
     let mut s = db.scheduler(&dir, &[]);
     wait_until("argv ends", 30.0, || db.state(argv) == "succeeded");
-    assert_eq!(db.ok(&["logs", &argv.to_string()]), "a b|c|");
+    // Under its attempt's line, the output as it is.
+    let out = db.ok(&["logs", &argv.to_string()]);
+    assert!(out.starts_with("--- attempt 1 of 1: succeeded (exit 0) at "));
+    assert_eq!(logs_body(out.as_bytes()), b"a b|c|");
     wait_until("big and env end", 30.0, || {
         db.state(big) == "succeeded" && db.state(env) == "succeeded"
     });
     let out = db.ok(&["logs", &big.to_string()]);
+    let out = text(logs_body(out.as_bytes()));
     assert!(
         out.len() <= 64 * 1024 && out.len() > 60 * 1024,
         "{}",
@@ -451,11 +470,13 @@ fn output_tail_is_kept_and_live() {
     assert!(out.ends_with("30000\nstderr-line\n"));
     // The database URL (a secret) is not handed to runs.
     assert_eq!(
-        db.ok(&["logs", &env.to_string()]),
+        text(logs_body(db.ok(&["logs", &env.to_string()]).as_bytes())),
         format!("env {env} 1 hi arg1 no-url\n")
     );
     wait_until("a running run's output is visible", 20.0, || {
-        db.ok(&["logs", &live.to_string()]) == "early\n"
+        let out = db.ok(&["logs", &live.to_string()]);
+        out.starts_with("--- attempt 1 of 1: running since ")
+            && logs_body(out.as_bytes()) == b"early\n"
     });
     s.stop();
 }

@@ -89,3 +89,12 @@ pub fn machine_script(dir: &TempDir, name: &str) -> String {
         &(read("machine-prelude.sh") + &read(name)),
     )
 }
+
+/// What `orca logs` printed of a run with one attempt, without the line
+/// naming the attempt (`--- attempt 1 of …`) it prints first.
+pub fn logs_body(out: &[u8]) -> &[u8] {
+    match out.iter().position(|&b| b == b'\n') {
+        Some(i) if out.starts_with(b"--- attempt 1 of ") => &out[i + 1..],
+        _ => out,
+    }
+}
