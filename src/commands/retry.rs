@@ -57,7 +57,10 @@ pub fn retry(run: i64, opts: &DbOpts) -> Outcome {
         Retried::Queued(id, paused) => {
             println!("{id}");
             if paused {
-                eprintln!("orca: {}", runs::Waiting::Paused(pipeline.clone()).said(id));
+                eprintln!(
+                    "orca: {}",
+                    crate::waits::Waiting::Paused(pipeline.clone()).said(id)
+                );
             }
             Ok(())
         }
