@@ -154,18 +154,23 @@ pub fn events(filter: &Filter, follow: bool, json: bool, opts: &DbOpts) -> Outco
         Some(Since::At(t)) => (None, Some(t)),
         None => (None, None),
     };
-    // With -f, the newest event now is where following begins.
-    let newest: Option<i64> = if follow {
-        Some(
-            client
-                .query_one(sql::EVENTS_NEWEST, &[])
-                .map_err(pg)?
-                .get("id"),
-        )
+    // With -f, the newest event now is where following begins, read in
+    // one snapshot with the listing: an event under a lower id that
+    // commits later is still followed, and none is printed twice.
+    let mut tx = client
+        .build_transaction()
+        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .map_err(pg)?;
+    let start: Option<(i64, i64, Vec<i64>)> = if follow {
+        let r = tx.query_one(sql::EVENTS_NEWEST, &[]).map_err(pg)?;
+        Some((r.get("id"), r.get("settled"), r.get("seen")))
     } else {
         None
     };
-    let rows: Vec<EventRow> = client
+    let newest = start.as_ref().map(|s| s.0);
+    let rows: Vec<EventRow> = tx
         .query(
             sql::EVENTS_LIST,
             &[
@@ -182,6 +187,7 @@ pub fn events(filter: &Filter, follow: bool, json: bool, opts: &DbOpts) -> Outco
         .iter()
         .map(EventRow::of)
         .collect();
+    tx.commit().map_err(pg)?;
     if json {
         return print_json(&rows);
     }
@@ -192,11 +198,11 @@ pub fn events(filter: &Filter, follow: bool, json: bool, opts: &DbOpts) -> Outco
     for e in &rows {
         println!("{}", e.line());
     }
-    let Some(newest) = newest else {
+    let Some(start) = start else {
         return Ok(());
     };
     drop(client);
-    follow_events(target, filter, newest)
+    follow_events(target, filter, start)
 }
 
 /// An unknown run or pipeline given as a filter is bad input (exit 2).
@@ -223,13 +229,20 @@ fn check_known(client: &mut Client, filter: &Filter) -> Outcome {
 /// Prints each event past `from` that matches as it comes, every
 /// [`super::POLL`], until stdout's reader goes (exit 0) or the database
 /// refuses the login for good (exit 1); outages are waited through.
-fn follow_events(target: crate::db::Target, filter: &Filter, from: i64) -> Outcome {
+/// `start`: the newest id listed before, the settled id then, and the ids
+/// past it seen then (`sql/events_newest.sql`).
+fn follow_events(
+    target: crate::db::Target,
+    filter: &Filter,
+    start: (i64, i64, Vec<i64>),
+) -> Outcome {
     let who = "orca events -f";
     let mut db = Db::new(target.with_application_name(who), who).ending_when_refused();
-    // Ids up to `settled` are settled; those printed past it are `printed`.
-    let mut settled = from;
-    let mut last = from;
-    let mut printed: BTreeSet<i64> = BTreeSet::new();
+    // Ids up to `settled` are settled; those past it already printed (or
+    // seen by the listing before) are `printed`.
+    let (newest, mut settled, seen) = start;
+    let mut last = newest;
+    let mut printed: BTreeSet<i64> = seen.into_iter().collect();
     loop {
         if stdout_reader_gone() {
             return Ok(());

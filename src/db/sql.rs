@@ -39,7 +39,7 @@ pub const EVENTS_LIST: &str = include_str!("../../sql/events_list.sql");
 /// See `sql/events_follow.sql`.
 pub const EVENTS_FOLLOW: &str = include_str!("../../sql/events_follow.sql");
 
-/// See `sql/events_newest.sql`.
+/// See `sql/events_newest.sql` (where `orca events -f` begins).
 pub const EVENTS_NEWEST: &str = include_str!("../../sql/events_newest.sql");
 
 /// See `sql/fire.sql`.

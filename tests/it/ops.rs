@@ -538,3 +538,36 @@ fn events_follow_prints_a_backlog_larger_than_one_look_whole() {
     assert_eq!(out.matches(" bulk ").count(), 2500, "each once");
     f.terminate(5.0);
 }
+
+#[test]
+fn events_follow_prints_an_event_committed_after_it_began_under_a_lower_id() {
+    let (db, dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
+    // A transaction takes an id for its event and has not committed yet
+    // (a tick, an `orca run` elsewhere); a later one commits first.
+    let mut slow = db.client();
+    let mut tx = slow.transaction().unwrap();
+    tx.batch_execute(
+        "INSERT INTO orca.events (pipeline, kind, why) VALUES ('a', 'queued', 'in flight')",
+    )
+    .unwrap();
+    db.client()
+        .batch_execute(
+            "INSERT INTO orca.events (pipeline, kind, why) VALUES ('a', 'queued', 'committed')",
+        )
+        .unwrap();
+    let mut f = Proc::spawn(
+        db.orca(&["events", "-f", "--pipeline", "a"]),
+        &dir.path("follow.log"),
+    );
+    f.wait_for("the committed event, listed", 20.0, || {
+        f.output().contains("committed\n")
+    });
+    tx.commit().unwrap();
+    f.wait_for("the event committed after -f began", 20.0, || {
+        f.output().contains("in flight\n")
+    });
+    let out = f.output();
+    assert_eq!(out.matches(" in flight\n").count(), 1, "once: {out}");
+    assert_eq!(out.matches(" committed\n").count(), 1, "once: {out}");
+    f.terminate(5.0);
+}
