@@ -1,13 +1,16 @@
 //! The `/metrics` listener: a small HTTP/1.1 responder on
-//! [`std::net::TcpListener`], in a thread of its own, one connection at a
-//! time. `GET /metrics` is answered 200 with the registry's text
+//! [`std::net::TcpListener`], in a thread of its own, each connection on a
+//! short-lived thread of its own, at most [`MAX_CLIENTS`] at once.
+//! `GET /metrics` is answered 200 with the registry's text
 //! ([`super::render`]); anything else 404, a request it can't read 400.
 //!
 //! Invariants:
 //! * It never touches the database: it renders what the registry holds.
 //! * A client gets at most [`CLIENT_SECONDS`] in all and [`MAX_REQUEST`]
-//!   bytes of request: a slow or hostile one can't pin the thread or its
-//!   memory, and the next scrape waits at most that long.
+//!   bytes of request: a slow or hostile one can't pin a thread or its
+//!   memory. Clients are served side by side, so a scrape doesn't queue
+//!   behind slow ones; past [`MAX_CLIENTS`] at once a client is answered
+//!   503 at once and let go.
 //! * A bad `ORCA_METRICS_ADDR`, or one that can't be listened on (the port
 //!   taken), is said in one line before the process starts its work.
 
@@ -24,6 +27,9 @@ pub const MAX_REQUEST: usize = 8 * 1024;
 /// The longest a client is given to send its request and take the answer.
 pub const CLIENT_SECONDS: f64 = 2.0;
 
+/// The most clients served at once (each on its own thread).
+pub const MAX_CLIENTS: usize = 32;
+
 /// What a request asks for.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Asked {
@@ -33,6 +39,8 @@ pub enum Asked {
     Other,
     /// Not an HTTP request line, or its headers past [`MAX_REQUEST`].
     Bad,
+    /// Not read: [`MAX_CLIENTS`] are being served.
+    Busy,
 }
 
 /// The address `ORCA_METRICS_ADDR` names, given its value (`None`:
@@ -88,6 +96,11 @@ pub fn answer(asked: &Asked, body: impl FnOnce() -> String) -> Vec<u8> {
         Asked::Metrics => ("200 OK", "text/plain; version=0.0.4", body()),
         Asked::Other => ("404 Not Found", "text/plain", "not found\n".to_string()),
         Asked::Bad => ("400 Bad Request", "text/plain", "bad request\n".to_string()),
+        Asked::Busy => (
+            "503 Service Unavailable",
+            "text/plain",
+            "too many clients\n".to_string(),
+        ),
     };
     let mut out = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -118,13 +131,32 @@ pub fn start_from_env() -> Result<Option<SocketAddr>, String> {
     Ok(Some(bound))
 }
 
-/// Answers connections one at a time, for ever.
+/// Answers connections, each on a thread of its own, at most
+/// [`MAX_CLIENTS`] at once, for ever.
 fn serve(listener: TcpListener) {
+    let serving = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     loop {
         match listener.accept() {
             Ok((stream, _)) => {
-                if let Err(e) = one(stream) {
-                    log::debug!("metrics: a client: {e}");
+                use std::sync::atomic::Ordering::SeqCst;
+                if serving.fetch_add(1, SeqCst) >= MAX_CLIENTS {
+                    serving.fetch_sub(1, SeqCst);
+                    busy(stream);
+                    continue;
+                }
+                let held = serving.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("metrics client".into())
+                    .stack_size(256 * 1024)
+                    .spawn(move || {
+                        if let Err(e) = one(stream) {
+                            log::debug!("metrics: a client: {e}");
+                        }
+                        held.fetch_sub(1, SeqCst);
+                    });
+                if let Err(e) = spawned {
+                    serving.fetch_sub(1, SeqCst);
+                    log::debug!("metrics: can't start a client's thread: {e}");
                 }
             }
             Err(e) => {
@@ -134,6 +166,15 @@ fn serve(listener: TcpListener) {
             }
         }
     }
+}
+
+/// Answers 503 to a client past [`MAX_CLIENTS`] without reading it, never
+/// waiting on it.
+fn busy(mut stream: TcpStream) {
+    if stream.set_nonblocking(true).is_ok() {
+        let _ = stream.write(&answer(&Asked::Busy, String::new));
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
 /// Reads one request within its time and size and answers it.
@@ -158,9 +199,17 @@ fn one(mut stream: TcpStream) -> std::io::Result<()> {
         }
     };
     let text = answer(&what, || super::render(&super::ALL, &super::snapshot()));
-    let left = deadline.saturating_duration_since(Instant::now());
-    stream.set_write_timeout(Some(left.max(Duration::from_millis(100))))?;
-    stream.write_all(&text)?;
+    // Written within the same deadline, however slowly the client reads.
+    let mut rest = &text[..];
+    while !rest.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        stream.set_write_timeout(Some(left.max(Duration::from_millis(100))))?;
+        let n = stream.write(rest)?;
+        if n == 0 || left.is_zero() {
+            break;
+        }
+        rest = &rest[n..];
+    }
     let _ = stream.shutdown(std::net::Shutdown::Both);
     Ok(())
 }

@@ -516,6 +516,42 @@ tests:
 /// when they say they do (`promtool test rules`, [`RULES_TEST`]), and its
 /// scrape config `promtool check config` with them beside it, as written.
 #[test]
+fn many_slow_clients_at_once_do_not_hold_up_a_scrape() {
+    let (db, dir) = setup("[pipelines.p]\ncommand = \"true\"\n");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut s = db.scheduler(&dir, &[("ORCA_METRICS_ADDR", metrics.as_str())]);
+    wait_until("metrics served", 30.0, || {
+        get(&metrics, "/metrics", 5.0).is_some()
+    });
+    // Twenty clients each send half a request and wait: served one after
+    // another, each held its 2 s, a scrape behind them would wait 40 s,
+    // past Prometheus's 10 s scrape timeout.
+    let slow: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut c = TcpStream::connect(&metrics).unwrap();
+            c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
+            c
+        })
+        .collect();
+    let began = Instant::now();
+    let (status, _) = get(&metrics, "/metrics", 30.0).expect("the scrape is answered");
+    assert_eq!(status, 200);
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "the scrape waited {:?} behind the slow clients",
+        began.elapsed()
+    );
+    // Each slow one is let go (its connection closed) within its time.
+    for mut c in slow {
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut rest = Vec::new();
+        assert!(c.read_to_end(&mut rest).is_ok(), "closed by the server");
+    }
+    s.stop();
+}
+
+#[test]
 fn the_operations_page_s_prometheus_blocks_pass_promtool() {
     let page = repo_file("docs/operations.md");
     let yaml = blocks(&page, "yaml");
