@@ -19,39 +19,59 @@ pub enum Retried {
     Unknown,
     /// The run is still queued or running (in this state).
     NotEnded(RunState),
+    /// The run was retried already (it has a `rerun` event).
+    Again,
     /// Its pipeline is retired (gone from orca.toml).
     Retired(String),
 }
 
 /// What `orca retry`'s statement answered for a run (none: no such run),
-/// as a decision: the new id, the old run's state, and whether its
-/// pipeline is retired or paused.
-pub fn retried(row: Option<(Option<i64>, RunState, bool, bool)>, pipeline: &str) -> Retried {
+/// as a decision (refused for none of the other reasons: its pipeline is
+/// retired).
+pub fn retried(row: Option<Answer>, pipeline: &str) -> Retried {
     match row {
         None => Retried::Unknown,
-        Some((Some(id), _, _, paused)) => Retried::Queued(id, paused),
-        Some((None, state, _, _)) if state.ended().is_none() => Retried::NotEnded(state),
-        Some((None, _, _, _)) => Retried::Retired(pipeline.to_string()),
+        Some(Answer {
+            id: Some(id),
+            paused,
+            ..
+        }) => Retried::Queued(id, paused),
+        Some(a) if a.state.ended().is_none() => Retried::NotEnded(a.state),
+        Some(a) if a.rerun => Retried::Again,
+        Some(_) => Retried::Retired(pipeline.to_string()),
     }
 }
 
+/// `orca retry`'s statement's answer for a run that exists.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer {
+    /// The new run's id (None: refused).
+    pub id: Option<i64>,
+    /// The old run's state.
+    pub state: RunState,
+    /// Whether the old run was retried already.
+    pub rerun: bool,
+    /// Whether its pipeline is paused.
+    pub paused: bool,
+}
+
 /// `orca retry RUN`: queues a new run of RUN's pipeline with its arguments
-/// and fill flag; prints the new id. Refused: a run not ended (exit 1), an
-/// unknown run or a retired pipeline (exit 2).
+/// and fill flag; prints the new id. Refused: a run not ended or retried
+/// already (exit 1), an unknown run or a retired pipeline (exit 2). The
+/// run's row is locked first, so retries of one run at once queue one.
 pub fn retry(run: i64, opts: &DbOpts) -> Outcome {
     let mut client = connect(opts)?;
     let who = runs::whoami();
-    let row = client
-        .query_opt(sql::RUN_RETRY, &[&run, &who])
-        .map_err(pg)?;
+    let mut tx = client.transaction().map_err(pg)?;
+    tx.query_opt(sql::RUN_RETRY_LOCK, &[&run]).map_err(pg)?;
+    let row = tx.query_opt(sql::RUN_RETRY, &[&run, &who]).map_err(pg)?;
+    tx.commit().map_err(pg)?;
     let pipeline: String = row.as_ref().map_or(String::new(), |r| r.get("pipeline"));
-    let answer = row.map(|r| {
-        (
-            r.get::<_, Option<i64>>("id"),
-            r.get::<_, RunState>("state"),
-            r.get::<_, bool>("retired"),
-            r.get::<_, bool>("paused"),
-        )
+    let answer = row.map(|r| Answer {
+        id: r.get("id"),
+        state: r.get("state"),
+        rerun: r.get("rerun"),
+        paused: r.get("paused"),
     });
     match retried(answer, &pipeline) {
         Retried::Queued(id, paused) => {
@@ -68,6 +88,10 @@ pub fn retry(run: i64, opts: &DbOpts) -> Outcome {
         Retried::NotEnded(state) => Err(no(format!(
             "run {run} is {state}: only an ended run is retried (orca cancel {run} first, \
              or wait for it)"
+        ))),
+        Retried::Again => Err(no(format!(
+            "run {run} was already retried (orca events --run {run} names its retry; \
+             retry that one)"
         ))),
         Retried::Retired(p) => Err(bad(format!(
             "run {run}'s pipeline {p} is retired (no longer in orca.toml)"
@@ -100,25 +124,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_an_ended_run_of_a_live_pipeline_is_retried() {
+    fn only_an_ended_run_of_a_live_pipeline_not_retried_before_is_retried() {
+        let a = |id, state, rerun, _retired: bool, paused| {
+            Some(Answer {
+                id,
+                state,
+                rerun,
+                paused,
+            })
+        };
         assert_eq!(retried(None, ""), Retried::Unknown);
         assert_eq!(
-            retried(Some((Some(13), RunState::Failed, false, true)), "p"),
+            retried(a(Some(13), RunState::Failed, false, false, true), "p"),
             Retried::Queued(13, true)
         );
         for state in [RunState::Queued, RunState::Running] {
             assert_eq!(
-                retried(Some((None, state, false, false)), "p"),
+                retried(a(None, state, false, false, false), "p"),
                 Retried::NotEnded(state)
             );
             // Not ended says so first, even of a retired pipeline.
             assert_eq!(
-                retried(Some((None, state, true, false)), "p"),
+                retried(a(None, state, false, true, false), "p"),
                 Retried::NotEnded(state)
             );
         }
         assert_eq!(
-            retried(Some((None, RunState::Failed, true, false)), "p"),
+            retried(a(None, RunState::Failed, true, false, false), "p"),
+            Retried::Again
+        );
+        assert_eq!(
+            retried(a(None, RunState::Failed, false, true, false), "p"),
             Retried::Retired("p".into())
         );
     }

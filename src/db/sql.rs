@@ -225,6 +225,9 @@ pub const RUN_QUEUE: &str = include_str!("../../sql/run_queue.sql");
 /// See `sql/run_requeue.sql`.
 pub const RUN_REQUEUE: &str = include_str!("../../sql/run_requeue.sql");
 
+/// See `sql/run_retry_lock.sql`.
+pub const RUN_RETRY_LOCK: &str = include_str!("../../sql/run_retry_lock.sql");
+
 /// See `sql/run_retry.sql`.
 pub const RUN_RETRY: &str = include_str!("../../sql/run_retry.sql");
 

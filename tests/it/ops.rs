@@ -209,6 +209,45 @@ fn retry_queues_a_failed_run_again_with_its_arguments_naming_it() {
 }
 
 #[test]
+fn a_run_is_retried_once_however_many_retries_run_at_once() {
+    let (db, dir) = setup("[pipelines.a]\ncommand = \"exit 3\"\n");
+    let first = db.queue("a");
+    let mut s = db.scheduler(&dir, &[]);
+    s.wait_for("the run fails", 30.0, || db.state(first) == "failed");
+    s.stop();
+    // Two operators (or a script that retries on a timeout) at once.
+    let children: Vec<_> = (0..6)
+        .map(|_| {
+            db.orca(&["retry", &first.to_string()])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<_> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let queued: Vec<&std::process::Output> = outs.iter().filter(|o| o.status.success()).collect();
+    assert_eq!(queued.len(), 1, "one retry queued: {outs:?}");
+    for o in outs.iter().filter(|o| !o.status.success()) {
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("run {first} was already retried")),
+            "{err}"
+        );
+    }
+    assert_eq!(db.one::<i64>("SELECT count(*) FROM orca.runs"), 2);
+    // The retry itself can be retried once it has ended.
+    let second: i64 = text(&queued[0].stdout).trim().parse().unwrap();
+    db.ok(&["cancel", &second.to_string()]);
+    db.ok(&["retry", &second.to_string()]);
+}
+
+#[test]
 fn cancel_queued_cancels_every_queued_run_of_one_pipeline() {
     let (db, _dir) =
         setup("[pipelines.a]\ncommand = \"true\"\n\n[pipelines.b]\ncommand = \"true\"\n");
