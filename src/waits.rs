@@ -87,6 +87,8 @@ pub enum Waiting {
         max: i32,
         /// The first few of the runs running.
         running: Vec<i64>,
+        /// How many run in all.
+        of: i64,
     },
     /// Its pool (named) is retired, or was never registered.
     NoPool(String),
@@ -135,6 +137,7 @@ pub fn decide(f: &Facts) -> Option<Waiting> {
             fill: f.fill,
             max: f.max_runs,
             running: f.running_ids.clone(),
+            of: f.running,
         });
     }
     let p = f.pool.as_ref()?;
@@ -170,15 +173,26 @@ impl Waiting {
             Waiting::Paused(p) => format!("paused: waits for `orca resume {p}`"),
             Waiting::NoLeader => "no scheduler leads".into(),
             Waiting::Retry { next, tries, at } => format!("retry {next} of {tries} at {at} UTC"),
-            Waiting::MaxRuns { fill, max, running } => {
+            Waiting::MaxRuns {
+                fill,
+                max,
+                running,
+                of,
+            } => {
                 let ids: Vec<String> = running.iter().map(|i| i.to_string()).collect();
+                let more = of.saturating_sub(running.len() as i64);
                 format!(
-                    "{} ({max}) reached: running {}",
+                    "{} ({max}) reached: running {}{}",
                     if *fill { "max_fills" } else { "max_runs" },
                     if ids.is_empty() {
                         "-".to_string()
                     } else {
                         ids.join(", ")
+                    },
+                    if more > 0 && !ids.is_empty() {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
                     }
                 )
             }
@@ -367,6 +381,17 @@ mod tests {
         assert_eq!(
             decide(&f).unwrap().short(),
             "max_fills (2) reached: running 3, 5"
+        );
+        // Only the first five ids are read: the rest are counted.
+        let many = Facts {
+            running: 12,
+            max_runs: 12,
+            running_ids: vec![1, 2, 3, 4, 5],
+            ..queued()
+        };
+        assert_eq!(
+            decide(&many).unwrap().short(),
+            "max_runs (12) reached: running 1, 2, 3, 4, 5 and 7 more"
         );
         // Under the bound: nothing.
         let f = Facts { running: 1, ..f };
