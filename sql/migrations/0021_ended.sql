@@ -37,9 +37,9 @@
 CREATE FUNCTION orca.ended_when(p_started timestamptz, p_ago float8) RETURNS timestamptz
 LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN p_ago OPERATOR(pg_catalog.>) 0::float8
-                THEN pg_catalog.least(pg_catalog.now(), pg_catalog.greatest(p_started,
+                THEN LEAST(pg_catalog.now(), GREATEST(p_started,
                          pg_catalog.now() OPERATOR(pg_catalog.-)
-                         pg_catalog.make_interval(secs => pg_catalog.least(p_ago, 31536000::float8))))
+                         pg_catalog.make_interval(secs => LEAST(p_ago, 31536000::float8))))
                 ELSE pg_catalog.now() END
 $$;
 REVOKE ALL ON FUNCTION orca.ended_when(timestamptz, float8) FROM PUBLIC;
