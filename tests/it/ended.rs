@@ -56,7 +56,10 @@ fn ended_when_measured(db: &TestDb, run: i64) {
         late >= 2.0,
         "run {run}: its end was written {late:.3}s after ENDED; the outage held it {OUTAGE:?}"
     );
-    assert!(row.get::<_, bool>("kept"), "run {run}: the attempt's ENDED differs");
+    assert!(
+        row.get::<_, bool>("kept"),
+        "run {run}: the attempt's ENDED differs"
+    );
 }
 
 #[test]
@@ -199,7 +202,10 @@ fn a_machine_login_cannot_date_an_end_before_its_start_or_in_the_future() {
             .unwrap();
         let since_start: f64 = row.get("since_start");
         let ended: f64 = row.get("ended");
-        assert!(row.get::<_, bool>("past"), "ago {ago:?}: ENDED in the future");
+        assert!(
+            row.get::<_, bool>("past"),
+            "ago {ago:?}: ENDED in the future"
+        );
         if at_start {
             assert_eq!(since_start, 0.0, "ago {ago:?}: ENDED not at its start");
         } else {
