@@ -24,10 +24,14 @@
 -- orca.finish_attempts (10), orca.worker_round (17), orca.worker_finish
 -- (9), orca.instance_head_finish (9). The old ones stay as they are, for
 -- an older scheduler or worker still running during a deploy; the new ones
--- have the same bodies but for ended_at, the same settings and the same
--- EXECUTE grants as the old ones. (orca.finish_attempt's 9-argument form is
--- not followed by a 9-argument form with the ago instead of the machine: an
--- untyped NULL in a call of 9 arguments would resolve to either.)
+-- have the same bodies but for ended_at (and the ago arrays' length
+-- checked with the others), the same EXECUTE grants and the same settings
+-- as the old ones, but orca.finish_attempt's: the scheduler now calls it
+-- itself, in place of the 8-argument wrapper that set search_path and
+-- plan_cache_mode for it, so it sets them itself, as migration 14's did.
+-- (No 9-argument orca.finish_attempt with the ago in place of the
+-- machine: migration 10's 8-argument wrapper passes an untyped NULL as
+-- the 9th, which would then resolve to the float8 one, not the machine.)
 
 -- When an attempt that started at p_started ended, its process having
 -- ended p_ago seconds ago by its supervisor's clock: now() less p_ago,
