@@ -596,6 +596,18 @@ mod tests {
     }
 
     #[test]
+    fn an_end_is_sent_as_how_long_ago_its_process_ended_or_not_at_all() {
+        let mut o = outcome("x", b"");
+        assert_eq!(o.ago(), None, "no process measured: the write's time");
+        let two = std::time::Duration::from_secs(2);
+        o.ended = Some(Instant::now() - two);
+        let ago = o.ago().unwrap();
+        assert!((2.0..3.0).contains(&ago), "{ago}");
+        // Kept by an end stripped of its output.
+        assert!(o.stripped("too big").ago().unwrap() >= ago);
+    }
+
+    #[test]
     fn text_for_postgres_has_no_nul() {
         assert_eq!(pg_text("a\0b"), "a\u{FFFD}b");
         assert!(matches!(pg_text("plain"), std::borrow::Cow::Borrowed(_)));
