@@ -8,6 +8,7 @@
 use postgres::Client;
 use postgres::types::{FromSql, Type};
 use serde::Serialize;
+use std::time::Instant;
 
 use crate::config::Pipeline;
 use crate::db::sql;
@@ -282,6 +283,10 @@ pub struct Outcome {
     pub pipeline: String,
     /// Its process ran past the pipeline's timeout (for metrics only).
     pub timed_out: bool,
+    /// When its supervisor saw its process end (`None`: no process was
+    /// measured, e.g. one that could not start): the end is written as
+    /// having happened [`Outcome::ago`] before the write.
+    pub ended: Option<Instant>,
 }
 
 impl Outcome {
@@ -304,7 +309,16 @@ impl Outcome {
             output,
             pipeline: p.name.clone(),
             timed_out: false,
+            ended: None,
         }
+    }
+
+    /// How many seconds ago its process ended by its supervisor's
+    /// monotonic clock (`None`: not measured), as the end's statement
+    /// takes it: the database makes ended_at its now() less this, kept
+    /// within the attempt's start and now (migration 0021).
+    pub fn ago(&self) -> Option<f64> {
+        self.ended.map(|t| t.elapsed().as_secs_f64())
     }
 
     fn alert_body(&self) -> serde_json::Value {
@@ -350,6 +364,7 @@ impl Outcome {
             None => (None, None),
         };
         let body = self.alert_body();
+        let ago = self.ago();
         let row = client.query_one(
             statement,
             &[
@@ -361,6 +376,7 @@ impl Outcome {
                 &pg_text(&self.why),
                 &self.output,
                 &body,
+                &ago,
             ],
         )?;
         row.try_get("state")
@@ -372,7 +388,8 @@ impl Outcome {
 pub const ENDS_AT_ONCE: usize = 1024;
 
 /// Several attempts' ends as the columns a statement takes them in: ids,
-/// starts, states, exit codes, signals, whys, outputs and alert bodies (see
+/// starts, states, exit codes, signals, whys, outputs, alert bodies and
+/// how long ago each process ended ([`Outcome::ago`]; see
 /// [`write_all`]; a worker's round carries its ends so too).
 pub struct EndColumns<'a> {
     ids: Vec<i64>,
@@ -383,6 +400,7 @@ pub struct EndColumns<'a> {
     whys: Vec<std::borrow::Cow<'a, str>>,
     outputs: Vec<&'a [u8]>,
     bodies: Vec<serde_json::Value>,
+    agos: Vec<Option<f64>>,
 }
 
 impl<'a> EndColumns<'a> {
@@ -405,11 +423,12 @@ impl<'a> EndColumns<'a> {
             whys: outcomes.iter().map(|o| pg_text(&o.why)).collect(),
             outputs: outcomes.iter().map(|o| o.output.as_slice()).collect(),
             bodies: outcomes.iter().map(|o| o.alert_body()).collect(),
+            agos: outcomes.iter().map(|o| o.ago()).collect(),
         }
     }
 
-    /// The eight columns, as parameters in their order.
-    pub fn params(&self) -> [&(dyn postgres::types::ToSql + Sync); 8] {
+    /// The nine columns, as parameters in their order.
+    pub fn params(&self) -> [&(dyn postgres::types::ToSql + Sync); 9] {
         [
             &self.ids,
             &self.starts,
@@ -419,6 +438,7 @@ impl<'a> EndColumns<'a> {
             &self.whys,
             &self.outputs,
             &self.bodies,
+            &self.agos,
         ]
     }
 }
@@ -571,7 +591,20 @@ mod tests {
             output: output.to_vec(),
             pipeline: "p".into(),
             timed_out: false,
+            ended: None,
         }
+    }
+
+    #[test]
+    fn an_end_is_sent_as_how_long_ago_its_process_ended_or_not_at_all() {
+        let mut o = outcome("x", b"");
+        assert_eq!(o.ago(), None, "no process measured: the write's time");
+        let two = std::time::Duration::from_secs(2);
+        o.ended = Some(Instant::now() - two);
+        let ago = o.ago().unwrap();
+        assert!((2.0..3.0).contains(&ago), "{ago}");
+        // Kept by an end stripped of its output.
+        assert!(o.stripped("too big").ago().unwrap() >= ago);
     }
 
     #[test]

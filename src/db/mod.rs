@@ -146,6 +146,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "attempts",
         sql: include_str!("../../sql/migrations/0019_attempts.sql"),
     },
+    Migration {
+        version: 21,
+        name: "ended",
+        sql: include_str!("../../sql/migrations/0021_ended.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -507,6 +507,7 @@ impl Supervisor {
             output: Vec::new(),
             pipeline: pipeline.to_string(),
             timed_out: false,
+            ended: None,
         }));
     }
 
@@ -535,6 +536,9 @@ impl Supervisor {
                 i += 1;
                 continue;
             };
+            // When it was seen to end: its duration and its end's time
+            // (written as this long before the write) are measured to here.
+            let ended = Instant::now();
             let s = self.running.swap_remove(i);
             // The last of its output may still be in the pipe: the command
             // has ended and what it left behind has had SIGKILL, so the
@@ -542,7 +546,7 @@ impl Supervisor {
             // outside the attempt hold the pipe open).
             s.child.tail.drained(Duration::from_millis(200));
             let output = s.child.tail.snapshot();
-            let took = s.started.elapsed().as_secs_f64();
+            let took = ended.duration_since(s.started).as_secs_f64();
             let (state, why) = match s.kill {
                 Some((Kill::Lost, _, _)) => {
                     log::warn!(
@@ -577,6 +581,7 @@ impl Supervisor {
             };
             let mut o = Outcome::new(&s.pipeline, s.id, s.start, state, Some(exit), why, output);
             o.timed_out = matches!(s.kill, Some((Kill::Timeout, _, _)));
+            o.ended = Some(ended);
             self.pending.push(Pending::Finish(o));
         }
     }

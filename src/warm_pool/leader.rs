@@ -382,6 +382,8 @@ impl Ec2Runs {
                         output: Vec::new(),
                         pipeline,
                         timed_out: false,
+                        // No process ended: the end is when it is written.
+                        ended: None,
                     };
                     let now = db.run_fenced(session, |c| outcome.write(c, sql::RUN_FINISH))?;
                     crate::metrics::ended(

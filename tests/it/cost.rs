@@ -289,7 +289,7 @@ fn end(c: &mut postgres::Transaction, id: i64, start: i32, output: &[u8]) -> Str
     c.query_one(
         "SELECT state FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 0,
              ARRAY[$1::bigint], ARRAY[$2::integer], '{succeeded}', '{0}', ARRAY[NULL::integer],
-             ARRAY['exited 0'], ARRAY[$3::bytea], ARRAY['{}'::jsonb])",
+             ARRAY['exited 0'], ARRAY[$3::bytea], ARRAY['{}'::jsonb], ARRAY[0.01::float8])",
         &[&id, &start, &output],
     )
     .unwrap()

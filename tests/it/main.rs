@@ -9,6 +9,7 @@ mod demo;
 mod docs;
 mod ec2;
 mod ec2_runs;
+mod ended;
 mod engine;
 mod fake_aws;
 mod hardening;

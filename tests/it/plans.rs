@@ -180,7 +180,7 @@ fn rounds(
         let n = reads(m, |tx| {
             let state: Option<String> = tx
                 .query_one(
-                    "SELECT orca.worker_finish($1, $2, 'succeeded', 0, NULL, 'done', ''::bytea, '{}'::jsonb)",
+                    "SELECT orca.worker_finish($1, $2, 'succeeded', 0, NULL, 'done', ''::bytea, '{}'::jsonb, 0.01)",
                     &[&ids[0], &starts[0]],
                 )
                 .unwrap()
@@ -241,7 +241,8 @@ fn rounds(
             let ended = tx
                 .query(
                     "SELECT state FROM orca.finish_attempts($1, $2, '{succeeded,succeeded}',
-                         '{0,0}', '{NULL,NULL}', '{a,b}', '{\"\",\"\"}', '{\"{}\",\"{}\"}', NULL)",
+                         '{0,0}', '{NULL,NULL}', '{a,b}', '{\"\",\"\"}', '{\"{}\",\"{}\"}', NULL,
+                         '{0.01,0.01}')",
                     &[&beat, &ones],
                 )
                 .unwrap();
@@ -251,7 +252,8 @@ fn rounds(
         let n = reads(c, |tx| {
             let state: Option<String> = tx
                 .query_one(
-                    "SELECT orca.finish_attempt($1, 1, 'failed', 1, NULL, 'x', ''::bytea, '{}'::jsonb)",
+                    "SELECT orca.finish_attempt($1, 1, 'failed', 1, NULL, 'x', ''::bytea, '{}'::jsonb,
+                         NULL::bigint, 0.01::float8)",
                     &[&running[i * 4 + 2]],
                 )
                 .unwrap()

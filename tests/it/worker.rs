@@ -1306,14 +1306,15 @@ fn concurrent_claims_of_one_machine_keep_its_slots() {
     );
 }
 
-/// An attempt's end written alone (`orca.finish_attempt`, an older
-/// worker's), in a batch (`orca.finish_attempts`, a scheduler's tick) and
+/// An attempt's end written alone (`orca.finish_attempt`, a scheduler's
+/// one by one, an older worker's), in a batch (`orca.finish_attempts`, a scheduler's tick) and
 /// by a worker's round (`orca.worker_round`, which writes its ends itself
 /// since migration 16: one a round and several in one) come to the same
 /// thing, case by case: the run's state, failures, retry time, exit, why
 /// and output (both bounded), its events in order, the alert of a final
 /// failure; an attempt no longer running is left alone, and one named
-/// twice in a batch or a round ends once.
+/// twice in a batch or a round ends once. (Their forms of migration 0021,
+/// with no ago: what this binary calls.)
 #[test]
 fn ends_written_alone_and_in_a_batch_agree() {
     let (db, _dir) = setup(&with_pool(
@@ -1371,8 +1372,8 @@ alert = "http://127.0.0.1:9/hook"
     for (id, (_, state, code, _, _)) in alone.iter().zip(cases) {
         alone_states.push(
             c.query_one(
-                "SELECT orca.finish_attempt($1, 1, $2, $3, NULL, $4, $5, $6)",
-                &[id, state, code, &long_why, &big_output, &body],
+                "SELECT orca.finish_attempt($1, 1, $2, $3, NULL, $4, $5, $6, NULL, $7)",
+                &[id, state, code, &long_why, &big_output, &body, &None::<f64>],
             )
             .unwrap()
             .get(0),
@@ -1386,7 +1387,7 @@ alert = "http://127.0.0.1:9/hook"
     let codes: Vec<i32> = cases.iter().map(|c| c.2).chain([0]).collect();
     let batch_states: Vec<Option<String>> = c
         .query(
-            "SELECT state FROM orca.finish_attempts($1, $2, $3, $4, $5, $6, $7, $8, NULL)",
+            "SELECT state FROM orca.finish_attempts($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9)",
             &[
                 &ids,
                 &vec![1i32; n],
@@ -1396,6 +1397,7 @@ alert = "http://127.0.0.1:9/hook"
                 &vec![long_why.as_str(); n],
                 &vec![big_output.as_slice(); n],
                 &vec![body.clone(); n],
+                &vec![None::<f64>; n],
             ],
         )
         .unwrap()
@@ -1413,7 +1415,7 @@ alert = "http://127.0.0.1:9/hook"
         let rows = m
             .query(
                 "SELECT kind, id, start, state FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 0,
-                 $1, $2, $3, $4, $5, $6, $7, $8)",
+                 $1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 &[
                     &ends.iter().map(|&i| round[i]).collect::<Vec<i64>>(),
                     &vec![1i32; n],
@@ -1423,6 +1425,7 @@ alert = "http://127.0.0.1:9/hook"
                     &vec![long_why.as_str(); n],
                     &vec![big_output.as_slice(); n],
                     &vec![body.clone(); n],
+                    &vec![None::<f64>; n],
                 ],
             )
             .unwrap();
