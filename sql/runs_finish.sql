@@ -3,7 +3,7 @@
 -- ids, $2 starts, $3 states, $4 exit codes, $5 signals, $6 whys, $7 output
 -- tails, $8 alert bodies, $9 how many seconds ago each process ended by
 -- the supervisor's clock (NULL: not measured; ended_at is now() less it,
--- migration 0021); arrays of one length, one attempt at each place.
+-- migration 0020); arrays of one length, one attempt at each place.
 -- Returns each attempt's run id and the state its run is in (NULL: no
 -- longer running), in order.
 SELECT f.id, f.state

@@ -316,7 +316,7 @@ impl Outcome {
     /// How many seconds ago its process ended by its supervisor's
     /// monotonic clock (`None`: not measured), as the end's statement
     /// takes it: the database makes ended_at its now() less this, kept
-    /// within the attempt's start and now (migration 0021).
+    /// within the attempt's start and now (migration 0020).
     pub fn ago(&self) -> Option<f64> {
         self.ended.map(|t| t.elapsed().as_secs_f64())
     }

@@ -147,9 +147,9 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../sql/migrations/0019_attempts.sql"),
     },
     Migration {
-        version: 21,
+        version: 20,
         name: "ended",
-        sql: include_str!("../../sql/migrations/0021_ended.sql"),
+        sql: include_str!("../../sql/migrations/0020_ended.sql"),
     },
 ];
 

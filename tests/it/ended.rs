@@ -1,5 +1,5 @@
 //! ENDED is when an attempt's process ended by its supervisor's clock
-//! (migration 0021), not when its end reached the database: an end held
+//! (migration 0020), not when its end reached the database: an end held
 //! through an outage keeps its time, STARTED..ENDED agrees with the
 //! duration in the why, and a machine login can't put ended_at outside
 //! [started_at, now()] whatever "ago" it sends.

@@ -1313,7 +1313,7 @@ fn concurrent_claims_of_one_machine_keep_its_slots() {
 /// thing, case by case: the run's state, failures, retry time, exit, why
 /// and output (both bounded), its events in order, the alert of a final
 /// failure; an attempt no longer running is left alone, and one named
-/// twice in a batch or a round ends once. (Their forms of migration 0021,
+/// twice in a batch or a round ends once. (Their forms of migration 0020,
 /// with no ago: what this binary calls.)
 #[test]
 fn ends_written_alone_and_in_a_batch_agree() {

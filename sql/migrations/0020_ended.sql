@@ -1,4 +1,4 @@
--- Migration 21: ENDED is when the attempt's process ended, by the
+-- Migration 20: ENDED is when the attempt's process ended, by the
 -- supervisor's clock (issue 27 §2).
 --
 -- runs.ended_at (and so orca.attempts.ended_at, which migration 19's
