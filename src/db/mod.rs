@@ -141,6 +141,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "max fills",
         sql: include_str!("../../sql/migrations/0017_max_fills.sql"),
     },
+    Migration {
+        version: 18,
+        name: "history",
+        sql: include_str!("../../sql/migrations/0018_history.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:
