@@ -31,6 +31,8 @@ pub struct Knobs {
     pub fleet: u32,
     /// `ORCA_BENCH_FLEET_SECONDS` (10): each fleet measurement's window.
     pub fleet_s: f64,
+    /// `ORCA_BENCH_HISTORY_MINUTES` (30): how long the history soak runs.
+    pub history_min: f64,
 }
 
 /// A knob's value, or `default` when unset; a value that doesn't parse
@@ -58,6 +60,7 @@ impl Knobs {
             churn: knob("ORCA_BENCH_CHURN", 1000),
             fleet: knob("ORCA_BENCH_FLEET", 300),
             fleet_s: knob("ORCA_BENCH_FLEET_SECONDS", 10.0),
+            history_min: knob("ORCA_BENCH_HISTORY_MINUTES", 30.0),
             keep: std::env::var("ORCA_BENCH_KEEP").is_ok_and(|v| v == "1"),
         }
     }

@@ -4,7 +4,14 @@
 //! `key=value` line that `make bench` reads. Its keys are a format:
 //! `bench/out.rs` (`Stats`) parses them.
 //!
+//! With `ORCA_TICK_STATS_WINDOW` set too (seconds), it keeps only a
+//! window's ticks: each window's line overwrites the file as the window
+//! ends (and the last, partial one at exit), so a soak (`make bench`'s
+//! history section) reads the figures as they go, in bounded memory.
+//!
 //! Invariant: without `ORCA_TICK_STATS` nothing is kept.
+
+use std::time::{Duration, Instant};
 
 /// What a tick or a scaler pass cost: milliseconds and statements.
 pub type Figure = (f64, u64);
@@ -17,12 +24,22 @@ pub struct TickStats {
     ticks: Vec<Figure>,
     /// Each scaler pass's.
     passes: Vec<Figure>,
+    /// `ORCA_TICK_STATS_WINDOW`: the window's length and when it began.
+    window: Option<(Duration, Instant)>,
 }
 
 impl TickStats {
     /// Kept when `ORCA_TICK_STATS` names a file.
     pub fn from_env() -> Option<TickStats> {
-        std::env::var("ORCA_TICK_STATS").ok().map(TickStats::new)
+        let window = std::env::var("ORCA_TICK_STATS_WINDOW")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|w| w.is_finite() && *w > 0.0 && *w < 1e6)
+            .map(|w| (Duration::from_secs_f64(w), Instant::now()));
+        std::env::var("ORCA_TICK_STATS").ok().map(|path| TickStats {
+            window,
+            ..TickStats::new(path)
+        })
     }
 
     /// None kept yet, to be written to `path`.
@@ -31,12 +48,21 @@ impl TickStats {
             path,
             ticks: Vec::new(),
             passes: Vec::new(),
+            window: None,
         }
     }
 
-    /// A tick's figure.
+    /// A tick's figure (with a window, its line written as it ends).
     pub fn tick(&mut self, figure: Figure) {
         self.ticks.push(figure);
+        if let Some((length, began)) = self.window
+            && began.elapsed() >= length
+        {
+            self.write();
+            self.ticks.clear();
+            self.passes.clear();
+            self.window = Some((length, Instant::now()));
+        }
     }
 
     /// A scaler pass's figure.
