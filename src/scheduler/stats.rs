@@ -141,4 +141,18 @@ mod tests {
              scaler_passes=1 scaler_p50_ms=10.00 scaler_max_ms=10.00 scaler_statements_per_pass=7.00\n"
         );
     }
+
+    #[test]
+    fn a_window_writes_its_own_line_as_it_ends_and_keeps_no_more() {
+        let path = std::env::temp_dir().join(format!("orca-stats-{}", std::process::id()));
+        let mut s = TickStats {
+            window: Some((Duration::ZERO, Instant::now())),
+            ..TickStats::new(path.to_string_lossy().into_owned())
+        };
+        s.tick((7.0, 2));
+        let line = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(line.starts_with("ticks=1 p50_ms=7.00 "), "{line}");
+        assert!(s.ticks.is_empty(), "the window's ticks are let go");
+    }
 }

@@ -289,3 +289,26 @@ fn a_machine_login_requeueing_a_run_without_end_fails_it_at_the_bound() {
     );
     assert_eq!(db.one::<String>("SELECT state FROM orca.runs"), "failed");
 }
+
+#[test]
+fn a_keep_out_of_its_range_is_refused_before_the_scheduler_starts() {
+    let db = TestDb::new();
+    for (var, value, said) in [
+        (
+            "ORCA_KEEP_DAYS",
+            "0",
+            "orca: ORCA_KEEP_DAYS=0 is out of range: a number of days from 1 to 3650\n",
+        ),
+        (
+            "ORCA_KEEP_SECONDS",
+            "soon",
+            "orca: ORCA_KEEP_SECONDS=soon is out of range: a number of seconds from 1 to 315360000\n",
+        ),
+    ] {
+        let out = db.orca(&["scheduler"]).env(var, value).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{var}={value}");
+        assert_eq!(text(&out.stderr), said);
+    }
+    let leads: i64 = db.one("SELECT count(*) FROM orca.events");
+    assert_eq!(leads, 0, "nothing was started");
+}
