@@ -1,8 +1,12 @@
 //! History soak: runs at the highest rate this box sustains (a local
 //! pipeline of `["true"]`, `max_runs` 64, the scheduler ticking every
-//! 0.05 s, [`TOPPED_UP`] runs kept queued) for `ORCA_BENCH_HISTORY_MINUTES`
-//! (30), with the keep shrunk to [`KEEP_SECONDS`] (`ORCA_KEEP_SECONDS`), so
-//! the leader prunes all along. Sampled [`SAMPLES`] times: the database's
+//! 0.05 s) for `ORCA_BENCH_HISTORY_MINUTES` (30), with the keep shrunk to
+//! [`KEEP_SECONDS`] (`ORCA_KEEP_SECONDS`), so the leader prunes all along.
+//! The rate: a [`WARM_UP`] with [`TOPPED_UP`] runs kept queued measures
+//! what the box does at full speed; the soak then queues runs at
+//! [`PACE`] of that, steadily (never more than [`TOPPED_UP`] waiting), so
+//! that the figures that scale with the rate (live rows are the rate times
+//! the keep) don't follow the load other processes put on the box. Sampled [`SAMPLES`] times: the database's
 //! size, each orca table's live and dead rows (`pg_stat_user_tables`), the
 //! scheduler's RSS and open descriptors (`/proc`), its tick p99 over the
 //! sample's window (`ORCA_TICK_STATS` with `ORCA_TICK_STATS_WINDOW`) and
@@ -21,8 +25,12 @@ use std::time::Instant;
 
 /// The keep: runs ended this many seconds ago are pruned.
 const KEEP_SECONDS: f64 = 120.0;
-/// Queued runs kept in the queue.
+/// Queued runs kept in the queue during the warm-up; the most ever queued.
 const TOPPED_UP: i64 = 500;
+/// The warm-up at full speed, seconds.
+const WARM_UP: f64 = 60.0;
+/// The soak's rate, a share of the warm-up's.
+const PACE: f64 = 0.7;
 /// Samples over the soak.
 const SAMPLES: usize = 30;
 
@@ -63,11 +71,21 @@ fn rss_mib(pid: i32) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-/// Open descriptors of `pid`.
-fn descriptors(pid: i32) -> Option<f64> {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .ok()
-        .map(|d| d.count() as f64)
+/// Open descriptors of `pid`: pipes (its runs' output, each open while
+/// its run runs) and the others.
+fn descriptors(pid: i32) -> Option<(f64, f64)> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let (mut pipes, mut others) = (0.0, 0.0);
+    for e in dir.flatten() {
+        let pipe =
+            std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().starts_with("pipe:"));
+        if pipe {
+            pipes += 1.0;
+        } else {
+            others += 1.0;
+        }
+    }
+    Some((pipes, others))
 }
 
 fn take(b: &Bench, c: &mut postgres::Client, s: &Proc, stats: &str, t0: Instant) -> Sample {
@@ -94,8 +112,9 @@ fn take(b: &Bench, c: &mut postgres::Client, s: &Proc, stats: &str, t0: Instant)
     if let Some(v) = rss_mib(s.pid()) {
         figures.insert("scheduler RSS MiB".to_string(), v);
     }
-    if let Some(v) = descriptors(s.pid()) {
-        figures.insert("scheduler descriptors".to_string(), v);
+    if let Some((pipes, others)) = descriptors(s.pid()) {
+        figures.insert("scheduler descriptors, pipes".to_string(), pipes);
+        figures.insert("scheduler descriptors, others".to_string(), others);
     }
     if let Some(v) = b.stats(stats).num("p99_ms") {
         figures.insert("tick p99 ms".to_string(), v);
@@ -134,15 +153,16 @@ pub fn run(b: &mut Bench) {
         "[pipelines.h]\ncommand = [\"true\"]\nmax_runs = 64\n",
     );
     let mut c = b.client(&db);
-    let top_up = |c: &mut postgres::Client| {
+    // Queues up to `n` runs, never more than TOPPED_UP waiting: how many.
+    let top_up = |c: &mut postgres::Client, n: i64| {
         c.execute(
             "INSERT INTO orca.runs (pipeline)
-             SELECT 'h' FROM generate_series(1, $1::bigint -
-                 (SELECT count(*) FROM orca.runs WHERE pipeline = 'h' AND state = 'queued'))",
-            &[&TOPPED_UP],
+             SELECT 'h' FROM generate_series(1, least($2::bigint, $1::bigint -
+                 (SELECT count(*) FROM orca.runs WHERE pipeline = 'h' AND state = 'queued')))",
+            &[&TOPPED_UP, &n],
         )
     };
-    top_up(&mut c).unwrap();
+    top_up(&mut c, TOPPED_UP).unwrap();
     let window = format!("{every}");
     let keep = format!("{KEEP_SECONDS}");
     let mut s = b.scheduler(
@@ -155,7 +175,22 @@ pub fn run(b: &mut Bench) {
         ],
         "sched-history.log",
     );
+    let made = |c: &mut postgres::Client| -> f64 {
+        c.query_one("SELECT last_value FROM orca.runs_id_seq", &[])
+            .map_or(0.0, |r| r.get::<_, i64>(0) as f64)
+    };
+    let (w0, m0) = (Instant::now(), made(&mut c));
+    while w0.elapsed().as_secs_f64() < WARM_UP {
+        if let Err(e) = top_up(&mut c, TOPPED_UP) {
+            progress!("topping up the queue: {e}");
+        }
+        pause(0.2);
+    }
+    let full = (made(&mut c) - m0 - TOPPED_UP as f64) / w0.elapsed().as_secs_f64();
+    let pace = (full * PACE).max(1.0);
+    progress!("warm-up: {full:.0} runs a second at full speed; the soak queues {pace:.0} a second");
     let t0 = Instant::now();
+    let mut fed = 0i64;
     let mut samples: Vec<Sample> = Vec::new();
     let mut next = 0.0;
     let mut printed_middle = false;
@@ -165,16 +200,23 @@ pub fn run(b: &mut Bench) {
             progress!("the scheduler exited early; its log:\n{}", s.tail(20));
             break;
         }
-        if let Err(e) = top_up(&mut c) {
-            progress!("topping up the queue: {e}");
+        let due = (pace * t0.elapsed().as_secs_f64()) as i64 - fed;
+        match top_up(&mut c, due.max(0)) {
+            Ok(n) => fed += n as i64,
+            Err(e) => progress!("queueing: {e}"),
         }
         if t0.elapsed().as_secs_f64() >= next {
             let sample = take(b, &mut c, &s, "stats-history", t0);
             let r = samples.last().and_then(|p| rate(p, &sample));
             if samples.is_empty() {
                 heading(&format!(
-                    "history: runs of ['true'] at full rate, keep {KEEP_SECONDS} s, {minutes} min"
+                    "history: runs of ['true'], keep {KEEP_SECONDS} s, {minutes} min"
                 ));
+                fig(
+                    "full speed in the warm-up, runs per second",
+                    format!("{full:.1}"),
+                );
+                fig("runs queued per second in the soak", format!("{pace:.1}"));
                 print_full("start", &sample, r);
             } else if !printed_middle && sample.t >= length / 2.0 {
                 printed_middle = true;
@@ -185,13 +227,13 @@ pub fn run(b: &mut Bench) {
                 fig(
                     &format!("at {:.0} s", sample.t),
                     format!(
-                        "database {:.1} MiB, runs {:.0} live {:.0} dead, events {:.0} live, RSS {:.1} MiB, {:.0} descriptors, tick p99 {:.1} ms, {:.1} runs/s",
+                        "database {:.1} MiB, runs {:.0} live {:.0} dead, events {:.0} live, RSS {:.1} MiB, {:.0} descriptors not pipes, tick p99 {:.1} ms, {:.1} runs/s",
                         g("database MiB"),
                         g("runs live rows"),
                         g("runs dead rows"),
                         g("events live rows"),
                         g("scheduler RSS MiB"),
-                        g("scheduler descriptors"),
+                        g("scheduler descriptors, others"),
                         g("tick p99 ms"),
                         r.unwrap_or(f64::NAN)
                     ),
@@ -200,7 +242,7 @@ pub fn run(b: &mut Bench) {
             samples.push(sample);
             next += every;
         }
-        pause(0.5);
+        pause(0.2);
     }
     if let Some(last) = samples.last() {
         let r = samples
