@@ -7,7 +7,8 @@ WITH d AS (
         SELECT v.id FROM orca.events v
         WHERE v.run IS NULL AND v.at < now() - make_interval(secs => $1::float8)
         ORDER BY v.at
-        LIMIT $2::bigint)
+        LIMIT $2::bigint
+        FOR UPDATE SKIP LOCKED)
     RETURNING 1
 )
 SELECT 'events' AS what, count(*) AS n FROM d
