@@ -31,6 +31,8 @@ pub struct Knobs {
     pub fleet: u32,
     /// `ORCA_BENCH_FLEET_SECONDS` (10): each fleet measurement's window.
     pub fleet_s: f64,
+    /// `ORCA_BENCH_HISTORY_MINUTES` (30): how long the history soak runs.
+    pub history_min: f64,
 }
 
 /// A knob's value, or `default` when unset; a value that doesn't parse
@@ -58,6 +60,7 @@ impl Knobs {
             churn: knob("ORCA_BENCH_CHURN", 1000),
             fleet: knob("ORCA_BENCH_FLEET", 300),
             fleet_s: knob("ORCA_BENCH_FLEET_SECONDS", 10.0),
+            history_min: knob("ORCA_BENCH_HISTORY_MINUTES", 30.0),
             keep: std::env::var("ORCA_BENCH_KEEP").is_ok_and(|v| v == "1"),
         }
     }
@@ -220,7 +223,7 @@ impl Bench {
     /// stats file `stats` at exit, a stop grace of 2 s (not 30) so stopping
     /// is quick, and a stale limit of 2 s (not 10) so the sweep, which is
     /// skipped for one stale limit after taking the lead, is part of nearly
-    /// every measured tick; `env` on top.
+    /// every measured tick, history kept ten years; `env` on top.
     pub fn scheduler(
         &self,
         db: &TestDb,
@@ -235,6 +238,10 @@ impl Bench {
             ("ORCA_TICK_STATS", stats.to_str().unwrap()),
             ("ORCA_STOP_GRACE_SECONDS", "2"),
             ("ORCA_STALE_SECONDS", "2"),
+            // The tick databases' finished runs ended 60 days ago: kept, so
+            // the tick is measured against them, not against their pruning
+            // (the history section sets ORCA_KEEP_SECONDS, which wins).
+            ("ORCA_KEEP_DAYS", "3650"),
         ];
         all.extend_from_slice(env);
         self.spawn(db, &["scheduler"], &all, log)

@@ -5,7 +5,9 @@
 //! warm pool, the leaderless gaps of scheduler overlap (deploy
 //! handover, crash, hang), the fleet (300 real pool machines on one
 //! Postgres: per machine sessions, transactions and WAL, and Postgres's
-//! CPU), and the fleet churn (`tests/chaos/churn.rs`).
+//! CPU), the fleet churn (`tests/chaos/churn.rs`), and the history soak
+//! (runs at full rate with the keep shrunk to minutes: sizes, rows, RSS,
+//! descriptors and tick p99 over time, and their slopes).
 //!
 //! ```text
 //! make bench                                         # every section
@@ -47,6 +49,7 @@
 //! `ORCA_BENCH_CHURN` (1000), machines the fleet churn makes;
 //! `ORCA_BENCH_FLEET` (300), real machines in the fleet section, and
 //! `ORCA_BENCH_FLEET_SECONDS` (10), each of its windows;
+//! `ORCA_BENCH_HISTORY_MINUTES` (30), the history soak's length;
 //! `ORCA_BIN`, the binary; `ORCA_PG_BINDIR`, where pgbench is.
 //!
 //! A section is a function in a file of its own, listed in [`SECTIONS`].
@@ -65,6 +68,7 @@ mod churn;
 mod cpu;
 mod ctx;
 mod fleet;
+mod history;
 mod memory;
 mod overlap;
 mod plans;
@@ -135,6 +139,10 @@ const SECTIONS: &[Section] = &[
     Section {
         name: "churn",
         run: churn::run,
+    },
+    Section {
+        name: "history",
+        run: history::run,
     },
 ];
 

@@ -7,7 +7,8 @@
 //! ranges keep the tests' short values (a tick of 0.05 s, a stale limit of
 //! 1 s) legal.
 
-/// A setting of seconds: its variable, default and range (inclusive).
+/// A setting of seconds (or of days: its `unit`): its variable, default
+/// and range (inclusive).
 #[derive(Clone, Copy, Debug)]
 pub struct Setting {
     /// The environment variable.
@@ -18,6 +19,8 @@ pub struct Setting {
     pub min: f64,
     /// The greatest value allowed.
     pub max: f64,
+    /// What its number counts, as its refusal says it: `seconds`, `days`.
+    pub unit: &'static str,
 }
 
 /// A day, in seconds.
@@ -51,10 +54,34 @@ pub const EC2_POOL: Setting = Setting::new("ORCA_EC2_POOL_SECONDS", 0.0, 0.0, 7.
 pub const POOL_NEXT_GRACE: Setting = Setting::new("ORCA_POOL_NEXT_GRACE_SECONDS", 60.0, 1.0, DAY);
 /// `ORCA_WORKER_REFUSED_SECONDS`: a worker refused this long gives up.
 pub const WORKER_REFUSED: Setting = Setting::new("ORCA_WORKER_REFUSED_SECONDS", 60.0, 1.0, DAY);
+/// `ORCA_KEEP_DAYS`: history that ended longer ago than this is pruned by
+/// the leader (in days: up to ten years).
+pub const KEEP_DAYS: Setting = Setting::days("ORCA_KEEP_DAYS", 30.0, 1.0, 3650.0);
+/// `ORCA_KEEP_SECONDS`: for tests and the bench, the same in seconds;
+/// when set it wins over `ORCA_KEEP_DAYS` (unset: no default of its own).
+pub const KEEP_SECONDS: Setting = Setting::new("ORCA_KEEP_SECONDS", 0.0, 1.0, 3650.0 * DAY);
+
+/// How long history is kept, in seconds: `ORCA_KEEP_SECONDS` when set,
+/// else `ORCA_KEEP_DAYS` (30 days by default). Either out of its range is
+/// refused.
+pub fn keep_seconds() -> Result<f64, String> {
+    let days = KEEP_DAYS.read()?;
+    let seconds = std::env::var(KEEP_SECONDS.name)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| KEEP_SECONDS.parse(Some(&v)))
+        .transpose()?;
+    Ok(keep(days, seconds))
+}
+
+/// The keep from its two settings: the seconds' when given, else the days'.
+pub fn keep(days: f64, seconds: Option<f64>) -> f64 {
+    seconds.unwrap_or(days * DAY)
+}
 
 /// Every setting of seconds, for the tests (each default in its range).
 #[cfg(test)]
-const ALL: [Setting; 14] = [
+const ALL: [Setting; 15] = [
     TICK,
     STALE,
     KILL_GRACE,
@@ -69,6 +96,7 @@ const ALL: [Setting; 14] = [
     EC2_POOL,
     POOL_NEXT_GRACE,
     WORKER_REFUSED,
+    KEEP_DAYS,
 ];
 
 impl Setting {
@@ -78,6 +106,14 @@ impl Setting {
             default,
             min,
             max,
+            unit: "seconds",
+        }
+    }
+
+    const fn days(name: &'static str, default: f64, min: f64, max: f64) -> Setting {
+        Setting {
+            unit: "days",
+            ..Setting::new(name, default, min, max)
         }
     }
 
@@ -96,8 +132,8 @@ impl Setting {
         match v.trim().parse::<f64>() {
             Ok(n) if n.is_finite() && (self.min..=self.max).contains(&n) => Ok(n),
             _ => Err(format!(
-                "{}={v} is out of range: a number of seconds from {} to {}",
-                self.name, self.min, self.max
+                "{}={v} is out of range: a number of {} from {} to {}",
+                self.name, self.unit, self.min, self.max
             )),
         }
     }
@@ -200,5 +236,21 @@ mod tests {
             );
             assert!(e.ends_with("from 0 to 86400"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_keep_is_the_seconds_when_set_else_the_days() {
+        assert_eq!(keep(30.0, None), 30.0 * 86_400.0, "30 days by default");
+        assert_eq!(keep(30.0, Some(5.0)), 5.0, "the tests' seconds win");
+        assert_eq!(KEEP_DAYS.parse(None), Ok(30.0));
+        assert_eq!(
+            KEEP_DAYS.parse(Some("0.5")),
+            Err("ORCA_KEEP_DAYS=0.5 is out of range: a number of days from 1 to 3650".into())
+        );
+        assert_eq!(KEEP_SECONDS.parse(Some("2")), Ok(2.0));
+        assert!(
+            KEEP_SECONDS.parse(Some("0")).is_err(),
+            "nothing kept: refused"
+        );
     }
 }

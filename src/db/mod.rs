@@ -142,6 +142,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../sql/migrations/0017_max_fills.sql"),
     },
     Migration {
+        version: 18,
+        name: "history",
+        sql: include_str!("../../sql/migrations/0018_history.sql"),
+    },
+    Migration {
         version: 19,
         name: "attempts",
         sql: include_str!("../../sql/migrations/0019_attempts.sql"),

@@ -190,6 +190,21 @@ pub const POOLS_LIST: &str = include_str!("../../sql/pools_list.sql");
 /// See `sql/pools_view.sql`.
 pub const POOLS_VIEW: &str = include_str!("../../sql/pools_view.sql");
 
+/// See `sql/prune_events.sql`.
+pub const PRUNE_EVENTS: &str = include_str!("../../sql/prune_events.sql");
+
+/// See `sql/prune_instances.sql`.
+pub const PRUNE_INSTANCES: &str = include_str!("../../sql/prune_instances.sql");
+
+/// See `sql/prune_machines.sql`.
+pub const PRUNE_MACHINES: &str = include_str!("../../sql/prune_machines.sql");
+
+/// See `sql/prune_runs.sql`.
+pub const PRUNE_RUNS: &str = include_str!("../../sql/prune_runs.sql");
+
+/// See `sql/prune_schedulers.sql`.
+pub const PRUNE_SCHEDULERS: &str = include_str!("../../sql/prune_schedulers.sql");
+
 /// See `sql/register_pipeline.sql`.
 pub const REGISTER_PIPELINE: &str = include_str!("../../sql/register_pipeline.sql");
 

@@ -13,7 +13,8 @@
 //! The parts, by duty: this file (`main`, the loop, the tick, stopping);
 //! [`fire`] (schedules: what to fire, pure, then the writes); [`sense`]
 //! (sensors); [`start`] (queued local and EC2 runs); [`sweep`] (stale runs,
-//! and when silence may be judged at all); [`stats`] (`ORCA_TICK_STATS`);
+//! and when silence may be judged at all); [`prune`] (history past
+//! `ORCA_KEEP_DAYS`, deleted in small batches); [`stats`] (`ORCA_TICK_STATS`);
 //! [`alerts`] (the alert thread). The scheduler calls into `lead`, `pools`,
 //! `warm_pool`, `supervise`, `config` and `db`; none of them imports it.
 //!
@@ -29,6 +30,7 @@
 pub mod alerts;
 pub mod fire;
 pub mod gauges;
+pub mod prune;
 pub mod sense;
 pub mod start;
 pub mod stats;
@@ -134,12 +136,15 @@ pub struct Scheduler {
     leader_session: Option<u64>,
     /// The metrics read from the database (`ORCA_METRICS_ADDR`).
     gauges: gauges::Gauges,
+    /// Pruning history past the keep (the leader's).
+    prune: prune::Prune,
 }
 
 /// `orca scheduler`: runs until SIGTERM or SIGINT.
 pub fn main(config_path: Option<&str>) -> Outcome {
     let timing = Timing::from_env().map_err(bad)?;
     let pool_timing = PoolTiming::from_env().map_err(bad)?;
+    let keep = crate::settings::keep_seconds().map_err(bad)?;
     let config = config_path
         .map(config::load)
         .transpose()
@@ -215,6 +220,7 @@ pub fn main(config_path: Option<&str>) -> Outcome {
             None,
             Some(instance),
             config,
+            keep,
         ));
     }
     let session = db.sessions;
@@ -249,6 +255,7 @@ pub fn main(config_path: Option<&str>) -> Outcome {
         Some(session),
         None,
         None,
+        keep,
     ))
 }
 
@@ -265,6 +272,7 @@ fn run(
     lead_session: Option<u64>,
     instance: Option<Instance>,
     register: Option<config::Config>,
+    keep: f64,
 ) -> i32 {
     // The second connection: its runs' beats and ends, and alerts. (The
     // first is the tick's, which may stall; beats must not.)
@@ -303,6 +311,7 @@ fn run(
     };
     let mut s = Scheduler {
         db,
+        prune: prune::Prune::new(keep, timing.tick),
         timing,
         host,
         leads_now,
@@ -508,6 +517,8 @@ impl Scheduler {
         // may have waited as long, so what looks stale now may not be.
         self.sweep(session, began.elapsed().as_secs_f64());
         self.sup.publish();
+        // Last: what is left of the tick's time, within its budget.
+        self.prune.step(&mut self.db, session);
     }
 
     /// This tick's pipelines, those whose stored spec this binary reads (one

@@ -4,7 +4,14 @@
 //! `key=value` line that `make bench` reads. Its keys are a format:
 //! `bench/out.rs` (`Stats`) parses them.
 //!
+//! With `ORCA_TICK_STATS_WINDOW` set too (seconds), it keeps only a
+//! window's ticks: each window's line overwrites the file as the window
+//! ends (and the last, partial one at exit), so a soak (`make bench`'s
+//! history section) reads the figures as they go, in bounded memory.
+//!
 //! Invariant: without `ORCA_TICK_STATS` nothing is kept.
+
+use std::time::{Duration, Instant};
 
 /// What a tick or a scaler pass cost: milliseconds and statements.
 pub type Figure = (f64, u64);
@@ -17,12 +24,22 @@ pub struct TickStats {
     ticks: Vec<Figure>,
     /// Each scaler pass's.
     passes: Vec<Figure>,
+    /// `ORCA_TICK_STATS_WINDOW`: the window's length and when it began.
+    window: Option<(Duration, Instant)>,
 }
 
 impl TickStats {
     /// Kept when `ORCA_TICK_STATS` names a file.
     pub fn from_env() -> Option<TickStats> {
-        std::env::var("ORCA_TICK_STATS").ok().map(TickStats::new)
+        let window = std::env::var("ORCA_TICK_STATS_WINDOW")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|w| w.is_finite() && *w > 0.0 && *w < 1e6)
+            .map(|w| (Duration::from_secs_f64(w), Instant::now()));
+        std::env::var("ORCA_TICK_STATS").ok().map(|path| TickStats {
+            window,
+            ..TickStats::new(path)
+        })
     }
 
     /// None kept yet, to be written to `path`.
@@ -31,12 +48,21 @@ impl TickStats {
             path,
             ticks: Vec::new(),
             passes: Vec::new(),
+            window: None,
         }
     }
 
-    /// A tick's figure.
+    /// A tick's figure (with a window, its line written as it ends).
     pub fn tick(&mut self, figure: Figure) {
         self.ticks.push(figure);
+        if let Some((length, began)) = self.window
+            && began.elapsed() >= length
+        {
+            self.write();
+            self.ticks.clear();
+            self.passes.clear();
+            self.window = Some((length, Instant::now()));
+        }
     }
 
     /// A scaler pass's figure.
@@ -114,5 +140,19 @@ mod tests {
             "ticks=2 p50_ms=2.50 p99_ms=2.50 max_ms=2.50 statements_per_tick=5.00 \
              scaler_passes=1 scaler_p50_ms=10.00 scaler_max_ms=10.00 scaler_statements_per_pass=7.00\n"
         );
+    }
+
+    #[test]
+    fn a_window_writes_its_own_line_as_it_ends_and_keeps_no_more() {
+        let path = std::env::temp_dir().join(format!("orca-stats-{}", std::process::id()));
+        let mut s = TickStats {
+            window: Some((Duration::ZERO, Instant::now())),
+            ..TickStats::new(path.to_string_lossy().into_owned())
+        };
+        s.tick((7.0, 2));
+        let line = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(line.starts_with("ticks=1 p50_ms=7.00 "), "{line}");
+        assert!(s.ticks.is_empty(), "the window's ticks are let go");
     }
 }

@@ -16,6 +16,7 @@ mod hardening;
 // Some harness items are the bench's alone (bench/main.rs includes it too).
 #[allow(dead_code)]
 mod harness;
+mod history;
 mod launch;
 mod layers;
 mod metrics;
