@@ -61,7 +61,8 @@ chaos: deps-test
 demo: deps-demo release
 	scripts/test-db.sh scripts/demo.sh
 
-# The static musl binary: release, opt-level z, LTO, stripped; within budget.
+# The static musl binary: release, opt-level z, LTO, stripped, relocations
+# packed (.cargo/config.toml); within budget.
 # (And the completions and man pages `make install` installs.)
 static: docs-gen
 	@command -v rustup >/dev/null && rustup target add $(MUSL) >/dev/null 2>&1 || true
