@@ -347,11 +347,13 @@ pub fn deploy_verdict(
             each.join("; ")
         ));
     }
-    if led {
-        return DeployVerdict::Clear;
-    }
+    // Every live instance drains or was asked to: none will lead, even if
+    // one still holds the lead this instant (it hasn't seen the ask yet).
     if any_live && draining.all {
         return DeployVerdict::Draining(draining.names);
+    }
+    if led {
+        return DeployVerdict::Clear;
     }
     if any_live {
         return DeployVerdict::Blocked(
@@ -453,6 +455,11 @@ mod tests {
             deploy_verdict(false, true, alone.clone(), None, &[], 5),
             DeployVerdict::Draining(alone.names.clone()),
             "every live instance drains: no handover, none will lead"
+        );
+        assert_eq!(
+            deploy_verdict(true, true, alone.clone(), None, &[], 5),
+            DeployVerdict::Draining(alone.names.clone()),
+            "the only live instance was asked to drain but still leads this instant: none will lead"
         );
         assert!(
             matches!(
