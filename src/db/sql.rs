@@ -151,6 +151,9 @@ pub const MACHINE_ROLE_REVOKE: &str = include_str!("../../sql/machine_role_revok
 /// See `sql/metrics_read.sql`.
 pub const METRICS_READ: &str = include_str!("../../sql/metrics_read.sql");
 
+/// See `sql/metrics_ends.sql`.
+pub const METRICS_ENDS: &str = include_str!("../../sql/metrics_ends.sql");
+
 /// See `sql/migrate_lock.sql`.
 pub const MIGRATE_LOCK: &str = include_str!("../../sql/migrate_lock.sql");
 

@@ -38,7 +38,9 @@ struct Found {
 
 /// Whether variable `key` of the scheduler's environment reaches a local
 /// machine: a few of the host's, and orca's settings, never a secret (a
-/// database URL, a token, a password, a key) nor the labels of another.
+/// database URL, a token, a password, a key) nor the labels of another,
+/// nor the scheduler's own metrics address (its port is the scheduler's: a
+/// worker given it could never listen, and would exit 2 again and again).
 fn passed_to_machine(key: &str) -> bool {
     let secret = ["URL", "TOKEN", "PASSWORD", "SECRET", "KEY"]
         .iter()
@@ -46,7 +48,33 @@ fn passed_to_machine(key: &str) -> bool {
     matches!(
         key,
         "PATH" | "HOME" | "USER" | "LANG" | "TZ" | "RUST_LOG" | "TMPDIR"
-    ) || (key.starts_with("ORCA_") && !secret && !key.starts_with("ORCA_LOCAL_"))
+    ) || (key.starts_with("ORCA_")
+        && !secret
+        && !key.starts_with("ORCA_LOCAL_")
+        && key != crate::metrics::serve::VAR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_machine_gets_settings_but_no_secret_and_not_the_metrics_address() {
+        for passed in ["PATH", "HOME", "ORCA_TICK_SECONDS", "ORCA_LOG_FORMAT"] {
+            assert!(passed_to_machine(passed), "{passed}");
+        }
+        for kept in [
+            "ORCA_DATABASE_URL",
+            "ORCA_POOL_DATABASE_URL",
+            "ORCA_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "ORCA_LOCAL_LABELS",
+            "ORCA_METRICS_ADDR",
+            "SHELL",
+        ] {
+            assert!(!passed_to_machine(kept), "{kept}");
+        }
+    }
 }
 
 /// Where local machine `name` of `stack` keeps its live secret (a

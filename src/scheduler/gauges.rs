@@ -1,25 +1,31 @@
-//! The metrics the leader reads from the database (`sql/metrics_read.sql`,
-//! one statement): runs by pipeline and state, the oldest due run's age and
-//! pools' machines by state. Read only while `ORCA_METRICS_ADDR` is served
-//! and at most every [`READ_EVERY`] seconds, so a scrape (which only renders
-//! what was stored) costs the database nothing. A scheduler that doesn't
-//! lead reports none of them (summed over schedulers, they count once), and
-//! the counters of pipelines and pools no longer registered are dropped.
+//! The metrics the leader reads from the database: runs by pipeline and
+//! state, the oldest due run's age and pools' machines by state
+//! (`sql/metrics_read.sql`), and the starts, ends and retries of every run
+//! whatever its placement, counted from the events past a cursor
+//! (`sql/metrics_ends.sql`: settled events only, so 10 to 15 s behind).
+//! Read only while `ORCA_METRICS_ADDR` is served and at most every
+//! [`READ_EVERY`] seconds, so a scrape (which only renders what was stored)
+//! costs the database nothing. A scheduler that doesn't lead reports no
+//! gauges and counts nothing more (summed over schedulers, each end counts
+//! once), and the counters of pipelines and pools no longer registered are
+//! dropped.
 
 use std::collections::HashSet;
 use std::time::Instant;
 
 use crate::db::{Db, sql};
-use crate::metrics::{self, MACHINES, QUEUE_OLDEST, RUNS};
+use crate::metrics::{self, Def, ENDED, MACHINES, QUEUE_OLDEST, RETRIED, RUNS, STARTED};
 
 /// How often the leader reads them (s).
 pub const READ_EVERY: f64 = 5.0;
 
-/// When they were last read, and whether a follower's are cleared.
+/// When they were last read, whether a follower's are cleared, and the
+/// last event counted (`None`: not counting, as a follower).
 #[derive(Default)]
 pub struct Gauges {
     read_at: Option<Instant>,
     cleared: bool,
+    counted: Option<i64>,
 }
 
 /// One row of `sql/metrics_read.sql`: kind, name, state, value.
@@ -43,6 +49,35 @@ pub fn split(rows: Vec<Row>) -> (Values, f64, Values) {
     (runs, oldest, machines)
 }
 
+/// One row of `sql/metrics_ends.sql`: pipeline, kind and count (`None`s
+/// when there was nothing to count).
+type EndRow = (Option<String>, Option<String>, Option<f64>);
+
+/// What the counted events add: each kind's counter, its label values and
+/// how much (`started` to [`STARTED`]; `retried` to [`RETRIED`]; an end's
+/// outcome to [`ENDED`]; any other kind to none).
+pub fn tally(rows: Vec<EndRow>) -> Vec<(&'static Def, Vec<String>, f64)> {
+    let mut adds = Vec::new();
+    for row in rows {
+        let (Some(pipeline), Some(kind), Some(n)) = row else {
+            continue;
+        };
+        let def = match kind.as_str() {
+            "started" => &STARTED,
+            "retried" => &RETRIED,
+            "succeeded" | "failed" | "timed_out" | "cancelled" | "requeued" => &ENDED,
+            _ => continue,
+        };
+        let labels = if def.name == ENDED.name {
+            vec![pipeline, kind]
+        } else {
+            vec![pipeline]
+        };
+        adds.push((def, labels, n));
+    }
+    adds
+}
+
 impl Gauges {
     /// Reads them when due, on the leading session `lead`; a follower's
     /// (`None`) are cleared once.
@@ -58,6 +93,7 @@ impl Gauges {
                 metrics::set(&QUEUE_OLDEST, &[], 0.0);
                 self.cleared = true;
                 self.read_at = None;
+                self.counted = None;
             }
             return;
         };
@@ -91,12 +127,65 @@ impl Gauges {
         metrics::replace(&RUNS, runs);
         metrics::replace(&MACHINES, machines);
         metrics::set(&QUEUE_OLDEST, &[], oldest);
+        self.count_ends(db, session);
+    }
+
+    /// Counts the settled events past the last one counted (the first time:
+    /// only finds where to start).
+    fn count_ends(&mut self, db: &mut Db, session: u64) {
+        let counted = self.counted;
+        let (settled, rows) = match db.prepared_fenced(session, sql::METRICS_ENDS, |c, s| {
+            c.query(s, &[&counted]).map(|rows| {
+                let settled = rows.first().map(|r| r.get::<_, i64>("settled"));
+                let ends: Vec<EndRow> = rows
+                    .iter()
+                    .map(|r| (r.get("pipeline"), r.get("kind"), r.get("n")))
+                    .collect();
+                (settled, ends)
+            })
+        }) {
+            Ok(read) => read,
+            Err(e) => return e.complain(),
+        };
+        for (def, labels, n) in tally(rows) {
+            let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+            metrics::add(def, &labels, n);
+        }
+        self.counted = settled.or(counted);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_counted_go_to_their_counters() {
+        let row = |p: &str, k: &str, n: f64| (Some(p.to_string()), Some(k.to_string()), Some(n));
+        let adds = tally(vec![
+            row("a", "started", 3.0),
+            row("a", "succeeded", 1.0),
+            row("a", "timed_out", 1.0),
+            row("a", "retried", 1.0),
+            row("b", "requeued", 2.0),
+            row("b", "fired", 9.0),
+            (None, None, None),
+        ]);
+        let got: Vec<(&str, Vec<String>, f64)> =
+            adds.into_iter().map(|(d, l, n)| (d.name, l, n)).collect();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            got,
+            vec![
+                (STARTED.name, s(&["a"]), 3.0),
+                (ENDED.name, s(&["a", "succeeded"]), 1.0),
+                (ENDED.name, s(&["a", "timed_out"]), 1.0),
+                (RETRIED.name, s(&["a"]), 1.0),
+                (ENDED.name, s(&["b", "requeued"]), 2.0),
+            ],
+            "each kind to its counter; other kinds and an empty row to none"
+        );
+    }
 
     #[test]
     fn rows_are_split_by_kind() {

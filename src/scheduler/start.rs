@@ -133,7 +133,6 @@ impl Scheduler {
             let Some(start) = claimed.first().map(|r| r.get::<_, i32>("start")) else {
                 continue;
             };
-            crate::metrics::add(&crate::metrics::STARTED, &[&name], 1.0);
             if let Err(e) = self.ec2_runs.start(&mut self.db, session, id, start, p) {
                 return e.complain();
             }

@@ -86,6 +86,11 @@ pub struct Recorder {
     /// Whether its beat claims runs too: the main loop beats
     /// ([`Supervisor::round`]), the heartbeat thread only when it is late.
     pub claims: bool,
+    /// Whether its process counts the attempts it starts and ends in its
+    /// own metrics (a worker's `/metrics`). A scheduler's don't: its leader
+    /// counts every run's, whatever the placement, from the database
+    /// ([`crate::scheduler::gauges`]), so each end counts once.
+    pub counts: bool,
 }
 
 /// The scheduler's statements.
@@ -97,6 +102,7 @@ pub const SCHEDULER: Recorder = Recorder {
     events: true,
     beat_idle: false,
     claims: false,
+    counts: false,
 };
 
 /// A pool worker's statements: the functions its credentials may execute.
@@ -108,6 +114,7 @@ pub const WORKER: Recorder = Recorder {
     events: false,
     beat_idle: true,
     claims: true,
+    counts: true,
 };
 
 /// An EC2 run's head's statements: the functions its instance's
@@ -120,17 +127,21 @@ pub const HEAD: Recorder = Recorder {
     events: false,
     beat_idle: false,
     claims: false,
+    counts: false,
 };
 
 /// Logs that `o`'s end was written, the run now in `state` (`None`: the
-/// attempt was no longer running, so nothing was).
-fn say_written(o: &Outcome, state: Option<RunState>) {
-    crate::metrics::ended(
-        &o.pipeline,
-        o.state.as_str(),
-        o.timed_out,
-        state.map(RunState::as_str),
-    );
+/// attempt was no longer running, so nothing was), and counts it if `rec`
+/// counts.
+fn say_written(rec: &Recorder, o: &Outcome, state: Option<RunState>) {
+    if rec.counts {
+        crate::metrics::ended(
+            &o.pipeline,
+            o.state.as_str(),
+            o.timed_out,
+            state.map(RunState::as_str),
+        );
+    }
     match state {
         Some(state) => log::info!(
             "run {} attempt {}: {} ({}) -> {state}",
@@ -363,7 +374,7 @@ impl Supervisor {
         let mut written: HashSet<(i64, i32)> = HashSet::new();
         for (id, start, state) in result.iter().flat_map(|r| &r.ended) {
             if let Some(o) = ends.iter().find(|o| (o.id, o.start) == (*id, *start)) {
-                say_written(o, *state);
+                say_written(self.rec, o, *state);
                 written.insert((*id, *start));
             }
         }
@@ -450,7 +461,9 @@ impl Supervisor {
         args: &[String],
         extra: &[(String, String)],
     ) {
-        crate::metrics::add(&crate::metrics::STARTED, &[&p.name], 1.0);
+        if self.rec.counts {
+            crate::metrics::add(&crate::metrics::STARTED, &[&p.name], 1.0);
+        }
         let mut env: Vec<(String, String)> =
             p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         env.push(("ORCA_RUN_ID".into(), id.to_string()));
@@ -707,7 +720,7 @@ impl Supervisor {
                 match db.prepared(all, |c, s| crate::runs::write_all(c, s, chunk)) {
                     Ok(states) => {
                         for (o, (_, state)) in chunk.iter().zip(&states) {
-                            say_written(o, *state);
+                            say_written(self.rec, o, *state);
                         }
                         written.extend(chunk.iter().map(|o| (o.id, o.start)));
                     }
@@ -743,7 +756,7 @@ impl Supervisor {
             let result = match &p {
                 Pending::Finish(o) => db
                     .prepared(self.rec.finish, |c, s| o.write(c, s))
-                    .map(|state| say_written(o, state)),
+                    .map(|state| say_written(self.rec, o, state)),
                 Pending::Requeue {
                     id,
                     start,

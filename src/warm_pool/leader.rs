@@ -385,13 +385,7 @@ impl Ec2Runs {
                         // No process ended: the end is when it is written.
                         ended: None,
                     };
-                    let now = db.run_fenced(session, |c| outcome.write(c, sql::RUN_FINISH))?;
-                    crate::metrics::ended(
-                        &outcome.pipeline,
-                        "failed",
-                        false,
-                        now.map(|s| s.as_str()),
-                    );
+                    db.run_fenced(session, |c| outcome.write(c, sql::RUN_FINISH))?;
                     why
                 };
                 let ended = db.run_fenced(session, |c| {

@@ -290,6 +290,83 @@ fn a_scheduler_that_does_not_lead_says_orca_leader_0_and_no_run_gauges() {
     b.stop();
 }
 
+/// The leader counts the starts and ends of every run, whatever its
+/// placement: a pool run, ended by its machine's worker, and an `ec2` run,
+/// ended by its head instance, each once (read from the events).
+#[test]
+fn the_leader_counts_the_ends_of_pool_and_ec2_runs() {
+    let (db, dir) = setup(&with_pool(
+        "p",
+        "[pipelines.good]\ncommand = \"true\"\nplacement = \"worker:p\"\n\n\
+         [pipelines.job]\ncommand = \"exit 3\"\nplacement = \"ec2\"\n\n\
+         [pipelines.job.ec2]\nprovider = \"local\"\ntype = \"small\"\nlocations = [\"here\"]\n",
+    ));
+    let (good, job) = (db.queue("good"), db.queue("job"));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut s = db.scheduler(
+        &dir,
+        &[
+            ("ORCA_METRICS_ADDR", metrics.as_str()),
+            ("ORCA_POOL_SCALE_SECONDS", "0.5"),
+        ],
+    );
+    s.wait_for("both end", 120.0, || {
+        db.state(good) == "succeeded" && db.state(job) == "failed"
+    });
+    let expected = [
+        (r#"orca_runs_started_total{pipeline="good"}"#, 1.0),
+        (r#"orca_runs_started_total{pipeline="job"}"#, 1.0),
+        (
+            r#"orca_runs_ended_total{pipeline="good",outcome="succeeded"}"#,
+            1.0,
+        ),
+        (
+            r#"orca_runs_ended_total{pipeline="job",outcome="failed"}"#,
+            1.0,
+        ),
+    ];
+    // Counted once settled (10 s old by the database's clock).
+    s.wait_for("the leader counts both", 60.0, || {
+        get(&metrics, "/metrics", 5.0).is_some_and(|(_, t)| {
+            expected
+                .iter()
+                .all(|(series, n)| sample(&t, series) == Some(*n))
+        })
+    });
+    // Reads after those count what is new, not the same again: another
+    // run of `good` is counted, `job`'s figures stay.
+    let again = db.queue("good");
+    s.wait_for("the second run of good counted", 90.0, || {
+        db.state(again) == "succeeded"
+            && get(&metrics, "/metrics", 5.0).is_some_and(|(_, t)| {
+                sample(
+                    &t,
+                    r#"orca_runs_ended_total{pipeline="good",outcome="succeeded"}"#,
+                ) == Some(2.0)
+            })
+    });
+    let t = scrape(&metrics);
+    for (series, n) in [
+        (r#"orca_runs_started_total{pipeline="good"}"#, 2.0),
+        (r#"orca_runs_started_total{pipeline="job"}"#, 1.0),
+        (
+            r#"orca_runs_ended_total{pipeline="job",outcome="failed"}"#,
+            1.0,
+        ),
+    ] {
+        assert_eq!(sample(&t, series), Some(n), "{series}: {t}");
+    }
+    assert_eq!(
+        sample(
+            &t,
+            r#"orca_runs_ended_total{pipeline="job",outcome="succeeded"}"#
+        ),
+        None,
+        "{t}"
+    );
+    s.stop();
+}
+
 #[test]
 fn a_worker_serves_its_runs_starts_and_ends() {
     let (db, dir) = setup(&with_pool(
@@ -451,8 +528,10 @@ fn a_slow_or_huge_request_does_not_stop_the_next_scrape() {
 /// What the page's alerts say they catch, as `promtool test rules` series:
 /// no leader for a minute (one scheduler stops leading, another never
 /// did), a run due for over an hour (for 5 minutes), a pipeline failing
-/// over half its attempts (another succeeding is not named), a pool whose
-/// every make fails (another with one failure in two is not).
+/// over half its attempts (another succeeding is not named, nor one whose
+/// failures are a worker's own count, nor whose handed-back attempts
+/// would thin its failures out), a pool whose every make fails (another
+/// with one failure in two is not).
 const RULES_TEST: &str = r#"rule_files:
   - orca-rules.yml
 evaluation_interval: 1m
@@ -465,12 +544,20 @@ tests:
         values: '0 0 0 0 0 0'
       - series: 'orca_queue_oldest_seconds{instance="a"}'
         values: '0 0 4000x20'
-      - series: 'orca_runs_ended_total{pipeline="p",outcome="failed"}'
+      - series: 'orca_runs_ended_total{job="orca",pipeline="p",outcome="failed"}'
         values: '0+10x120'
-      - series: 'orca_runs_ended_total{pipeline="p",outcome="succeeded"}'
+      - series: 'orca_runs_ended_total{job="orca",pipeline="p",outcome="succeeded"}'
         values: '0+1x120'
-      - series: 'orca_runs_ended_total{pipeline="ok",outcome="succeeded"}'
+      - series: 'orca_runs_ended_total{job="orca",pipeline="ok",outcome="succeeded"}'
         values: '0+10x120'
+      - series: 'orca_runs_ended_total{job="orca-workers",pipeline="ok",outcome="failed"}'
+        values: '0+100x120'
+      - series: 'orca_runs_ended_total{job="orca",pipeline="lost",outcome="failed"}'
+        values: '0+6x120'
+      - series: 'orca_runs_ended_total{job="orca",pipeline="lost",outcome="succeeded"}'
+        values: '0+5x120'
+      - series: 'orca_runs_ended_total{job="orca",pipeline="lost",outcome="requeued"}'
+        values: '0+100x120'
       - series: 'orca_pool_make_attempts_total{pool="q"}'
         values: '0+1x60'
       - series: 'orca_pool_make_failures_total{pool="q"}'
@@ -499,6 +586,10 @@ tests:
       - eval_time: 90m
         alertname: OrcaFailureRate
         exp_alerts:
+          - exp_labels:
+              pipeline: lost
+            exp_annotations:
+              summary: 'pipeline lost: over half its attempts fail'
           - exp_labels:
               pipeline: p
             exp_annotations:
