@@ -54,29 +54,6 @@ fn passed_to_machine(key: &str) -> bool {
         && key != crate::metrics::serve::VAR)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_machine_gets_settings_but_no_secret_and_not_the_metrics_address() {
-        for passed in ["PATH", "HOME", "ORCA_TICK_SECONDS", "ORCA_LOG_FORMAT"] {
-            assert!(passed_to_machine(passed), "{passed}");
-        }
-        for kept in [
-            "ORCA_DATABASE_URL",
-            "ORCA_POOL_DATABASE_URL",
-            "ORCA_TOKEN",
-            "AWS_SECRET_ACCESS_KEY",
-            "ORCA_LOCAL_LABELS",
-            "ORCA_METRICS_ADDR",
-            "SHELL",
-        ] {
-            assert!(!passed_to_machine(kept), "{kept}");
-        }
-    }
-}
-
 /// Where local machine `name` of `stack` keeps its live secret (a
 /// directory of its own, made by its script; removed with the machine).
 fn token_dir(stack: &str, name: &str) -> std::path::PathBuf {
@@ -249,5 +226,28 @@ impl Provider for Local {
         }
         self.reap();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_machine_gets_settings_but_no_secret_and_not_the_metrics_address() {
+        for passed in ["PATH", "HOME", "ORCA_TICK_SECONDS", "ORCA_LOG_FORMAT"] {
+            assert!(passed_to_machine(passed), "{passed}");
+        }
+        for kept in [
+            "ORCA_DATABASE_URL",
+            "ORCA_POOL_DATABASE_URL",
+            "ORCA_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "ORCA_LOCAL_LABELS",
+            "ORCA_METRICS_ADDR",
+            "SHELL",
+        ] {
+            assert!(!passed_to_machine(kept), "{kept}");
+        }
     }
 }
