@@ -141,7 +141,6 @@ pub fn main(pool: &str) -> Outcome {
     let target = crate::machines::boot::own_target("worker").map_err(bad)?;
     let window = crate::settings::WORKER_REFUSED.read().map_err(bad)?;
     let lost = crate::settings::POOL_LOST.read().map_err(bad)?;
-    crate::metrics::serve::start_from_env().map_err(bad)?;
     let mut refusals = Refusals {
         window,
         since: None,
@@ -156,6 +155,8 @@ pub fn main(pool: &str) -> Outcome {
         libc::signal(libc::SIGTERM, handler);
         libc::signal(libc::SIGINT, handler);
     }
+    // Served once a stop is heard (see the scheduler's).
+    crate::metrics::serve::start_from_env().map_err(bad)?;
     let link = Link::new(Db::new(target.clone(), "worker"));
     let machine = loop {
         if stopping() {

@@ -155,8 +155,10 @@ pub fn main(config_path: Option<&str>) -> Outcome {
     let overlap = crate::lead::overlap_on().map_err(bad)?;
     // Every setting is read (bad input refused) before anything is said.
     let ec2_runs = Ec2Runs::new(pool_timing.clone()).map_err(bad)?;
-    crate::metrics::serve::start_from_env().map_err(bad)?;
+    // Stops are heard before anything answers: a stop sent as soon as
+    // /metrics answers (a readiness check) drains, it doesn't kill.
     install_stop_handlers();
+    crate::metrics::serve::start_from_env().map_err(bad)?;
     // SAFETY: geteuid(2) can't fail.
     let euid = unsafe { libc::geteuid() };
     if let Some(w) = crate::secrets::run_as::root_warning(euid, crate::secrets::run_as()) {

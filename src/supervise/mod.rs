@@ -89,7 +89,7 @@ pub struct Recorder {
     /// Whether its process counts the attempts it starts and ends in its
     /// own metrics (a worker's `/metrics`). A scheduler's don't: its leader
     /// counts every run's, whatever the placement, from the database
-    /// ([`crate::scheduler::gauges`]), so each end counts once.
+    /// (the scheduler's gauges step), so each end counts once.
     pub counts: bool,
 }
 
