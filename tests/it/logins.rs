@@ -20,27 +20,28 @@ const ROUND: &str = "SELECT * FROM orca.worker_round('{}', '{}', '{}', '{}', '{}
      '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}')";
 
 /// Transactions of `hold` seconds, one after another, each beginning with a
-/// worker's round, as `role`'s login, on a thread of its own; until `stop`
-/// or its session is ended. Whether it ran at least one.
+/// worker's round and ended with `end` (`COMMIT`, or `ROLLBACK`: its beats
+/// never land, so its machine goes silent), as `role`'s login, on a thread
+/// of its own; until `stop` or its session is ended. Whether its session
+/// was ended.
 fn holds_its_row(
     db: &TestDb,
     role: &str,
     hold: f64,
+    end: &str,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<usize> {
+) -> std::thread::JoinHandle<bool> {
     let mut c = db.client_as(role, "pw");
     c.batch_execute("SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0")
         .unwrap();
-    let batch = format!("BEGIN; {ROUND}; SELECT pg_sleep({hold}); COMMIT");
+    let batch = format!("BEGIN; {ROUND}; SELECT pg_sleep({hold}); {end}");
     std::thread::spawn(move || {
-        let mut n = 0;
         while !stop.load(Ordering::SeqCst) {
             if c.batch_execute(&batch).is_err() {
-                break;
+                return true;
             }
-            n += 1;
         }
-        n
+        false
     })
 }
 
@@ -62,7 +63,7 @@ fn a_login_holding_its_machine_s_row_in_short_transactions_can_t_keep_it_from_re
     });
     // Its login holds the row in transactions just short of the limit.
     let stop = Arc::new(AtomicBool::new(false));
-    let looping = holds_its_row(&db, &role, XACT - 0.5, stop.clone());
+    let looping = holds_its_row(&db, &role, XACT - 0.5, "COMMIT", stop.clone());
     let mut s = pool_scheduler(
         &db,
         &dir,
@@ -85,12 +86,50 @@ fn a_login_holding_its_machine_s_row_in_short_transactions_can_t_keep_it_from_re
     let took = leads.elapsed().as_secs_f64();
     let why: String = db.one("SELECT why FROM orca.pool_machines");
     assert!(why.contains("idle"), "{why}");
-    // Its login was revoked: its loop's session ended, and it can't log in.
+    // Its login was revoked: its loop's session ended, and it can't log in;
+    // an event says so.
     stop.store(true, Ordering::SeqCst);
-    let rounds = looping.join().unwrap();
-    assert!(rounds >= 1, "the login never held its row");
+    assert!(looping.join().unwrap(), "the login's session was not ended");
+    let said: String = db.one(
+        "SELECT coalesce(string_agg(why, ' | '), '') FROM orca.events WHERE kind = 'intruder'",
+    );
+    assert!(
+        said.contains(&role) && said.contains("held its machine"),
+        "{said}"
+    );
     let again = postgres::Client::connect(&db.url_as(&role, "pw"), postgres::NoTls);
     assert!(again.is_err(), "the removed machine's login still logs in");
     s.stop();
     eprintln!("removed {took:.1}s after the scheduler led");
+}
+
+#[test]
+fn a_lost_machine_whose_login_holds_its_row_is_removed_all_the_same() {
+    const XACT: f64 = 3.0;
+    let (db, dir) = pool_test("idle_seconds = 600\n");
+    let role = format!("orca_m_lost_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    db.client_as(&role, "pw").batch_execute(ROUND).unwrap();
+    // Its rounds are rolled back: it is never heard from again, and it
+    // holds its row all along.
+    let stop = Arc::new(AtomicBool::new(false));
+    let looping = holds_its_row(&db, &role, XACT - 0.5, "ROLLBACK", stop.clone());
+    let mut s = pool_scheduler(
+        &db,
+        &dir,
+        &[
+            ("ORCA_POOL_SCALE_SECONDS", "1"),
+            ("ORCA_POOL_LOST_SECONDS", "4"),
+            ("ORCA_LOGIN_XACT_SECONDS", &XACT.to_string()),
+        ],
+    );
+    s.wait_for("the lost machine is removed", 40.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE ended_at IS NULL") == 0
+    });
+    let why: String = db.one("SELECT why FROM orca.pool_machines");
+    assert!(why.contains("silent"), "{why}");
+    stop.store(true, Ordering::SeqCst);
+    assert!(looping.join().unwrap(), "the login's session was not ended");
+    assert!(postgres::Client::connect(&db.url_as(&role, "pw"), postgres::NoTls).is_err());
+    s.stop();
 }
