@@ -133,3 +133,124 @@ fn a_lost_machine_whose_login_holds_its_row_is_removed_all_the_same() {
     assert!(postgres::Client::connect(&db.url_as(&role, "pw"), postgres::NoTls).is_err());
     s.stop();
 }
+
+/// One statement for every kind of object a role can own, or make by
+/// another's rights, as a machine login would try them: in this database's
+/// schemas, as its group role, shared across the server. Each may be
+/// refused; none may leave anything behind.
+const EVERY_KIND: &[&str] = &[
+    "CREATE SCHEMA evil",
+    "CREATE TABLE public.t (x int)",
+    "CREATE TABLE orca.t (x int)",
+    "CREATE TEMP TABLE t (x int)",
+    "CREATE UNLOGGED TABLE public.u (x int)",
+    "CREATE SEQUENCE public.s",
+    "CREATE VIEW public.v AS SELECT 1 AS x",
+    "CREATE MATERIALIZED VIEW public.mv AS SELECT 1 AS x",
+    "CREATE FUNCTION public.f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+    "CREATE FUNCTION pg_temp.f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+    "CREATE PROCEDURE public.p() LANGUAGE sql AS 'SELECT 1'",
+    "CREATE AGGREGATE public.a (int) (SFUNC = int4pl, STYPE = int)",
+    "CREATE TYPE public.ty AS (x int)",
+    "CREATE TYPE public.en AS ENUM ('a')",
+    "CREATE DOMAIN public.d AS int",
+    "CREATE COLLATION public.c (locale = 'C')",
+    "CREATE OPERATOR public.=== (FUNCTION = int4eq, LEFTARG = int, RIGHTARG = int)",
+    "CREATE OPERATOR FAMILY public.of USING btree",
+    "CREATE CAST (int AS text) WITH INOUT",
+    "CREATE CONVERSION public.cv FOR 'UTF8' TO 'LATIN1' FROM utf8_to_iso8859_1",
+    "CREATE TEXT SEARCH CONFIGURATION public.ts (COPY = simple)",
+    "CREATE TEXT SEARCH DICTIONARY public.td (TEMPLATE = simple)",
+    "CREATE STATISTICS public.st ON oid, relname FROM pg_class",
+    "CREATE PUBLICATION pub",
+    "CREATE SUBSCRIPTION sub CONNECTION 'host=nowhere' PUBLICATION pub WITH (connect = false)",
+    "CREATE EVENT TRIGGER et ON ddl_command_start EXECUTE FUNCTION pg_catalog.now()",
+    "CREATE FOREIGN DATA WRAPPER fdw",
+    "CREATE SERVER srv FOREIGN DATA WRAPPER postgres_fdw",
+    "CREATE EXTENSION IF NOT EXISTS pgcrypto",
+    "CREATE LANGUAGE plperl",
+    "CREATE ACCESS METHOD am TYPE TABLE HANDLER heap_tableam_handler",
+    "CREATE ROLE evil",
+    "CREATE DATABASE evil",
+    "CREATE TABLESPACE evil LOCATION '/tmp'",
+    // Default privileges: its own (inert), its group's, and in a schema.
+    "ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC",
+    "ALTER DEFAULT PRIVILEGES FOR ROLE orca_worker GRANT SELECT ON TABLES TO PUBLIC",
+    "ALTER DEFAULT PRIVILEGES FOR ROLE orca_worker GRANT EXECUTE ON FUNCTIONS TO orca_instance",
+    "ALTER DEFAULT PRIVILEGES FOR ROLE orca_worker IN SCHEMA public GRANT SELECT ON TABLES TO PUBLIC",
+    // Large objects: its own, given to its group, made as its group, and
+    // readable by anyone.
+    "SELECT lo_from_bytea(0, 'made by the login')",
+    "SELECT lo_create(0)",
+    "SELECT lo_creat(-1)",
+    "DO $$ BEGIN EXECUTE format('ALTER LARGE OBJECT %s OWNER TO orca_worker', \
+       lo_from_bytea(0, 'given to its group')); END $$",
+    "DO $$ BEGIN EXECUTE format('GRANT SELECT ON LARGE OBJECT %s TO PUBLIC', \
+       lo_from_bytea(0, 'given to all')); END $$",
+    "SET ROLE orca_worker; SELECT lo_from_bytea(0, 'made as its group'); RESET ROLE",
+];
+
+#[test]
+fn nothing_a_machine_login_makes_outlives_it_or_is_read_by_another() {
+    // Unhardened, as on RDS: PUBLIC may execute the large object functions.
+    let (db, dir) = setup_in(
+        TestDb::unhardened(),
+        &crate::pools::with_pool("p", "idle_seconds = 1\n"),
+    );
+    let role = format!("orca_m_objs_{}", std::process::id());
+    let other = format!("orca_m_peek_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    db.login_role(&other, "pw", "orca_worker");
+    let groups = "('orca_worker', 'orca_instance')";
+    let mut c = db.client_as(&role, "pw");
+    let mut made = Vec::new();
+    for sql in EVERY_KIND {
+        if c.batch_execute(sql).is_ok() {
+            made.push(*sql);
+        }
+        let _ = c.batch_execute("RESET ROLE");
+    }
+    let login: u32 = db.one(&format!(
+        "SELECT oid FROM pg_roles WHERE rolname = '{role}'"
+    ));
+    let objects: Vec<u32> = db
+        .client()
+        .query("SELECT oid FROM pg_largeobject_metadata", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        !objects.is_empty(),
+        "the login made no large object: {made:?}"
+    );
+    // orca removes the machine (idle), and its login with it.
+    let mut s = pool_scheduler(&db, &dir, &[("ORCA_LOGIN_XACT_SECONDS", "2")]);
+    s.wait_for("the machine and its login are gone", 30.0, || {
+        db.one::<i64>(&format!(
+            "SELECT (SELECT count(*) FROM orca.pool_machines WHERE ended_at IS NULL)
+                  + (SELECT count(*) FROM pg_roles WHERE rolname = '{role}')"
+        )) == 0
+    });
+    // Nothing of what it made is left, in this database or the server's
+    // shared catalogs: owned by it, or by the group roles.
+    let left: String = db.one(&format!(
+        "SELECT coalesce(string_agg(classid::regclass::text || ' ' || objid, ', '), '')
+         FROM pg_shdepend
+         WHERE deptype = 'o' AND (refobjid = {login}
+               OR refobjid IN (SELECT oid FROM pg_roles WHERE rolname IN {groups}))"
+    ));
+    assert_eq!(
+        left, "",
+        "left owned by the login or its group (it made {made:?})"
+    );
+    let kept: i64 = db.one("SELECT count(*) FROM pg_largeobject_metadata");
+    assert_eq!(kept, 0, "large objects left");
+    // Another machine's login reads none of them.
+    let mut peek = db.client_as(&other, "pw");
+    for oid in &objects {
+        let read = peek.query_one("SELECT lo_get($1)", &[oid]);
+        assert!(read.is_err(), "another login read large object {oid}");
+    }
+    s.stop();
+}
