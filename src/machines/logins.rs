@@ -159,8 +159,16 @@ pub fn revoke(client: &mut Client, role: &str) -> Result<(), postgres::Error> {
 }
 
 /// Drops revoked role `role` and what it owns; false if that can't be done
-/// now (it is tried again as an orphan on a later pass).
+/// now (it is tried again as an orphan on a later pass). What logins and
+/// their groups own is swept first ([`super::objects::sweep`]), while orca's
+/// role can still act as the group through this login.
 pub fn drop_role(client: &mut Client, role: &str) -> Result<bool, postgres::Error> {
+    if let Err(e) = super::objects::sweep(client) {
+        log::warn!(
+            "what logins made is not swept before {role} is dropped: {}",
+            crate::db::plain(&e)
+        );
+    }
     Ok(client.query_one(sql::MACHINE_ROLE_DROP, &[&role])?.get(0))
 }
 
