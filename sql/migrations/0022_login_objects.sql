@@ -11,18 +11,20 @@
 -- the database or any schema, TEMP is revoked (migration 5), and the
 -- server-wide kinds need a superuser or CREATEROLE.
 --
--- orca.login_objects_sweep() removes them: every large object owned by a
+-- orca.login_objects_sweep(n) removes them: every large object owned by a
 -- login (a direct member of orca_worker or orca_instance) or by those
 -- groups is unlinked, and every default privilege entry of theirs is reset
 -- to Postgres's default (which deletes it). orca's role may: it is a member
 -- of every login it makes (migration 5), and through any of them of the
 -- groups. So the sweep runs before a login is dropped (while it still
 -- exists: the last login's drop is the last chance) and on the leader
--- every ORCA_LOGIN_XACT_SECONDS / 2. One row for each thing found: its
--- owner, what it was, and whether it is gone (false: orca's role may not
--- act as its owner, said in the event).
+-- every ORCA_LOGIN_XACT_SECONDS / 2. At most n large objects a call (a
+-- login making them by the thousand holds up no tick: the rest go on the
+-- next). One row for each thing found: its owner, what it was, and whether
+-- it is gone (false: orca's role may not act as its owner, said in the
+-- event).
 
-CREATE FUNCTION orca.login_objects_sweep()
+CREATE FUNCTION orca.login_objects_sweep(p_at_most integer)
 RETURNS TABLE (owner text, what text, removed boolean)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -42,7 +44,7 @@ BEGIN
         RETURN;
     END IF;
     FOR r IN SELECT l.oid, l.lomowner FROM pg_largeobject_metadata l
-             WHERE l.lomowner = ANY (theirs) ORDER BY l.oid LOOP
+             WHERE l.lomowner = ANY (theirs) ORDER BY l.oid LIMIT p_at_most LOOP
         owner := r.lomowner::regrole::text;
         what := format('large object %s', r.oid);
         BEGIN
@@ -102,4 +104,4 @@ BEGIN
     END LOOP;
 END
 $$;
-REVOKE ALL ON FUNCTION orca.login_objects_sweep() FROM PUBLIC;
+REVOKE ALL ON FUNCTION orca.login_objects_sweep(integer) FROM PUBLIC;

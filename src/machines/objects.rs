@@ -7,36 +7,63 @@
 //! object functions from `PUBLIC` (RDS), this is the defence: swept before
 //! every login is dropped ([`crate::machines::logins::drop_role`], while
 //! orca's role can still act as the group through it) and by the leader
-//! every `ORCA_LOGIN_XACT_SECONDS` / 2. Each thing found is an `intruder`
-//! event.
+//! every `ORCA_LOGIN_XACT_SECONDS` / 2. What each owner had is one
+//! `intruder` event a sweep.
+
+use std::collections::BTreeMap;
 
 use postgres::Client;
 
 use crate::db::sql;
 
+/// At most this many large objects are unlinked a sweep (each is a
+/// subtransaction): a login making them by the thousand holds up no tick;
+/// the rest go on the next sweep.
+pub const AT_MOST: i32 = 1000;
+
 /// Removes what logins and their groups own (see the module's doc), with
-/// an `intruder` event for each; how many were found.
+/// an `intruder` event for each owner and outcome; how many things were
+/// found.
 pub fn sweep(client: &mut Client) -> Result<usize, postgres::Error> {
-    let rows = client.query(sql::LOGIN_OBJECTS_SWEEP, &[])?;
+    let rows = client.query(sql::LOGIN_OBJECTS_SWEEP, &[&AT_MOST])?;
+    let mut found: BTreeMap<(String, bool), Vec<String>> = BTreeMap::new();
     for r in &rows {
-        let why = say(r.get("owner"), r.get("what"), r.get("removed"));
-        crate::db::locks::record(client, &why)?;
+        found
+            .entry((r.get("owner"), r.get("removed")))
+            .or_default()
+            .push(r.get("what"));
+    }
+    for ((owner, removed), what) in &found {
+        crate::db::locks::record(client, &say(owner, what, *removed))?;
     }
     Ok(rows.len())
 }
 
-/// The event's words for `what`, owned by role `owner`, removed or not.
-pub fn say(owner: &str, what: &str, removed: bool) -> String {
+/// At most this many things are named in an event (the rest counted).
+const NAMED: usize = 5;
+
+/// The event's words for `what` (at least one thing), owned by role
+/// `owner`, removed or not.
+pub fn say(owner: &str, what: &[String], removed: bool) -> String {
     let who = match owner {
         "orca_worker" | "orca_instance" => {
-            format!("group {owner} (a login gave it or made it as its group)")
+            format!("group {owner} (a login gave them to it or made them as it)")
         }
         login => format!("login {login}"),
     };
+    let mut things = what
+        .iter()
+        .take(NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if what.len() > NAMED {
+        things.push_str(&format!(" and {} more", what.len() - NAMED));
+    }
     if removed {
-        format!("{who} owned {what}: removed (logins may keep nothing)")
+        format!("{who} owned {things}: removed (logins may keep nothing)")
     } else {
-        format!("{who} owns {what}, which orca's role may not remove: drop it as a superuser")
+        format!("{who} owns {things}, which orca's role may not remove: drop them as a superuser")
     }
 }
 
@@ -44,20 +71,38 @@ pub fn say(owner: &str, what: &str, removed: bool) -> String {
 mod tests {
     use super::*;
 
+    fn things(n: usize) -> Vec<String> {
+        (1..=n).map(|i| format!("large object {i}")).collect()
+    }
+
     #[test]
     fn an_event_names_the_login_or_its_group_and_what_came_of_it() {
         assert_eq!(
-            say("orca_m_s_1", "large object 42", true),
-            "login orca_m_s_1 owned large object 42: removed (logins may keep nothing)"
+            say("orca_m_s_1", &things(1), true),
+            "login orca_m_s_1 owned large object 1: removed (logins may keep nothing)"
         );
-        let group = say("orca_worker", "default privileges on tables", false);
+        let group = say(
+            "orca_worker",
+            &["default privileges on tables".into()],
+            false,
+        );
         assert!(
-            group.starts_with("group orca_worker (a login gave it"),
+            group.starts_with("group orca_worker (a login gave them"),
             "{group}"
         );
         assert!(
-            group.ends_with("may not remove: drop it as a superuser"),
+            group.ends_with("may not remove: drop them as a superuser"),
             "{group}"
         );
+    }
+
+    #[test]
+    fn a_flood_is_named_by_its_first_five_and_counted() {
+        let said = say("orca_m_s_1", &things(1000), true);
+        assert!(
+            said.contains("large object 5 and 995 more: removed"),
+            "{said}"
+        );
+        assert!(!said.contains("large object 6,"), "{said}");
     }
 }

@@ -233,11 +233,14 @@ fn nothing_a_machine_login_makes_outlives_it_or_is_read_by_another() {
         )) == 0
     });
     // Nothing of what it made is left, in this database or the server's
-    // shared catalogs: owned by it, or by the group roles.
+    // shared catalogs: owned by it, or by the group roles (other tests'
+    // databases, on the same server, are theirs).
     let left: String = db.one(&format!(
         "SELECT coalesce(string_agg(classid::regclass::text || ' ' || objid, ', '), '')
          FROM pg_shdepend
-         WHERE deptype = 'o' AND (refobjid = {login}
+         WHERE deptype = 'o'
+           AND dbid IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))
+           AND (refobjid = {login}
                OR refobjid IN (SELECT oid FROM pg_roles WHERE rolname IN {groups}))"
     ));
     assert_eq!(
@@ -246,11 +249,62 @@ fn nothing_a_machine_login_makes_outlives_it_or_is_read_by_another() {
     );
     let kept: i64 = db.one("SELECT count(*) FROM pg_largeobject_metadata");
     assert_eq!(kept, 0, "large objects left");
+    // Events said what was removed, whose it was.
+    let said: String = db.one(
+        "SELECT coalesce(string_agg(why, ' | '), '') FROM orca.events WHERE kind = 'intruder'",
+    );
+    assert!(
+        said.contains(&format!("login {role} owned large object"))
+            && said
+                .contains("group orca_worker (a login gave them to it or made them as it) owned"),
+        "{said}"
+    );
     // Another machine's login reads none of them.
     let mut peek = db.client_as(&other, "pw");
     for oid in &objects {
         let read = peek.query_one("SELECT lo_get($1)", &[oid]);
         assert!(read.is_err(), "another login read large object {oid}");
     }
+    s.stop();
+}
+
+#[test]
+fn a_large_object_a_live_login_gives_its_group_is_removed_within_seconds() {
+    let (db, dir) = setup_in(
+        TestDb::unhardened(),
+        "[pipelines.job]\ncommand = \"true\"\n",
+    );
+    let giver = format!("orca_i_give_{}", std::process::id());
+    let taker = format!("orca_i_take_{}", std::process::id());
+    db.login_role(&giver, "pw", "orca_instance");
+    db.login_role(&taker, "pw", "orca_instance");
+    let oid: u32 = db
+        .client_as(&giver, "pw")
+        .query_one("SELECT lo_from_bytea(0, 'for every instance')", &[])
+        .unwrap()
+        .get(0);
+    db.client_as(&giver, "pw")
+        .batch_execute(&format!("ALTER LARGE OBJECT {oid} OWNER TO orca_instance"))
+        .unwrap();
+    let mut taker_c = db.client_as(&taker, "pw");
+    let read: Vec<u8> = taker_c
+        .query_one("SELECT lo_get($1)", &[&oid])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        read, b"for every instance",
+        "the group's object is not shared"
+    );
+    // The leader sweeps every ORCA_LOGIN_XACT_SECONDS / 2, both logins live.
+    let mut s = db.scheduler(&dir, &[("ORCA_LOGIN_XACT_SECONDS", "2")]);
+    s.wait_for("the group's large object is removed", 20.0, || {
+        db.one::<i64>("SELECT count(*) FROM pg_largeobject_metadata") == 0
+    });
+    assert!(taker_c.query_one("SELECT lo_get($1)", &[&oid]).is_err());
+    assert!(
+        s.output().contains("intruder: group orca_instance"),
+        "{}",
+        s.output()
+    );
     s.stop();
 }
