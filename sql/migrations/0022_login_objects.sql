@@ -52,8 +52,8 @@ BEGIN
             removed := true;
         EXCEPTION WHEN undefined_object THEN
             CONTINUE; -- unlinked meanwhile
-        WHEN insufficient_privilege THEN
-            removed := false;
+        WHEN OTHERS THEN
+            removed := false; -- orca's role may not act as its owner
         END;
         RETURN NEXT;
     END LOOP;
@@ -97,8 +97,8 @@ BEGIN
                 EXECUTE grant_back;
             END IF;
             removed := true;
-        EXCEPTION WHEN insufficient_privilege THEN
-            removed := false;
+        EXCEPTION WHEN OTHERS THEN
+            removed := false; -- orca's role may not act as its role, or a kind it can't reset
         END;
         RETURN NEXT;
     END LOOP;

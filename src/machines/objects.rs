@@ -8,9 +8,11 @@
 //! every login is dropped ([`crate::machines::logins::drop_role`], while
 //! orca's role can still act as the group through it) and by the leader
 //! every `ORCA_LOGIN_XACT_SECONDS` / 2. What each owner had is one
-//! `intruder` event a sweep.
+//! `intruder` event a sweep; what orca's role may not remove is said once
+//! a process, not at every sweep.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
 
 use postgres::Client;
 
@@ -33,11 +35,22 @@ pub fn sweep(client: &mut Client) -> Result<usize, postgres::Error> {
             .or_default()
             .push(r.get("what"));
     }
-    for ((owner, removed), what) in &found {
+    for ((owner, removed), what) in &mut found {
+        if !*removed {
+            let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+            what.retain(|w| said.insert((owner.clone(), w.clone())));
+            if what.is_empty() {
+                continue;
+            }
+        }
         crate::db::locks::record(client, &say(owner, what, *removed))?;
     }
     Ok(rows.len())
 }
+
+/// What this process said orca's role may not remove (owner, what): said
+/// once, not at every sweep.
+static SAID: Mutex<BTreeSet<(String, String)>> = Mutex::new(BTreeSet::new());
 
 /// At most this many things are named in an event (the rest counted).
 const NAMED: usize = 5;

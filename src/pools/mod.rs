@@ -701,7 +701,7 @@ impl PoolScaler {
                 })
             };
             let marked = match marked {
-                Ok(logins::Mark::Held) => self.held_for_good(db, session, m, &why),
+                Ok(logins::Mark::Held) => self.held(db, session, m, &why, seen_busy.is_none()),
                 other => {
                     self.held.remove(&m.id);
                     other
@@ -735,18 +735,21 @@ impl PoolScaler {
     }
 
     /// Machine `m`'s removal (for `why`) skipped for its held row: taken
-    /// from its login ([`logins::take_from_login`]) if it was held at every
-    /// pass for [`logins::HELD_FOR_GOOD`], else still held.
-    fn held_for_good(
+    /// from its login ([`logins::take_from_login`]) at once if it goes
+    /// whatever it does (`unconditional`: lost, never booted; marking it
+    /// would have revoked it all the same), else once it was held at every
+    /// pass for [`logins::HELD_FOR_GOOD`]; till then still held.
+    fn held(
         &mut self,
         db: &mut Db,
         session: u64,
         m: &Machine,
         why: &str,
+        unconditional: bool,
     ) -> Result<logins::Mark, Fault> {
         let now = Instant::now();
         let first = *self.held.entry(m.id).or_insert(now);
-        if !logins::held_for_good(first, now) {
+        if !unconditional && !logins::held_for_good(first, now) {
             return Ok(logins::Mark::Held);
         }
         self.held.remove(&m.id);

@@ -19,11 +19,12 @@ use crate::worker::hand_made_machine;
 const ROUND: &str = "SELECT * FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 0, \
      '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}')";
 
-/// Transactions of `hold` seconds, one after another, each beginning with a
-/// worker's round and ended with `end` (`COMMIT`, or `ROLLBACK`: its beats
-/// never land, so its machine goes silent), as `role`'s login, on a thread
-/// of its own; until `stop` or its session is ended. Whether its session
-/// was ended.
+/// Transactions of `hold` seconds, each beginning with a worker's round
+/// and ended with `end` (`COMMIT`, or `ROLLBACK`: its beats never land, so
+/// its machine goes silent), as `role`'s login, in two sessions that take
+/// turns: each waits on the row while the other holds it, so that it is
+/// never free between them, and no transaction lasts over 2 x `hold`.
+/// Until `stop`, or both sessions are ended: whether they were.
 fn holds_its_row(
     db: &TestDb,
     role: &str,
@@ -31,18 +32,27 @@ fn holds_its_row(
     end: &str,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<bool> {
-    let mut c = db.client_as(role, "pw");
-    c.batch_execute("SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0")
-        .unwrap();
     let batch = format!("BEGIN; {ROUND}; SELECT pg_sleep({hold}); {end}");
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::SeqCst) {
-            if c.batch_execute(&batch).is_err() {
-                return true;
-            }
-        }
-        false
-    })
+    let turns: Vec<_> = (0..2)
+        .map(|_| {
+            let mut c = db.client_as(role, "pw");
+            c.batch_execute(
+                "SET statement_timeout = 0; SET lock_timeout = 0; \
+                 SET idle_in_transaction_session_timeout = 0",
+            )
+            .unwrap();
+            let (batch, stop) = (batch.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if c.batch_execute(&batch).is_err() {
+                        return true;
+                    }
+                }
+                false
+            })
+        })
+        .collect();
+    std::thread::spawn(move || turns.into_iter().all(|t| t.join().unwrap()))
 }
 
 #[test]
@@ -50,7 +60,7 @@ fn a_login_holding_its_machine_s_row_in_short_transactions_can_t_keep_it_from_re
     // The bound: ORCA_POOL_SCALE_SECONDS + 2 x ORCA_LOGIN_XACT_SECONDS from
     // when the machine is due, whatever its login does.
     const SCALE: f64 = 1.0;
-    const XACT: f64 = 3.0;
+    const XACT: f64 = 4.0;
     let (db, dir) = pool_test("idle_seconds = 1\n");
     let role = format!("orca_m_loop_{}", std::process::id());
     hand_made_machine(&db, "p", &role, "pw");
@@ -61,9 +71,10 @@ fn a_login_holding_its_machine_s_row_in_short_transactions_can_t_keep_it_from_re
             "SELECT now() - busy_at > interval '1.2 s' FROM orca.pool_machines WHERE pool = 'p'",
         )
     });
-    // Its login holds the row in transactions just short of the limit.
+    // Its login holds the row in transactions short of the limit, two
+    // sessions taking turns.
     let stop = Arc::new(AtomicBool::new(false));
-    let looping = holds_its_row(&db, &role, XACT - 0.5, "COMMIT", stop.clone());
+    let looping = holds_its_row(&db, &role, XACT / 2.0 - 0.4, "COMMIT", stop.clone());
     let mut s = pool_scheduler(
         &db,
         &dir,
@@ -75,7 +86,8 @@ fn a_login_holding_its_machine_s_row_in_short_transactions_can_t_keep_it_from_re
     s.wait_for("the scheduler leads", 30.0, || {
         db.one::<bool>(
             "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
-                             AND objid = 1869767525)",
+                             AND objid = 1869767525 AND database =
+                                 (SELECT oid FROM pg_database WHERE datname = current_database()))",
         )
     });
     let leads = Instant::now();
@@ -105,7 +117,7 @@ fn a_login_holding_its_machine_s_row_in_short_transactions_can_t_keep_it_from_re
 
 #[test]
 fn a_lost_machine_whose_login_holds_its_row_is_removed_all_the_same() {
-    const XACT: f64 = 3.0;
+    const XACT: f64 = 4.0;
     let (db, dir) = pool_test("idle_seconds = 600\n");
     let role = format!("orca_m_lost_{}", std::process::id());
     hand_made_machine(&db, "p", &role, "pw");
@@ -113,7 +125,7 @@ fn a_lost_machine_whose_login_holds_its_row_is_removed_all_the_same() {
     // Its rounds are rolled back: it is never heard from again, and it
     // holds its row all along.
     let stop = Arc::new(AtomicBool::new(false));
-    let looping = holds_its_row(&db, &role, XACT - 0.5, "ROLLBACK", stop.clone());
+    let looping = holds_its_row(&db, &role, XACT / 2.0 - 0.4, "ROLLBACK", stop.clone());
     let mut s = pool_scheduler(
         &db,
         &dir,
@@ -128,6 +140,13 @@ fn a_lost_machine_whose_login_holds_its_row_is_removed_all_the_same() {
     });
     let why: String = db.one("SELECT why FROM orca.pool_machines");
     assert!(why.contains("silent"), "{why}");
+    let said: String = db.one(
+        "SELECT coalesce(string_agg(why, ' | '), '') FROM orca.events WHERE kind = 'intruder'",
+    );
+    assert!(
+        said.contains(&format!("login {role} held its machine")),
+        "{said}"
+    );
     stop.store(true, Ordering::SeqCst);
     assert!(looping.join().unwrap(), "the login's session was not ended");
     assert!(postgres::Client::connect(&db.url_as(&role, "pw"), postgres::NoTls).is_err());
