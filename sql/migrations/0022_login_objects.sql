@@ -18,16 +18,20 @@
 -- of every login it makes (migration 5), and through any of them of the
 -- groups. So the sweep runs before a login is dropped (while it still
 -- exists: the last login's drop is the last chance) and on the leader
--- every ORCA_LOGIN_XACT_SECONDS / 2. At most n large objects a call (a
--- login making them by the thousand holds up no tick: the rest go on the
--- next). One row for each thing found: its owner, what it was, and whether
+-- every ORCA_LOGIN_XACT_SECONDS / 2. It waits on no lock for more than
+-- 20 ms (a login keeping its objects locked, in transactions that take
+-- turns, would hold up the tick: a locked one is left for the next sweep,
+-- and goes at the latest with its login, whose sessions are ended before
+-- it is dropped) and stops after 250 ms or n large objects (a login making
+-- them by the thousand holds up no tick: the rest go on the next). One row for each thing found: its owner, what it was, and whether
 -- it is gone (false: orca's role may not act as its owner, said in the
 -- event).
 
 CREATE FUNCTION orca.login_objects_sweep(p_at_most integer)
 RETURNS TABLE (owner text, what text, removed boolean)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '20ms' AS $$
 DECLARE
+    began timestamptz := clock_timestamp();
     r record;
     kind text;
     theirs oid[];
@@ -45,13 +49,14 @@ BEGIN
     END IF;
     FOR r IN SELECT l.oid, l.lomowner FROM pg_largeobject_metadata l
              WHERE l.lomowner = ANY (theirs) ORDER BY l.oid LIMIT p_at_most LOOP
+        EXIT WHEN clock_timestamp() > began + interval '250 ms';
         owner := r.lomowner::regrole::text;
         what := format('large object %s', r.oid);
         BEGIN
             PERFORM lo_unlink(r.oid);
             removed := true;
-        EXCEPTION WHEN undefined_object THEN
-            CONTINUE; -- unlinked meanwhile
+        EXCEPTION WHEN undefined_object OR lock_not_available THEN
+            CONTINUE; -- unlinked meanwhile, or locked: the next sweep
         WHEN OTHERS THEN
             removed := false; -- orca's role may not act as its owner
         END;
@@ -60,6 +65,7 @@ BEGIN
     FOR r IN SELECT d.defaclrole, d.defaclnamespace, d.defaclobjtype, d.defaclacl
              FROM pg_default_acl d WHERE d.defaclrole = ANY (theirs)
              ORDER BY d.oid LOOP
+        EXIT WHEN clock_timestamp() > began + interval '250 ms';
         kind := CASE r.defaclobjtype WHEN 'r' THEN 'TABLES' WHEN 'S' THEN 'SEQUENCES'
                      WHEN 'f' THEN 'FUNCTIONS' WHEN 'T' THEN 'TYPES' WHEN 'n' THEN 'SCHEMAS'
                      WHEN 'L' THEN 'LARGE OBJECTS' END;
@@ -97,7 +103,9 @@ BEGIN
                 EXECUTE grant_back;
             END IF;
             removed := true;
-        EXCEPTION WHEN OTHERS THEN
+        EXCEPTION WHEN lock_not_available THEN
+            CONTINUE; -- the next sweep
+        WHEN OTHERS THEN
             removed := false; -- orca's role may not act as its role, or a kind it can't reset
         END;
         RETURN NEXT;
