@@ -156,6 +156,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "ended",
         sql: include_str!("../../sql/migrations/0020_ended.sql"),
     },
+    Migration {
+        version: 22,
+        name: "login_objects",
+        sql: include_str!("../../sql/migrations/0022_login_objects.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -148,6 +148,12 @@ pub const MACHINE_ROLE_MAKE: &str = include_str!("../../sql/machine_role_make.sq
 /// See `sql/machine_role_revoke.sql`.
 pub const MACHINE_ROLE_REVOKE: &str = include_str!("../../sql/machine_role_revoke.sql");
 
+/// See `sql/login_objects_sweep.sql`.
+pub const LOGIN_OBJECTS_SWEEP: &str = include_str!("../../sql/login_objects_sweep.sql");
+
+/// See `sql/machine_login_shut.sql`.
+pub const MACHINE_LOGIN_SHUT: &str = include_str!("../../sql/machine_login_shut.sql");
+
 /// See `sql/metrics_read.sql`.
 pub const METRICS_READ: &str = include_str!("../../sql/metrics_read.sql");
 

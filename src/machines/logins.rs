@@ -147,16 +147,28 @@ pub fn make_login(client: &mut Client, role: &str, statement: &str) -> Result<To
     Ok(Token { role, secret })
 }
 
-/// Revokes role `role`: no more logins, its open sessions ended.
+/// Revokes role `role`: no more logins, its open sessions ended. Twice, each
+/// its own transaction: a session that logged in after the first ended the
+/// others but before it committed (a login reconnecting at once) is ended
+/// by the second, when no new one can log in.
 pub fn revoke(client: &mut Client, role: &str) -> Result<(), postgres::Error> {
-    client
-        .execute(sql::MACHINE_ROLE_REVOKE, &[&role])
-        .map(|_| ())
+    for _ in 0..2 {
+        client.execute(sql::MACHINE_ROLE_REVOKE, &[&role])?;
+    }
+    Ok(())
 }
 
 /// Drops revoked role `role` and what it owns; false if that can't be done
-/// now (it is tried again as an orphan on a later pass).
+/// now (it is tried again as an orphan on a later pass). What logins and
+/// their groups own is swept first ([`super::objects::sweep`]), while orca's
+/// role can still act as the group through this login.
 pub fn drop_role(client: &mut Client, role: &str) -> Result<bool, postgres::Error> {
+    if let Err(e) = super::objects::sweep(client) {
+        log::warn!(
+            "what logins made is not swept before {role} is dropped: {}",
+            crate::db::plain(&e)
+        );
+    }
     Ok(client.query_one(sql::MACHINE_ROLE_DROP, &[&role])?.get(0))
 }
 
@@ -200,6 +212,68 @@ pub fn mark_ending<S: postgres::ToStatement + ?Sized>(
     })
 }
 
+/// Takes machine `id`'s row from its login, which holds it (its removal was
+/// skipped for the held row for [`HELD_FOR_GOOD`]): the login shut out
+/// first (no more logins, its sessions ended: twice, as [`revoke`]), then
+/// the machine marked ending for `why` whatever it did since it was seen
+/// (a run it claimed is queued again when its row is ended), waiting up to
+/// [`TAKE_WAIT`] for its ended sessions' locks to go; an `intruder` event
+/// names the login ([`say_taken`]; `name` is the machine's). With `leader`,
+/// only while that session holds the lead (`sql/machine_ending.sql`). What
+/// the mark came to; `None` if the login was not shut out (the machine
+/// gone, or the lead moved).
+pub fn take_from_login(
+    client: &mut Client,
+    id: i64,
+    name: &str,
+    why: &str,
+    leader: Option<i32>,
+) -> Result<Option<Mark>, postgres::Error> {
+    let lock = crate::lead::lock::LEAD_LOCK;
+    let mut role = None;
+    for _ in 0..2 {
+        match client.query_opt(sql::MACHINE_LOGIN_SHUT, &[&id, &leader, &lock])? {
+            Some(r) => role = Some(r.get::<_, String>(0)),
+            None => return Ok(None),
+        }
+    }
+    let Some(role) = role else { return Ok(None) };
+    crate::db::locks::record(client, &say_taken(&role, name, why))?;
+    let until = std::time::Instant::now() + TAKE_WAIT;
+    loop {
+        let mark = mark_ending(client, sql::MACHINE_ENDING, id, None, why, leader)?;
+        if mark != Mark::Held || std::time::Instant::now() >= until {
+            return Ok(Some(mark));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// How long a machine's row may be found held at every try before it is
+/// taken from its login ([`take_from_login`]): a worker's round holds it
+/// for milliseconds, a login that holds it longer is not doing a worker's
+/// work.
+pub const HELD_FOR_GOOD: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long [`take_from_login`] waits for the sessions it ended to let go
+/// of the row (they go in milliseconds).
+pub const TAKE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether a machine whose removal has been skipped for its held row since
+/// `first` (held at every try since) is taken from its login `now`.
+pub fn held_for_good(first: std::time::Instant, now: std::time::Instant) -> bool {
+    now.saturating_duration_since(first) >= HELD_FOR_GOOD
+}
+
+/// The `intruder` event's words for login `role`, which held machine
+/// `name`'s row while its removal (`why`) was due.
+pub fn say_taken(role: &str, name: &str, why: &str) -> String {
+    format!(
+        "login {role} held its machine {name}'s row for over {}s while its removal was due ({why}): its login was revoked and its sessions ended",
+        HELD_FOR_GOOD.as_secs()
+    )
+}
+
 /// This stack's machine roles that no live row holds.
 pub fn orphaned_roles(client: &mut Client, stack: &str) -> Result<Vec<String>, postgres::Error> {
     Ok(client
@@ -212,6 +286,18 @@ pub fn orphaned_roles(client: &mut Client, stack: &str) -> Result<Vec<String>, p
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_row_is_taken_from_its_login_only_once_held_at_every_try_for_two_seconds() {
+        let first = std::time::Instant::now();
+        let at = |ms| first + std::time::Duration::from_millis(ms);
+        assert!(!held_for_good(first, first));
+        assert!(!held_for_good(first, at(1999)));
+        assert!(held_for_good(first, at(2000)));
+        assert!(held_for_good(first, at(60_000)));
+        // A clock read before `first` (another thread's) is no hold.
+        assert!(!held_for_good(at(10), first));
+    }
 
     #[test]
     fn a_token_does_not_show_its_secret() {

@@ -64,11 +64,7 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
         let now = Instant::now();
         if now < next {
             retry_held(&link, &leader, &done, &mut held, now);
-            let wake = held
-                .values()
-                .filter(|h| h.again < h.until)
-                .map(|h| h.again)
-                .fold(next, Instant::min);
+            let wake = held.values().map(|h| h.again).fold(next, Instant::min);
             std::thread::sleep(
                 wake.saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(50)),
@@ -134,10 +130,12 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
                             pid,
                             again: at + HELD_AGAIN,
                             gap: HELD_AGAIN,
-                            until: at + HELD_FOR,
+                            first: at,
                         },
                     };
-                    if still.len() < HELD_AT_MOST {
+                    if logins::held_for_good(h.first, at) {
+                        take(&link, &h.m, pid);
+                    } else if still.len() < HELD_AT_MOST {
                         still.insert(h.m.id, h);
                     }
                 }
@@ -150,11 +148,13 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
 
 /// A mark skipped because its machine's row was held (a worker's round
 /// holds it for a few milliseconds): asked again [`HELD_AGAIN`] later, then
-/// twice as long after each time, until [`HELD_FOR`] after it was first
-/// skipped; after that only at the looks, until it is marked or no longer
-/// a candidate. So a login that holds its row for good costs about six
-/// marks, not one every few milliseconds; and at most [`HELD_AT_MOST`] are
-/// asked again between looks.
+/// twice as long after each time, and last at
+/// [`logins::HELD_FOR_GOOD`] after it was first skipped: held then too,
+/// the row is taken from its login ([`logins::take_from_login`]: shut out,
+/// its sessions ended, then marked), since no worker's round holds it that
+/// long. So a login that holds its row for good costs about seven marks
+/// and its removal, not one mark every few milliseconds for ever; and at
+/// most [`HELD_AT_MOST`] are asked again between looks.
 struct Held {
     m: Candidate,
     /// The leading session's pid it was looked at under: the lead moved,
@@ -162,7 +162,8 @@ struct Held {
     pid: i32,
     again: Instant,
     gap: Duration,
-    until: Instant,
+    /// When its mark was first skipped.
+    first: Instant,
 }
 
 /// Asks again, as of `now`, the held marks that are due (see [`Held`]);
@@ -178,18 +179,21 @@ fn retry_held(
         held.clear();
         return;
     };
-    // (One given up stays, not asked, so that the next look keeps its time.)
     held.retain(|_, h| {
         if h.pid != pid {
             return false;
         }
-        if now < h.again || h.again >= h.until || done.load(Ordering::SeqCst) {
+        if now < h.again || done.load(Ordering::SeqCst) {
             return true;
         }
         match mark(link, &h.m, pid) {
+            Some(Mark::Held) if logins::held_for_good(h.first, now) => {
+                take(link, &h.m, pid);
+                false
+            }
             Some(Mark::Held) => {
                 h.gap *= 2;
-                h.again = now + h.gap;
+                h.again = (now + h.gap).min(h.first + logins::HELD_FOR_GOOD);
                 true
             }
             // Marked, gone or busy (or no database): the next look says.
@@ -229,6 +233,31 @@ fn mark(link: &Link, m: &Candidate, pid: i32) -> Option<Mark> {
     }
 }
 
+/// Takes `m`'s row from its login, which has held it at every try for
+/// [`logins::HELD_FOR_GOOD`] (see [`logins::take_from_login`]), fenced on
+/// the lead of session `pid`, with an `intruder` event naming the login.
+/// The pass finishes its removal.
+fn take(link: &Link, m: &Candidate, pid: i32) {
+    let taken = link
+        .lock()
+        .run(|c| logins::take_from_login(c, m.id, &m.name, &m.why, Some(pid)));
+    match taken {
+        Ok(Some(Mark::Marked)) => {
+            log::info!("{}", super::say_removing(&m.pool, &m.name, &m.why));
+        }
+        Ok(Some(Mark::Held)) => log::warn!(
+            "pool {}: machine {}: its login is shut out, but its row is still held: the pass takes it up",
+            m.pool,
+            m.name
+        ),
+        Ok(Some(Mark::Not) | None) => {
+            log::debug!("removals: machine {} gone, or the lead moved", m.name)
+        }
+        Err(Fault::Down | Fault::Refused(_)) => {}
+        Err(e) => log::warn!("pool {}: machine {}: {e}", m.pool, m.name),
+    }
+}
+
 /// At most this many machines are marked a round (the rest on the next):
 /// each mark holds the shared link for a statement.
 const MARKS_PER_ROUND: usize = 100;
@@ -236,9 +265,6 @@ const MARKS_PER_ROUND: usize = 100;
 /// A mark skipped for a held row is first asked again this long after (see
 /// [`Held`]).
 const HELD_AGAIN: Duration = Duration::from_millis(25);
-
-/// ... and between looks for this long at most after it was first skipped.
-const HELD_FOR: Duration = Duration::from_secs(2);
 
 /// At most this many held marks are asked again between looks (the rest
 /// at the looks).

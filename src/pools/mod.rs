@@ -148,6 +148,10 @@ pub struct PoolScaler {
     /// The pools a pass that ran out of time (slow provider calls) left:
     /// the next pass, due at once, does their provider work alone.
     resume: Option<Vec<String>>,
+    /// Machines whose removal a pass skipped for their held row, since when
+    /// (held at every pass since): taken from their login once
+    /// [`logins::held_for_good`].
+    held: HashMap<i64, Instant>,
 }
 
 // The scaler's log lines about the walk, its machines made and removed:
@@ -221,6 +225,7 @@ impl PoolScaler {
             undroppable: Default::default(),
             refused: HashMap::new(),
             resume: None,
+            held: HashMap::new(),
         }
     }
 
@@ -262,6 +267,8 @@ impl PoolScaler {
         let grow_after = self.timing.grow_after;
         let rows = db.run_fenced(session, |c| c.query(sql::POOLS_VIEW, &[&grow_after]))?;
         let machines = db.run_fenced(session, logins::live)?;
+        self.held
+            .retain(|id, _| machines.iter().any(|m| m.id == *id));
         for role in db.run_fenced(session, |c| logins::orphaned_roles(c, &stack))? {
             // Best effort: a role that can't be dropped yet is shut out and
             // tried again on the next pass.
@@ -684,9 +691,23 @@ impl PoolScaler {
         for (m, removal) in shrink.remove {
             let why = removal.why();
             let seen_busy = removal.if_idle().then_some(m.busy_at);
-            match db.run_fenced(session, |c| {
-                logins::mark_ending(c, sql::MACHINE_ENDING, m.id, seen_busy, &why, None)
-            }) {
+            // One marked on an earlier pass is not marked again: its login
+            // holding its row can't keep its removal from being finished.
+            let marked = if m.ending {
+                Ok(logins::Mark::Marked)
+            } else {
+                db.run_fenced(session, |c| {
+                    logins::mark_ending(c, sql::MACHINE_ENDING, m.id, seen_busy, &why, None)
+                })
+            };
+            let marked = match marked {
+                Ok(logins::Mark::Held) => self.held(db, session, m, &why, seen_busy.is_none()),
+                other => {
+                    self.held.remove(&m.id);
+                    other
+                }
+            };
+            match marked {
                 Ok(logins::Mark::Marked) => {}
                 Ok(logins::Mark::Held | logins::Mark::Not) => {
                     // It took a run, or its row is held (a claim under
@@ -711,6 +732,31 @@ impl PoolScaler {
             shrunk.ending.push((m, why));
         }
         Ok(shrunk)
+    }
+
+    /// Machine `m`'s removal (for `why`) skipped for its held row: taken
+    /// from its login ([`logins::take_from_login`]) at once if it goes
+    /// whatever it does (`unconditional`: lost, never booted; marking it
+    /// would have revoked it all the same), else once it was held at every
+    /// pass for [`logins::HELD_FOR_GOOD`]; till then still held.
+    fn held(
+        &mut self,
+        db: &mut Db,
+        session: u64,
+        m: &Machine,
+        why: &str,
+        unconditional: bool,
+    ) -> Result<logins::Mark, Fault> {
+        let now = Instant::now();
+        let first = *self.held.entry(m.id).or_insert(now);
+        if !unconditional && !logins::held_for_good(first, now) {
+            return Ok(logins::Mark::Held);
+        }
+        self.held.remove(&m.id);
+        let taken = db.run_fenced(session, |c| {
+            logins::take_from_login(c, m.id, &m.name, why, None)
+        })?;
+        Ok(taken.unwrap_or(logins::Mark::Not))
     }
 
     /// Finishes removing machine `m` of pool `p` (marked ending for `why`):

@@ -125,6 +125,8 @@ pub struct Scheduler {
     sensors: HashMap<String, Sensor>,
     /// When machine logins stuck in a transaction were last looked for.
     stuck_checked: Instant,
+    /// When what logins made was last swept (`machines::objects`).
+    objects_swept: Instant,
     /// Per tick (and per scaler pass): how long it took and how many
     /// statements it made, when `ORCA_TICK_STATS` names a file to write
     /// their summary to at exit.
@@ -326,6 +328,7 @@ fn run(
         schedules: Schedules::default(),
         sensors: HashMap::new(),
         stuck_checked: Instant::now(),
+        objects_swept: Instant::now(),
         stats: TickStats::from_env(),
         leader,
         leader_session: None,
@@ -481,6 +484,14 @@ impl Scheduler {
                 .db
                 .run_fenced(session, |c| crate::db::locks::end_stuck_logins(c, secs))
             {
+                e.complain();
+            }
+        }
+        // What logins made (large objects, default privileges) lasts at
+        // most about as long as a stuck login's transaction.
+        if self.objects_swept.elapsed().as_secs_f64() >= self.timing.login_xact / 2.0 {
+            self.objects_swept = Instant::now();
+            if let Err(e) = self.db.run_fenced(session, crate::machines::objects::sweep) {
                 e.complain();
             }
         }

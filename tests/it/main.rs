@@ -19,6 +19,7 @@ mod harness;
 mod history;
 mod launch;
 mod layers;
+mod logins;
 mod metrics;
 mod ops;
 mod outage;
