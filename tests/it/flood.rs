@@ -1,0 +1,131 @@
+//! A machine login filling the server's shared lock table with advisory
+//! locks (possible where logins may run the advisory lock functions, as on
+//! RDS): every session of every database fails while the flooder stays
+//! connected, so orca must end it from a session it already has. On a
+//! cluster of the test's own with a small lock table: the lock table is
+//! the whole server's, and a flood on the shared test server would break
+//! every test running beside this one.
+
+use crate::harness::*;
+use std::time::{Duration, Instant};
+
+/// What fills the lock table: it fails with `out of shared memory`, and
+/// the session keeps every lock it took before that.
+const FLOOD: &str = "SELECT count(pg_advisory_lock(g)) FROM generate_series(1, 200000) g";
+
+/// Floods the lock table as `login` on `url`, checks it is full, and
+/// returns the flooding session, left idle.
+fn flood(url: &str) -> postgres::Client {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let e = c.batch_execute(FLOOD).unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(&postgres::error::SqlState::OUT_OF_MEMORY),
+        "the flood fills the lock table: {e:?}"
+    );
+    c
+}
+
+/// `orca runs` until it answers (exit 0), each try bounded; how long that
+/// took.
+fn runs_answer(db: &TestDb, since: Instant, secs: f64) -> Duration {
+    let deadline = since + Duration::from_secs_f64(secs);
+    loop {
+        let mut cmd = db.orca(&["runs"]);
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut p = cmd.spawn().unwrap();
+        let tried = Instant::now();
+        let ok = loop {
+            if let Some(st) = p.try_wait().unwrap() {
+                break st.success();
+            }
+            if tried.elapsed() > Duration::from_secs(5) {
+                let _ = p.kill();
+                let _ = p.wait();
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        if ok {
+            return since.elapsed();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "orca runs did not answer within {secs} s of the flood"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_login_filling_the_lock_table_is_ended_and_orca_answers_again() {
+    // A small lock table (max_locks_per_transaction × about 50 backends),
+    // filled in milliseconds.
+    let cluster = Cluster::new("max_connections = 30\nmax_locks_per_transaction = 10\n");
+    cluster.start();
+    // Unhardened (as on RDS, where EXECUTE on the advisory lock functions
+    // can't be revoked from PUBLIC).
+    let db = TestDb::unhardened_on(&cluster.url());
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        "[pipelines.job]\ncommand = \"sleep 3; echo done\"\nmax_runs = 2\n",
+    );
+    let before: Vec<i64> = (0..4).map(|_| db.queue("job")).collect();
+    let name = db.role_name("m_flood");
+    db.login_role(&name, "pw", "orca_worker");
+    // The stale limit as in production: a run is not judged lost for the
+    // few seconds the flood lasts.
+    let mut s = db.scheduler(&dir, &[("ORCA_STALE_SECONDS", "10")]);
+    wait_until("runs running", 60.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'running'") == 2
+    });
+    // Let the scheduler's side session settle (its guard prepared).
+    wait_until("a second of leading", 10.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.events WHERE kind = 'started'") >= 2
+    });
+
+    for (round, database) in [(1, db.name().to_string()), (2, "postgres".to_string())] {
+        // In orca's database, then in another one of the server's (a login
+        // may connect to it where the administrator couldn't revoke that).
+        let url = with_db(&db.url_as(&name, "pw"), &database);
+        let mut held = flood(&url);
+        let flooded = Instant::now();
+        wait_until("the flooding session is ended", 10.0, || {
+            held.simple_query("SELECT 1").is_err()
+        });
+        let ended = flooded.elapsed();
+        let answered = runs_answer(&db, flooded, 15.0);
+        eprintln!(
+            "flood {round} (in {database}): ended after {:.1}s, orca runs answered after {:.1}s",
+            ended.as_secs_f64(),
+            answered.as_secs_f64()
+        );
+        assert!(
+            ended < Duration::from_secs(5),
+            "ended within a few seconds: {ended:?}"
+        );
+        wait_until("an intruder event names the login", 15.0, || {
+            db.one::<i64>(&format!(
+                "SELECT count(*) FROM orca.events WHERE kind = 'intruder' \
+                 AND why LIKE '%{name}%' AND why LIKE '%advisory locks%'"
+            )) >= round
+        });
+    }
+    let why: String = db.one(
+        "SELECT string_agg(why, ' | ' ORDER BY id) FROM orca.events WHERE kind = 'intruder'",
+    );
+    assert!(why.contains("in database postgres"), "{why}");
+    // The runs queued before the floods all ran to their end.
+    wait_until("the runs queued before the floods end", 60.0, || {
+        before.iter().all(|r| db.state(*r) == "succeeded")
+    });
+    assert!(
+        s.output().contains(&format!("intruder: login {name}")),
+        "{}",
+        s.output()
+    );
+    // It survived the floods: SIGTERM ends it with exit 0.
+    s.stop();
+}
