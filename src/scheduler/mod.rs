@@ -309,6 +309,16 @@ fn run(
             .spawn(move || mark::run(link, timing, leader, done))
             .expect("spawn removals thread")
     };
+    // The flood guard, on the side connection too: a session already open
+    // is the one thing that still runs when a login fills the server's lock
+    // table (`db::flood`).
+    let guard_thread = {
+        let (link, done) = (side.clone(), alert_done.clone());
+        std::thread::Builder::new()
+            .name("flood guard".into())
+            .spawn(move || crate::db::flood::run(link, done))
+            .expect("spawn flood guard thread")
+    };
     let mut s = Scheduler {
         db,
         prune: prune::Prune::new(keep, timing.tick),
@@ -335,7 +345,9 @@ fn run(
     // An alert being sent may take its HTTP timeout; don't wait that long
     // (an unrecorded send is sent again later, after its lease).
     let deadline = Instant::now() + Duration::from_secs(2);
-    while !(alert_thread.is_finished() && mark_thread.is_finished()) && Instant::now() < deadline {
+    while !(alert_thread.is_finished() && mark_thread.is_finished() && guard_thread.is_finished())
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
     code

@@ -73,23 +73,24 @@ fn a_login_filling_the_lock_table_is_ended_and_orca_answers_again() {
         "[pipelines.job]\ncommand = \"sleep 3; echo done\"\nmax_runs = 2\n",
     );
     let before: Vec<i64> = (0..4).map(|_| db.queue("job")).collect();
-    let name = db.role_name("m_flood");
-    db.login_role(&name, "pw", "orca_worker");
+    let logins = [db.role_name("m_flood1"), db.role_name("m_flood2")];
+    for name in &logins {
+        db.login_role(name, "pw", "orca_worker");
+    }
     // The stale limit as in production: a run is not judged lost for the
     // few seconds the flood lasts.
     let mut s = db.scheduler(&dir, &[("ORCA_STALE_SECONDS", "10")]);
     wait_until("runs running", 60.0, || {
         db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'running'") == 2
     });
-    // Let the scheduler's side session settle (its guard prepared).
-    wait_until("a second of leading", 10.0, || {
-        db.one::<i64>("SELECT count(*) FROM orca.events WHERE kind = 'started'") >= 2
-    });
 
     for (round, database) in [(1, db.name().to_string()), (2, "postgres".to_string())] {
         // In orca's database, then in another one of the server's (a login
         // may connect to it where the administrator couldn't revoke that).
-        let url = with_db(&db.url_as(&name, "pw"), &database);
+        let name = &logins[round - 1];
+        let url = with_db(&db.url_as(name, "pw"), &database);
+        // A second session kept ready to flood again once the first ends.
+        let mut spare = postgres::Client::connect(&url, postgres::NoTls).unwrap();
         let mut held = flood(&url);
         let flooded = Instant::now();
         wait_until("the flooding session is ended", 10.0, || {
@@ -110,22 +111,31 @@ fn a_login_filling_the_lock_table_is_ended_and_orca_answers_again() {
             db.one::<i64>(&format!(
                 "SELECT count(*) FROM orca.events WHERE kind = 'intruder' \
                  AND why LIKE '%{name}%' AND why LIKE '%advisory locks%'"
-            )) >= round
+            )) >= 1
         });
+        // Its login is revoked: the spare session is ended, and it can't
+        // log in to flood again.
+        wait_until("the login's other session is ended", 10.0, || {
+            spare.simple_query("SELECT 1").is_err()
+        });
+        let again = postgres::Client::connect(&url, postgres::NoTls).map(|_| ());
+        assert!(again.is_err(), "the login is revoked");
     }
-    let why: String = db.one(
-        "SELECT string_agg(why, ' | ' ORDER BY id) FROM orca.events WHERE kind = 'intruder'",
-    );
+    let why: String = db
+        .one("SELECT string_agg(why, ' | ' ORDER BY id) FROM orca.events WHERE kind = 'intruder'");
     assert!(why.contains("in database postgres"), "{why}");
+    assert!(why.contains("its login was revoked"), "{why}");
     // The runs queued before the floods all ran to their end.
     wait_until("the runs queued before the floods end", 60.0, || {
         before.iter().all(|r| db.state(*r) == "succeeded")
     });
-    assert!(
-        s.output().contains(&format!("intruder: login {name}")),
-        "{}",
-        s.output()
-    );
+    for name in &logins {
+        assert!(
+            s.output().contains(&format!("intruder: login {name}")),
+            "{}",
+            s.output()
+        );
+    }
     // It survived the floods: SIGTERM ends it with exit 0.
     s.stop();
 }
