@@ -1,6 +1,7 @@
 //! `orca scheduler`: the tick loop on the main thread, on a connection of
-//! its own (the one that holds the lead), and a heartbeat thread and an
-//! alert thread sharing a second (with the ends of its runs).
+//! its own (the one that holds the lead), and a heartbeat thread, an alert
+//! thread, the removals thread and the flood guard ([`crate::db::flood`])
+//! sharing a second (with the ends of its runs).
 //!
 //! Every tick the scheduler reaps its children and writes their outcomes
 //! (kept in memory until they land, so an outage loses none), enforces

@@ -139,3 +139,35 @@ fn a_login_filling_the_lock_table_is_ended_and_orca_answers_again() {
     // It survived the floods: SIGTERM ends it with exit 0.
     s.stop();
 }
+
+#[test]
+fn the_administrator_s_hardening_leaves_logins_no_function_that_takes_an_advisory_lock() {
+    // docs/security.md's SQL (run by TestDb::new) names each such function
+    // of the server's; a server that adds one would open the flood again.
+    let db = TestDb::new();
+    let login = db.role_name("m_hardened");
+    db.login_role(&login, "pw", "orca_worker");
+    let open: Vec<String> = db
+        .client()
+        .query(
+            "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace = 'pg_catalog'::regnamespace
+               AND p.proname LIKE '%advisory%' AND p.proname NOT LIKE '%unlock%'
+               AND has_function_privilege($1, p.oid, 'EXECUTE')
+             ORDER BY 1",
+            &[&login],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(open.is_empty(), "logins may still run {open:?}");
+    let mut c = db.client_as(&login, "pw");
+    refused(&mut c, "SELECT pg_advisory_lock_shared(1, 2)");
+    // orca's role keeps what it uses: the guard's reserve among them.
+    let kept: bool = db.one(
+        "SELECT has_function_privilege('pg_try_advisory_lock(bigint)', 'EXECUTE')
+            AND has_function_privilege('pg_advisory_unlock_all()', 'EXECUTE')",
+    );
+    assert!(kept);
+}
