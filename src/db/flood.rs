@@ -24,10 +24,13 @@
 //!
 //! Every scheduler (leading or not) runs [`run`] on its second session,
 //! the one its heartbeat shares: every [`EVERY`] it looks for sessions of
-//! the server holding more than [`FLOOD_LOCKS`] advisory locks; those that
-//! are machine or instance logins are ended, each with an `intruder` event
-//! written once the table has room again. Invariants: the flood is found
-//! with no entry of the lock table; its end needs only the reserve's.
+//! the server holding more than [`FLOOD_LOCKS`] advisory locks, or, when
+//! the table is full (its look's probe for one entry fails), holding any,
+//! so that many sessions holding a few each are found too; those that are
+//! machine or instance logins are ended and their logins revoked, each
+//! with an `intruder` event written once the table has room again.
+//! Invariants: the flood is found with no entry of the lock table; its end
+//! needs only the reserve's.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -159,6 +162,29 @@ pub struct Guard {
     failing: bool,
     /// The session on which the reserve was refused for want of privilege.
     refused: Option<u64>,
+    /// The session on which the probe (`sql/flood_find.sql`) was refused
+    /// for want of privilege: looked for without it.
+    probe: Option<u64>,
+}
+
+/// The sessions holding more than `over` advisory locks: with `probe`,
+/// after finding room in the lock table (`sql/flood_find.sql`: SQLSTATE
+/// 53200 if there is none), else needing none (`sql/flood_holders.sql`).
+fn find(db: &mut Db, over: i64, probe: bool) -> Result<Vec<Flooder>, Fault> {
+    let statement = if probe {
+        sql::FLOOD_FIND
+    } else {
+        sql::FLOOD_HOLDERS
+    };
+    db.prepared(statement, |c, s| c.query(s, &[&over]))
+        .map(|rows| {
+            rows.iter()
+                .map(|r| Flooder {
+                    pid: r.get("pid"),
+                    locks: r.get("n"),
+                })
+                .collect()
+        })
 }
 
 /// SQLSTATE insufficient_privilege.
@@ -182,15 +208,20 @@ impl Guard {
             self.foreign.clear();
             self.foreign_since = Some(Instant::now());
         }
-        let found = match db.prepared(sql::FLOOD_FIND, |c, s| c.query(s, &[&FLOOD_LOCKS])) {
-            Ok(rows) => {
+        // Full (the probe found no room), whoever filled it: any session
+        // holding an advisory lock is looked at, not only one over the bar.
+        let found = match find(db, FLOOD_LOCKS, self.probe != Some(session)) {
+            Err(Fault::Sql(e)) if e.is(OUT_OF_MEMORY) => find(db, 0, false),
+            Err(Fault::Sql(e)) if e.is(PRIVILEGE) => {
+                self.probe = Some(session);
+                find(db, FLOOD_LOCKS, false)
+            }
+            found => found,
+        };
+        let found = match found {
+            Ok(found) => {
                 self.failing = false;
-                rows.iter()
-                    .map(|r| Flooder {
-                        pid: r.get("pid"),
-                        locks: r.get("n"),
-                    })
-                    .collect::<Vec<_>>()
+                found
             }
             Err(e) => {
                 if !std::mem::replace(&mut self.failing, true) {
@@ -210,8 +241,8 @@ impl Guard {
     /// needs prepared meanwhile, while the table has room). Refused for
     /// want of privilege (an administrator's hardening that left orca's
     /// role no `pg_try_advisory_lock(bigint)`), it is said once and not
-    /// tried again on that session: the guard still finds and tries to end
-    /// flooders, without room of its own.
+    /// tried again on that session: the guard still finds flooders, and
+    /// ends them once the table has room.
     fn reserve(&mut self, db: &mut Db, session: u64) {
         if self.refused == Some(session) {
             return;
@@ -221,20 +252,24 @@ impl Guard {
         });
         let warm = db
             .prepared(sql::FLOOD_END, |c, s| c.query(s, &[&Vec::<i32>::new()]))
-            .and_then(|_| db.prepared(sql::FLOOD_FIND, |c, s| c.query(s, &[&FLOOD_LOCKS])));
+            .and_then(|_| find(db, FLOOD_LOCKS, false))
+            .and_then(|_| find(db, FLOOD_LOCKS, true).map(|_| ()));
         if db.sessions != session {
             return;
         }
-        match (held, warm) {
-            (Ok(n), Ok(_)) if n >= RESERVE => self.reserved = Some(session),
-            (Ok(_), Ok(_)) => {}
-            (Err(Fault::Sql(e)), _) if e.is(PRIVILEGE) => {
+        if let Err(e) = warm {
+            log::debug!("flood guard: statements not prepared: {e}");
+        }
+        match held {
+            Ok(n) if n >= RESERVE => self.reserved = Some(session),
+            Ok(_) => {}
+            Err(Fault::Sql(e)) if e.is(PRIVILEGE) => {
                 self.refused = Some(session);
                 log::warn!(
-                    "flood guard: orca's role may not execute pg_try_advisory_lock(bigint) ({e}): a session filling the server's lock table may take longer to end"
+                    "flood guard: orca's role may not execute pg_try_advisory_lock(bigint) ({e}): a session filling the server's lock table can't be ended while it is full; GRANT EXECUTE on it to orca's role (docs/security.md)"
                 );
             }
-            (Err(e), _) | (_, Err(e)) => log::debug!("flood guard: reserve not taken: {e}"),
+            Err(e) => log::debug!("flood guard: reserve not taken: {e}"),
         }
     }
 

@@ -51,6 +51,9 @@ pub const FLOOD_END: &str = include_str!("../../sql/flood_end.sql");
 /// See `sql/flood_find.sql`.
 pub const FLOOD_FIND: &str = include_str!("../../sql/flood_find.sql");
 
+/// See `sql/flood_holders.sql`.
+pub const FLOOD_HOLDERS: &str = include_str!("../../sql/flood_holders.sql");
+
 /// See `sql/flood_release.sql`.
 pub const FLOOD_RELEASE: &str = include_str!("../../sql/flood_release.sql");
 

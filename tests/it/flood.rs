@@ -171,3 +171,58 @@ fn the_administrator_s_hardening_leaves_logins_no_function_that_takes_an_advisor
     );
     assert!(kept);
 }
+
+#[test]
+fn many_logins_filling_the_lock_table_a_few_locks_each_are_ended() {
+    // Each session under the bar of one flooder, together filling the
+    // table (a fleet's image compromised, say): while it is full, every
+    // login holding any advisory lock is ended.
+    let cluster = Cluster::new("max_connections = 40\nmax_locks_per_transaction = 10\n");
+    cluster.start();
+    let db = TestDb::unhardened_on(&cluster.url());
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.job]\ncommand = \"true\"\n");
+    let mut s = db.scheduler(&dir, &[("ORCA_STALE_SECONDS", "10")]);
+    let run = db.queue("job");
+    wait_until("the scheduler runs a run", 60.0, || {
+        db.state(run) == "succeeded"
+    });
+    let mut held = Vec::new();
+    let mut full = false;
+    let mut key = 0i64;
+    'fill: for n in 0..8 {
+        let name = db.role_name(&format!("m_many{n}"));
+        db.login_role(&name, "pw", "orca_worker");
+        let url = with_db(&db.url_as(&name, "pw"), "postgres");
+        for _ in 0..4 {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            for _ in 0..60 {
+                key += 1;
+                if let Err(e) = c.execute("SELECT pg_advisory_lock($1)", &[&key]) {
+                    assert_eq!(e.code(), Some(&postgres::error::SqlState::OUT_OF_MEMORY));
+                    held.push(c);
+                    full = true;
+                    break 'fill;
+                }
+            }
+            held.push(c);
+        }
+    }
+    assert!(full, "the test's sessions filled the table");
+    let flooded = Instant::now();
+    let answered = runs_answer(&db, flooded, 15.0);
+    eprintln!(
+        "{} sessions of 60 locks or fewer: orca runs answered after {:.1}s",
+        held.len(),
+        answered.as_secs_f64()
+    );
+    wait_until("every flooding session is ended", 15.0, || {
+        held.iter_mut().all(|c| c.simple_query("SELECT 1").is_err())
+    });
+    wait_until("intruder events name them", 15.0, || {
+        db.one::<i64>(
+            "SELECT count(*) FROM orca.events WHERE kind = 'intruder' AND why LIKE '%advisory locks%'",
+        ) >= 1
+    });
+    s.stop();
+}
