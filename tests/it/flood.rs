@@ -170,6 +170,19 @@ fn the_administrator_s_hardening_leaves_logins_no_function_that_takes_an_advisor
             AND has_function_privilege('pg_advisory_unlock_all()', 'EXECUTE')",
     );
     assert!(kept);
+    // And a scheduler there holds its guard's reserve, with nothing to say.
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.job]\ncommand = \"true\"\n");
+    let mut s = db.scheduler(&dir, &[]);
+    s.wait_for("the guard's reserve held", 30.0, || {
+        db.one::<i64>(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+               AND classid = 1869767521 AND objsubid = 1
+               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        ) == 32
+    });
+    assert!(!s.output().contains("flood guard"), "{}", s.output());
+    s.stop();
 }
 
 #[test]
