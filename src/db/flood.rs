@@ -223,6 +223,8 @@ impl Guard {
                 self.failing = false;
                 found
             }
+            // An outage or a refused login is said by `Db`, once.
+            Err(Fault::Down | Fault::Refused(_)) => return,
             Err(e) => {
                 if !std::mem::replace(&mut self.failing, true) {
                     log::warn!("flood guard: can't read the lock table: {e}");
@@ -288,6 +290,7 @@ impl Guard {
         self.reserve(db, session);
         let rows = match rows {
             Ok(rows) => rows,
+            Err(Fault::Down | Fault::Refused(_)) => return,
             Err(e) => {
                 log::warn!(
                     "flood guard: {} holding over {FLOOD_LOCKS} advisory locks each (backend pids {pids:?}) could not be ended yet: {e}",
