@@ -303,9 +303,9 @@ impl Guard {
             let Some(r) = rows.iter().find(|r| r.get::<_, i32>("pid") == f.pid) else {
                 self.foreign.insert(f.pid);
                 log::warn!(
-                    "backend pid {} holds {} advisory locks and is no login of orca's: left alone (the server's administrator's to end)",
+                    "backend pid {} holds {} and is no login of orca's: left alone (the server's administrator's to end)",
                     f.pid,
-                    f.locks
+                    crate::plural::count(f.locks, "advisory lock")
                 );
                 continue;
             };
