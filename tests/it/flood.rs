@@ -239,3 +239,47 @@ fn many_logins_filling_the_lock_table_a_few_locks_each_are_ended() {
     });
     s.stop();
 }
+
+#[test]
+fn a_flood_orca_may_not_end_is_survived_and_its_runs_end_afterwards() {
+    // Another role of the server's (no login orca made) fills the table
+    // for longer than the stale limit: it is left alone, said once; the
+    // scheduler's statements fail meanwhile and it goes on.
+    let cluster = Cluster::new("max_connections = 30\nmax_locks_per_transaction = 10\n");
+    cluster.start();
+    let db = TestDb::unhardened_on(&cluster.url());
+    let dir = TempDir::new();
+    let ended = dir.path("ended");
+    // Each run longer than the stale limit, writing when its command ends.
+    db.register(
+        &dir,
+        &format!(
+            "[pipelines.job]\ncommand = \"sleep 6; echo $ORCA_RUN_ID >> {}\"\nmax_runs = 2\n",
+            ended.display()
+        ),
+    );
+    let runs: Vec<i64> = (0..4).map(|_| db.queue("job")).collect();
+    let other = db.role_name("someone");
+    db.plain_login_role(&other, "pw");
+    let mut s = db.scheduler(&dir, &[("ORCA_STALE_SECONDS", "5")]);
+    wait_until("runs running", 60.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'running'") == 2
+    });
+    let held = flood(&with_db(&db.url_as(&other, "pw"), "postgres"));
+    s.wait_for("the flooder is said to be left alone", 10.0, || {
+        s.output().contains("is no login of orca's: left alone")
+    });
+    // Held until the two runs running end their commands (over the stale
+    // limit): their ends wait in memory.
+    wait_until("the running runs' commands end", 30.0, || {
+        std::fs::read_to_string(&ended).is_ok_and(|t| t.lines().count() == 2)
+    });
+    drop(held);
+    wait_until("the runs end", 60.0, || {
+        runs.iter().all(|r| db.state(*r) == "succeeded")
+    });
+    for r in &runs {
+        assert_eq!(db.events(*r, "started"), 1, "run {r} started once");
+    }
+    s.stop();
+}
