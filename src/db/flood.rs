@@ -160,6 +160,8 @@ pub struct Guard {
     pending: Vec<Pending>,
     /// A look failed (said once until one succeeds again).
     failing: bool,
+    /// Ending flooders failed (said once until it succeeds again).
+    end_failing: bool,
     /// The session on which the reserve was refused for want of privilege.
     refused: Option<u64>,
     /// The session on which the probe (`sql/flood_find.sql`) was refused
@@ -289,13 +291,18 @@ impl Guard {
         // Taken again at once: the ended sessions' locks are free now.
         self.reserve(db, session);
         let rows = match rows {
-            Ok(rows) => rows,
+            Ok(rows) => {
+                self.end_failing = false;
+                rows
+            }
             Err(Fault::Down | Fault::Refused(_)) => return,
             Err(e) => {
-                log::warn!(
-                    "flood guard: {} holding over {FLOOD_LOCKS} advisory locks each (backend pids {pids:?}) could not be ended yet: {e}",
-                    crate::plural::count(pids.len() as i64, "session")
-                );
+                if !std::mem::replace(&mut self.end_failing, true) {
+                    log::warn!(
+                        "flood guard: {} holding advisory locks (backend pids {pids:?}) could not be ended yet, tried again every second: {e}",
+                        crate::plural::count(pids.len() as i64, "session")
+                    );
+                }
                 return;
             }
         };
