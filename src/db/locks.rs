@@ -234,7 +234,7 @@ pub fn warnings(facts: &Hardening) -> Vec<String> {
     }
     if facts.logins_take_advisory {
         out.push(format!(
-            "machine logins may take advisory locks (PUBLIC may execute pg_advisory_lock and its kin): the leader ends sessions that do, but a burst can fill the server's lock table first; REVOKE EXECUTE on them FROM PUBLIC ({STEPS})"
+            "machine logins may take advisory locks (PUBLIC may execute pg_advisory_lock and its kin): one that fills the server's lock table is ended within a second or two, but until then every session of every database on the server fails; REVOKE EXECUTE on them FROM PUBLIC ({STEPS})"
         ));
     }
     if facts.logins_make_large_objects {

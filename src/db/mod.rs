@@ -16,6 +16,7 @@
 //! Secrets never leave this module: [`Target::shown`] is `host:port/db`, and
 //! no error built here quotes the URL.
 
+pub mod flood;
 pub mod locks;
 pub mod sql;
 pub mod tls;

@@ -45,6 +45,21 @@ pub const EVENTS_NEWEST: &str = include_str!("../../sql/events_newest.sql");
 /// See `sql/fire.sql`.
 pub const FIRE: &str = include_str!("../../sql/fire.sql");
 
+/// See `sql/flood_end.sql`.
+pub const FLOOD_END: &str = include_str!("../../sql/flood_end.sql");
+
+/// See `sql/flood_find.sql`.
+pub const FLOOD_FIND: &str = include_str!("../../sql/flood_find.sql");
+
+/// See `sql/flood_holders.sql`.
+pub const FLOOD_HOLDERS: &str = include_str!("../../sql/flood_holders.sql");
+
+/// See `sql/flood_release.sql`.
+pub const FLOOD_RELEASE: &str = include_str!("../../sql/flood_release.sql");
+
+/// See `sql/flood_reserve.sql`.
+pub const FLOOD_RESERVE: &str = include_str!("../../sql/flood_reserve.sql");
+
 /// See `sql/instance_add.sql`.
 pub const INSTANCE_ADD: &str = include_str!("../../sql/instance_add.sql");
 

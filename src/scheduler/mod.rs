@@ -1,6 +1,7 @@
 //! `orca scheduler`: the tick loop on the main thread, on a connection of
-//! its own (the one that holds the lead), and a heartbeat thread and an
-//! alert thread sharing a second (with the ends of its runs).
+//! its own (the one that holds the lead), and a heartbeat thread, an alert
+//! thread, the removals thread and the flood guard ([`crate::db::flood`])
+//! sharing a second (with the ends of its runs).
 //!
 //! Every tick the scheduler reaps its children and writes their outcomes
 //! (kept in memory until they land, so an outage loses none), enforces
@@ -313,6 +314,16 @@ fn run(
             .spawn(move || mark::run(link, timing, leader, done))
             .expect("spawn removals thread")
     };
+    // The flood guard, on the side connection too: a session already open
+    // is the one thing that still runs when a login fills the server's lock
+    // table (`db::flood`).
+    let guard_thread = {
+        let (link, done) = (side.clone(), alert_done.clone());
+        std::thread::Builder::new()
+            .name("flood guard".into())
+            .spawn(move || crate::db::flood::run(link, done))
+            .expect("spawn flood guard thread")
+    };
     let mut s = Scheduler {
         db,
         prune: prune::Prune::new(keep, timing.tick),
@@ -340,7 +351,9 @@ fn run(
     // An alert being sent may take its HTTP timeout; don't wait that long
     // (an unrecorded send is sent again later, after its lease).
     let deadline = Instant::now() + Duration::from_secs(2);
-    while !(alert_thread.is_finished() && mark_thread.is_finished()) && Instant::now() < deadline {
+    while !(alert_thread.is_finished() && mark_thread.is_finished() && guard_thread.is_finished())
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
     code

@@ -12,6 +12,7 @@ mod ec2_runs;
 mod ended;
 mod engine;
 mod fake_aws;
+mod flood;
 mod hardening;
 // Some harness items are the bench's alone (bench/main.rs includes it too).
 #[allow(dead_code)]
