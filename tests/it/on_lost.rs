@@ -1,0 +1,121 @@
+//! A pipeline's `on_lost` (issue 28 §6): an attempt whose supervisor was
+//! lost (a scheduler killed and swept as stale, a pool machine lost) is
+//! queued again by default, and with `on_lost = "fail"` is failed with its
+//! why and alert and never started again by orca itself.
+
+use crate::harness::*;
+use crate::pools::{pool_scheduler, stack};
+
+/// Pipeline `name`'s table: its first attempt hangs (each attempt's pid
+/// written to `pids`), a later one prints `done START`.
+fn pipeline(name: &str, pids: &std::path::Path, extra: &str) -> String {
+    format!(
+        "[pipelines.{name}]\ncommand = \"{}\"\nalert = \"http://127.0.0.1:9/hook\"\n{extra}\n",
+        hang_first_attempt(pids)
+    )
+}
+
+/// Run `run`'s attempt number.
+fn start_of(db: &TestDb, run: i64) -> i32 {
+    db.one(&format!("SELECT start FROM orca.runs WHERE id = {run}"))
+}
+
+/// Run `run`'s why.
+fn why_of(db: &TestDb, run: i64) -> String {
+    db.one(&format!("SELECT coalesce(why, '') FROM orca.runs WHERE id = {run}"))
+}
+
+/// Alerts queued for run `run`.
+fn alerts(db: &TestDb, run: i64) -> i64 {
+    db.one(&format!("SELECT count(*) FROM orca.alerts WHERE run = {run}"))
+}
+
+#[test]
+fn a_stale_scheduler_s_run_is_failed_with_on_lost_fail_and_run_again_by_default() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let (pay_pids, plain_pids) = (dir.path("pay.pids"), dir.path("plain.pids"));
+    db.register(
+        &dir,
+        &format!(
+            "{}\n{}",
+            pipeline("pay", &pay_pids, "on_lost = \"fail\""),
+            pipeline("plain", &plain_pids, "")
+        ),
+    );
+    let (pay, plain) = (db.queue("pay"), db.queue("plain"));
+    let mut a = db.scheduler(&dir, &[]);
+    wait_until("both first attempts run", 30.0, || {
+        pids_in(&pay_pids).len() == 1 && pids_in(&plain_pids).len() == 1
+    });
+    a.signal(libc::SIGKILL);
+    a.wait(10.0);
+    let mut b = db.scheduler(&dir, &[]);
+    wait_until("the default pipeline's run is run again", 60.0, || {
+        db.state(plain) == "succeeded"
+    });
+    wait_until("the on_lost = fail run is failed", 30.0, || {
+        db.state(pay) == "failed"
+    });
+    assert_eq!(start_of(&db, plain), 2);
+    assert_eq!(db.events(plain, "requeued"), 1);
+    assert_eq!(start_of(&db, pay), 1, "never started again");
+    let why = why_of(&db, pay);
+    assert!(
+        why.starts_with("lost (on_lost = \"fail\", not run again): heartbeat stale"),
+        "{why}"
+    );
+    assert_eq!(db.events(pay, "failed"), 1);
+    assert_eq!(db.events(pay, "requeued"), 0);
+    assert_eq!(alerts(&db, pay), 1, "alerted as a failure is");
+    assert_eq!(alerts(&db, plain), 0);
+    // `orca runs` and `orca logs` say it.
+    let logs = db.ok(&["logs", &pay.to_string()]);
+    assert!(logs.contains("attempt 1 of 1: failed"), "{logs}");
+    // Failed is final: no other run of it was made, one attempt began.
+    assert_eq!(
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE pipeline = 'pay'"),
+        1
+    );
+    assert_eq!(pids_in(&pay_pids).len(), 1, "one attempt of pay began");
+    // A person retries it: a new run.
+    let again: i64 = db.ok(&["retry", &pay.to_string()]).trim().parse().unwrap();
+    wait_until("the retry succeeds", 30.0, || db.state(again) == "succeeded");
+    b.stop();
+}
+
+#[test]
+fn a_lost_machine_s_run_is_failed_with_on_lost_fail() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &format!(
+            "[pools.p]\ntypes = [{{ type = \"small\", wait = 0 }}]\nlocations = [\"here\"]\n\
+             max_machines = 2\n\n{}placement = \"worker:p\"\n",
+            pipeline("pay", &pids, "on_lost = \"fail\"")
+        ),
+    );
+    let run = db.queue("pay");
+    let mut s = pool_scheduler(&db, &dir, &[("ORCA_POOL_LOST_SECONDS", "6")]);
+    let stack = stack(&db);
+    wait_until("the first attempt runs", 40.0, || !pids_in(&pids).is_empty());
+    let machine = local_machines(&stack)[0];
+    // SAFETY: kill(2) on the machine's process group: it goes silent.
+    unsafe { libc::kill(-machine, libc::SIGSTOP) };
+    wait_until("the run is failed as lost", 60.0, || db.state(run) == "failed");
+    let why = why_of(&db, run);
+    assert!(
+        why.starts_with("lost (on_lost = \"fail\", not run again): its machine orca-p-"),
+        "{why}"
+    );
+    assert_eq!(start_of(&db, run), 1);
+    assert_eq!(db.events(run, "requeued"), 0);
+    assert_eq!(alerts(&db, run), 1);
+    wait_until("the first attempt's process is gone", 30.0, || {
+        pids_in(&pids).iter().all(|p| !alive(*p))
+    });
+    assert_eq!(pids_in(&pids).len(), 1, "one attempt began");
+    s.stop();
+}
