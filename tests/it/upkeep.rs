@@ -150,10 +150,13 @@ fn a_leader_that_makes_nothing_deletes_its_predecessor_s_stray() {
     ];
     let first = db.queue("job");
     let mut a = db.scheduler(&dir, &env);
-    wait_until("the first run succeeds", 60.0, || db.state(first) == "succeeded");
+    wait_until("the first run succeeds", 60.0, || {
+        db.state(first) == "succeeded"
+    });
     wait_until("its instance is idle", 30.0, || {
-        db.one::<i64>("SELECT count(*) FROM orca.instances WHERE state = 'idle' AND ended_at IS NULL")
-            == 1
+        db.one::<i64>(
+            "SELECT count(*) FROM orca.instances WHERE state = 'idle' AND ended_at IS NULL",
+        ) == 1
     });
     let stack: String = db.one("SELECT id FROM orca.stack");
     // Killed between a make and its row: an instance with this stack's
