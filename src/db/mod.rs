@@ -156,6 +156,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "ended",
         sql: include_str!("../../sql/migrations/0020_ended.sql"),
     },
+    Migration {
+        version: 24,
+        name: "on lost",
+        sql: include_str!("../../sql/migrations/0024_on_lost.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -22,12 +22,16 @@ fn start_of(db: &TestDb, run: i64) -> i32 {
 
 /// Run `run`'s why.
 fn why_of(db: &TestDb, run: i64) -> String {
-    db.one(&format!("SELECT coalesce(why, '') FROM orca.runs WHERE id = {run}"))
+    db.one(&format!(
+        "SELECT coalesce(why, '') FROM orca.runs WHERE id = {run}"
+    ))
 }
 
 /// Alerts queued for run `run`.
 fn alerts(db: &TestDb, run: i64) -> i64 {
-    db.one(&format!("SELECT count(*) FROM orca.alerts WHERE run = {run}"))
+    db.one(&format!(
+        "SELECT count(*) FROM orca.alerts WHERE run = {run}"
+    ))
 }
 
 #[test]
@@ -78,9 +82,11 @@ fn a_stale_scheduler_s_run_is_failed_with_on_lost_fail_and_run_again_by_default(
         1
     );
     assert_eq!(pids_in(&pay_pids).len(), 1, "one attempt of pay began");
-    // A person retries it: a new run.
+    // A person retries it: a new run, which starts.
     let again: i64 = db.ok(&["retry", &pay.to_string()]).trim().parse().unwrap();
-    wait_until("the retry succeeds", 30.0, || db.state(again) == "succeeded");
+    wait_until("the retry runs", 30.0, || {
+        db.state(again) == "running" && pids_in(&pay_pids).len() == 2
+    });
     b.stop();
 }
 
@@ -100,11 +106,15 @@ fn a_lost_machine_s_run_is_failed_with_on_lost_fail() {
     let run = db.queue("pay");
     let mut s = pool_scheduler(&db, &dir, &[("ORCA_POOL_LOST_SECONDS", "6")]);
     let stack = stack(&db);
-    wait_until("the first attempt runs", 40.0, || !pids_in(&pids).is_empty());
+    wait_until("the first attempt runs", 40.0, || {
+        !pids_in(&pids).is_empty()
+    });
     let machine = local_machines(&stack)[0];
     // SAFETY: kill(2) on the machine's process group: it goes silent.
     unsafe { libc::kill(-machine, libc::SIGSTOP) };
-    wait_until("the run is failed as lost", 60.0, || db.state(run) == "failed");
+    wait_until("the run is failed as lost", 60.0, || {
+        db.state(run) == "failed"
+    });
     let why = why_of(&db, run);
     assert!(
         why.starts_with("lost (on_lost = \"fail\", not run again): its machine orca-p-"),
