@@ -129,3 +129,34 @@ fn a_lost_machine_s_run_is_failed_with_on_lost_fail() {
     assert_eq!(pids_in(&pids).len(), 1, "one attempt began");
     s.stop();
 }
+
+#[test]
+fn a_scheduler_stopped_with_sigterm_fails_the_on_lost_fail_runs_it_stops() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let (pay_pids, plain_pids) = (dir.path("pay.pids"), dir.path("plain.pids"));
+    db.register(
+        &dir,
+        &format!(
+            "{}\n{}",
+            pipeline("pay", &pay_pids, "on_lost = \"fail\""),
+            pipeline("plain", &plain_pids, "")
+        ),
+    );
+    let (pay, plain) = (db.queue("pay"), db.queue("plain"));
+    let mut s = db.scheduler(&dir, &[]);
+    wait_until("both first attempts run", 30.0, || {
+        pids_in(&pay_pids).len() == 1 && pids_in(&plain_pids).len() == 1
+    });
+    // Overlap off: SIGTERM stops the scheduler and the runs it supervises.
+    s.stop();
+    assert_eq!(db.state(plain), "queued", "{}", why_of(&db, plain));
+    assert_eq!(db.state(pay), "failed");
+    let why = why_of(&db, pay);
+    assert!(
+        why.starts_with("lost (on_lost = \"fail\", not run again): "),
+        "{why}"
+    );
+    assert_eq!(db.events(pay, "requeued"), 0);
+    assert_eq!(alerts(&db, pay), 1);
+}
