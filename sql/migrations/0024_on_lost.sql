@@ -33,14 +33,17 @@ CREATE FUNCTION orca.on_lost() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_url text;
+    v_ec2 boolean;
 BEGIN
-    SELECT p.spec ->> 'alert' INTO v_url FROM orca.pipelines p
+    SELECT p.spec ->> 'alert', p.placement = 'ec2' INTO v_url, v_ec2 FROM orca.pipelines p
     WHERE p.name = NEW.pipeline AND p.on_lost = 'fail';
     IF NOT FOUND THEN
         RETURN NEW;
     END IF;
-    -- An EC2 run's head that never served: its command never began.
-    IF EXISTS (SELECT 1 FROM orca.instances i WHERE i.run = OLD.id AND i.start = OLD.start)
+    -- An EC2 run (its pipeline's placement, or instance rows of this
+    -- attempt) whose head never served: its command never began (no
+    -- instance could be made for it, or the head never booted).
+    IF (v_ec2 OR EXISTS (SELECT 1 FROM orca.instances i WHERE i.run = OLD.id AND i.start = OLD.start))
        AND NOT EXISTS (SELECT 1 FROM orca.instances i WHERE i.run = OLD.id AND i.start = OLD.start
                        AND i.role = 'head' AND i.joined_at IS NOT NULL) THEN
         RETURN NEW;

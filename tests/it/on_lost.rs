@@ -160,3 +160,28 @@ fn a_scheduler_stopped_with_sigterm_fails_the_on_lost_fail_runs_it_stops() {
     assert_eq!(db.events(pay, "requeued"), 0);
     assert_eq!(alerts(&db, pay), 1);
 }
+
+#[test]
+fn an_ec2_run_whose_head_can_t_be_made_is_queued_again_even_with_on_lost_fail() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    // No room anywhere: its head is never made, its command never begins.
+    db.register(
+        &dir,
+        "[pipelines.pay]\ncommand = \"true\"\nplacement = \"ec2\"\non_lost = \"fail\"\n\n\
+         [pipelines.pay.ec2]\nprovider = \"local\"\ntype = \"small\"\nlocations = [\"here\"]\n\
+         capacity = { here = 0 }\n",
+    );
+    let run = db.queue("pay");
+    let mut s = db.scheduler(&dir, &[]);
+    s.wait_for("its head can't be made: queued again, twice", 30.0, || {
+        db.events(run, "requeued") >= 2
+    });
+    let why: String = db.one(&format!(
+        "SELECT why FROM orca.events WHERE run = {run} AND kind = 'requeued' LIMIT 1"
+    ));
+    assert!(why.starts_with("no head instance"), "{why}");
+    assert_eq!(db.events(run, "failed"), 0);
+    assert_ne!(db.state(run), "failed");
+    s.stop();
+}
