@@ -185,3 +185,40 @@ fn an_ec2_run_whose_head_can_t_be_made_is_queued_again_even_with_on_lost_fail() 
     assert_ne!(db.state(run), "failed");
     s.stop();
 }
+
+#[test]
+fn a_lost_ec2_head_s_run_is_failed_with_on_lost_fail() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let file = crate::upkeep::ec2_job("exec sleep 300", 0).replace(
+        "placement = \"ec2\"\n",
+        "placement = \"ec2\"\non_lost = \"fail\"\n",
+    );
+    assert!(file.contains("on_lost"), "{file}");
+    db.register(&dir, &file);
+    let run = db.queue("job");
+    let mut s = db.scheduler(&dir, &[("ORCA_POOL_LOST_SECONDS", "3")]);
+    let mut found = None;
+    wait_until("the head serves the run", 60.0, || {
+        found = crate::upkeep::serving_head(&db);
+        found.is_some()
+    });
+    let (group, stack) = found.unwrap();
+    // SAFETY: kill(2) on the head instance's process group.
+    unsafe { libc::kill(-group, libc::SIGKILL) };
+    s.wait_for("the run is failed as lost", 60.0, || {
+        db.state(run) == "failed"
+    });
+    let why = why_of(&db, run);
+    assert!(
+        why.starts_with("lost (on_lost = \"fail\", not run again): ")
+            && why.contains("head instance was lost"),
+        "{why}"
+    );
+    assert_eq!(start_of(&db, run), 1);
+    assert_eq!(db.events(run, "requeued"), 0);
+    s.wait_for("its instance is gone", 30.0, || {
+        local_machines(&stack).is_empty()
+    });
+    s.stop();
+}

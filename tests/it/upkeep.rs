@@ -8,7 +8,7 @@ use crate::harness::*;
 
 /// EC2 pipeline `job` (local provider, `workers` workers), running
 /// `command`.
-fn ec2_job(command: &str, workers: i32) -> String {
+pub fn ec2_job(command: &str, workers: i32) -> String {
     format!(
         "[pipelines.job]\ncommand = {}\nplacement = \"ec2\"\n\n\
          [pipelines.job.ec2]\nprovider = \"local\"\ntype = \"small\"\nlocations = [\"here\"]\n\
@@ -29,7 +29,7 @@ fn instance_logins(db: &TestDb, stack: &str) -> i64 {
 }
 
 /// The process group of the head serving a run now, and the stack's id.
-fn serving_head(db: &TestDb) -> Option<(i32, String)> {
+pub fn serving_head(db: &TestDb) -> Option<(i32, String)> {
     let heads = db
         .client()
         .query(
