@@ -1,11 +1,12 @@
 -- EC2 runs running at their start with fewer instance rows than their head
 -- and workers (one tick makes only so many instances; the rest are made on
 -- the next ticks): run, start, pipeline, rows so far, and the head's own
--- address ('' if it has no row yet, or none known). Read from each EC2
+-- address ('' if it has no row yet, or none known), and the pipeline's
+-- spec (its own: the pipeline may have been retired since). Read from each EC2
 -- pipeline's running runs (runs_running), not all runs running: OFFSET 0
 -- keeps the planner from making it a join, which it may plan as a scan of
 -- the whole index when its statistics say it is empty.
-SELECT r.id, r.start, r.pipeline, n.made, coalesce(h.host, '') AS head_host
+SELECT r.id, r.start, r.pipeline, n.made, coalesce(h.host, '') AS head_host, p.spec
 FROM orca.pipelines p
 CROSS JOIN LATERAL (
     SELECT x.id, x.start, x.pipeline FROM orca.runs x

@@ -3,7 +3,9 @@
 -- heartbeat is older than the stale limit ($1 s)
 -- and that no live process supervises: not this process's ($2), and not held
 -- by a live scheduler instance that lists them (the runs-held condition).
--- They are queued again (cancelled, if a cancel was asked for).
+-- They are queued again (cancelled, if a cancel was asked for; failed, by
+-- migration 24's trigger, for a pipeline with on_lost = "fail", which
+-- writes its own event).
 WITH r AS (
     UPDATE orca.runs SET state = CASE WHEN cancel THEN 'cancelled' ELSE 'queued' END,
         heartbeat = NULL, ended_at = now(),
@@ -22,5 +24,6 @@ WITH r AS (
 ), e AS (
     INSERT INTO orca.events (run, pipeline, kind, why)
     SELECT id, pipeline, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'requeued' END, why FROM r
+    WHERE state <> 'failed'
 )
-SELECT id FROM r ORDER BY id
+SELECT id, state FROM r ORDER BY id

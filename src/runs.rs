@@ -540,8 +540,27 @@ pub fn hostname() -> String {
     }
 }
 
+/// What became of an attempt whose supervisor was lost, by the state its
+/// run is in after it was handed back (a pipeline's `on_lost`: "retry"
+/// queues it again, "fail" fails it, migration 24), for a log line.
+pub fn lost_outcome(state: &str) -> &'static str {
+    match state {
+        "queued" => "queued again",
+        "cancelled" => "cancelled (a cancel was asked for)",
+        "failed" => "failed, not run again (on_lost = \"fail\"; `orca retry` runs it)",
+        _ => "ended",
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_lost_attempt_is_said_by_what_became_of_it() {
+        assert_eq!(lost_outcome("queued"), "queued again");
+        assert!(lost_outcome("failed").contains("on_lost"));
+        assert!(lost_outcome("cancelled").starts_with("cancelled"));
+    }
     use super::*;
 
     #[test]

@@ -23,8 +23,8 @@ use toml::de::{DeTable, DeValue};
 use crate::config::Config;
 use crate::config::cron::{fires_ever, parse_schedule};
 use crate::config::spec::{
-    Command, DEFAULT_MAX_FILLS, Ec2Spec, MachineSettings, Pipeline, Placement, Pool, PoolType,
-    Provider, valid_name,
+    Command, DEFAULT_MAX_FILLS, Ec2Spec, MachineSettings, OnLost, Pipeline, Placement, Pool,
+    PoolType, Provider, valid_name,
 };
 
 /// The largest config file read (1 MiB); a larger one is refused.
@@ -391,6 +391,7 @@ impl Checker {
             sensor: None,
             sensor_every: 60.0,
             ec2: None,
+            on_lost: OnLost::Retry,
         };
         let mut command = None;
         let mut ec2_at = None;
@@ -483,6 +484,15 @@ impl Checker {
                     }
                 }
                 "sensor" => p.sensor = self.command(key, v),
+                "on_lost" => {
+                    if let Some(s) = self.string(key, v) {
+                        match OnLost::parse(&s) {
+                            Some(o) => p.on_lost = o,
+                            None => self
+                                .say(v, format!("bad on_lost '{s}': want \"retry\" or \"fail\"")),
+                        }
+                    }
+                }
                 "ec2" => {
                     ec2_at = Some(self.line(v.span().start));
                     p.ec2 = self.ec2_spec(&p.name, v);
@@ -1209,6 +1219,17 @@ update = "git pull"
         assert!(parse(&text).is_err());
         let text = format!("[pipelines.{}]\ncommand = \"true\"\n", "n".repeat(64));
         assert!(parse(&text).is_ok());
+    }
+
+    #[test]
+    fn on_lost_is_retry_or_fail() {
+        let text = "[pipelines.a]\ncommand = \"true\"\non_lost = \"fail\"\n\n[pipelines.b]\ncommand = \"true\"\n";
+        let c = parse(text).unwrap();
+        assert_eq!(c.pipelines[0].on_lost, OnLost::Fail);
+        assert_eq!(c.pipelines[1].on_lost, OnLost::Retry);
+        let problems =
+            parse("[pipelines.a]\ncommand = \"true\"\non_lost = \"never\"\n").unwrap_err();
+        assert!(has(&problems, 3, "bad on_lost 'never'"), "{problems:?}");
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub fn register(client: &mut Client, config: &Config) -> Result<Vec<String>, pos
                 &p.placement.as_text(),
                 &p.max_runs,
                 &p.schedule,
+                &p.on_lost.as_text(),
             ],
         )?;
         names.push(p.name.clone());

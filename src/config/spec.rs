@@ -116,6 +116,44 @@ pub struct Pipeline {
     /// `placement = "ec2"`: its instances.
     #[serde(default)]
     pub ec2: Option<Ec2Spec>,
+    /// What an attempt whose supervisor was lost comes to (also stored in
+    /// `orca.pipelines.on_lost`, which migration 24's trigger reads).
+    #[serde(default)]
+    pub on_lost: OnLost,
+}
+
+/// A pipeline's `on_lost`: what becomes of an attempt whose supervisor was
+/// lost or stopped while its command may have run (a stale scheduler's
+/// sweep, a lost or removed machine, a lost EC2 head, a stop that hands it
+/// back).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OnLost {
+    /// Queued again (a command may run twice).
+    #[default]
+    Retry,
+    /// Failed with its alert, never run again without a person (`orca
+    /// retry`): for pipelines that must not run twice.
+    Fail,
+}
+
+impl OnLost {
+    /// Parses `retry` or `fail`.
+    pub fn parse(s: &str) -> Option<OnLost> {
+        match s {
+            "retry" => Some(OnLost::Retry),
+            "fail" => Some(OnLost::Fail),
+            _ => None,
+        }
+    }
+
+    /// The text form, as stored in `orca.pipelines.on_lost`.
+    pub fn as_text(self) -> &'static str {
+        match self {
+            OnLost::Retry => "retry",
+            OnLost::Fail => "fail",
+        }
+    }
 }
 
 /// Where a pool's machines come from.
@@ -237,6 +275,7 @@ mod tests {
             sensor: Some(Command::Argv(vec!["test".into(), "-f".into(), "/x".into()])),
             sensor_every: 5.0,
             ec2: None,
+            on_lost: OnLost::Fail,
         }
     }
 
@@ -259,6 +298,7 @@ mod tests {
                 "sensor": ["test", "-f", "/x"],
                 "sensor_every": 5.0,
                 "ec2": null,
+                "on_lost": "fail",
             })
         );
         // `sql/startable.sql` and `orca.worker_round` read max_fills.
@@ -277,6 +317,18 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_value(placement).unwrap(), stored);
         }
+    }
+
+    #[test]
+    fn on_lost_is_retry_when_a_stored_spec_has_none() {
+        let mut old = serde_json::to_value(pipeline()).unwrap();
+        old.as_object_mut().unwrap().remove("on_lost");
+        let read: Pipeline = serde_json::from_value(old).unwrap();
+        assert_eq!(read.on_lost, OnLost::Retry);
+        for t in ["retry", "fail"] {
+            assert_eq!(OnLost::parse(t).unwrap().as_text(), t);
+        }
+        assert_eq!(OnLost::parse("Fail"), None);
     }
 
     #[test]

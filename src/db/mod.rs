@@ -162,6 +162,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "login_objects",
         sql: include_str!("../../sql/migrations/0022_login_objects.sql"),
     },
+    Migration {
+        version: 24,
+        name: "on lost",
+        sql: include_str!("../../sql/migrations/0024_on_lost.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

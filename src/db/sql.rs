@@ -27,8 +27,14 @@ pub const DEPLOY_WAIT: &str = include_str!("../../sql/deploy_wait.sql");
 /// See `sql/ec2_lost_heads.sql`.
 pub const EC2_LOST_HEADS: &str = include_str!("../../sql/ec2_lost_heads.sql");
 
+/// See `sql/ec2_providers.sql`.
+pub const EC2_PROVIDERS: &str = include_str!("../../sql/ec2_providers.sql");
+
 /// See `sql/ec2_runs_short.sql`.
 pub const EC2_RUNS_SHORT: &str = include_str!("../../sql/ec2_runs_short.sql");
+
+/// See `sql/ec2_upkeep_live.sql`.
+pub const EC2_UPKEEP_LIVE: &str = include_str!("../../sql/ec2_upkeep_live.sql");
 
 /// See `sql/event_add.sql`.
 pub const EVENT_ADD: &str = include_str!("../../sql/event_add.sql");

@@ -200,11 +200,6 @@ impl Fleet {
         self.stack = Some(id.clone());
         Ok(Stack { id, fresh: true })
     }
-
-    /// This stack's id if it was read already.
-    pub fn known_stack(&self) -> Option<&str> {
-        self.stack.as_deref()
-    }
 }
 
 /// The provider kind stored in a row (`orca.instances.provider`): `ec2` or
@@ -260,7 +255,6 @@ mod tests {
         assert!(f.provider(&Kind::Local, None).is_ok());
         assert!(f.provider(&Kind::Local, Some("eu-west-1")).is_ok());
         assert_eq!(f.in_use().len(), 1);
-        assert!(f.known_stack().is_none());
         assert!(!f.late());
         let now = Instant::now();
         f.until(Some(Deadline {

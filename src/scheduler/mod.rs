@@ -528,10 +528,20 @@ impl Scheduler {
                 Err(e) => e.complain(),
             }
         }
-        if pipelines
+        // EC2 runs' upkeep: while an EC2 pipeline is registered, and while
+        // a retired one's run or instances live on (else a lost head would
+        // leave its run running and its instances billed for ever).
+        let registered = pipelines
             .values()
-            .any(|v| v.p.placement == config::Placement::Ec2)
-        {
+            .any(|v| v.p.placement == config::Placement::Ec2);
+        let due = match self.ec2_runs.upkeep_due(&mut self.db, session, registered) {
+            Ok(due) => due,
+            Err(e) => {
+                e.complain();
+                false
+            }
+        };
+        if due {
             self.ec2_runs.begin_tick(deadline);
             self.start(session, &pipelines, Starts::Ec2);
             let judge = self.judge_silence(began);

@@ -59,15 +59,21 @@ impl Scheduler {
                 if stops() > 0 || !self.ec2_runs.can_make() {
                     return;
                 }
-                let Some(View { p, .. }) = pipelines.get(&s.pipeline) else {
-                    continue;
+                // A pipeline retired since its run started: its stored spec
+                // (the run still gets the instances it was started for).
+                let p = match pipelines.get(&s.pipeline) {
+                    Some(View { p, .. }) => p.clone(),
+                    None => match serde_json::from_value::<Pipeline>(s.spec) {
+                        Ok(p) => Arc::new(p),
+                        Err(_) => continue,
+                    },
                 };
                 if let Err(e) = self.ec2_runs.fill(
                     &mut self.db,
                     session,
                     s.id,
                     s.start,
-                    p,
+                    &p,
                     s.made,
                     &s.head_host,
                 ) {

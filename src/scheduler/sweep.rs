@@ -70,9 +70,10 @@ impl Scheduler {
                 }) {
                     Ok(rows) => {
                         for r in rows {
+                            let (id, state): (i64, String) = (r.get("id"), r.get("state"));
                             log::warn!(
-                                "run {}: heartbeat stale and no process supervises it: queued again",
-                                r.get::<_, i64>("id")
+                                "run {id}: heartbeat stale and no process supervises it: {}",
+                                crate::runs::lost_outcome(&state)
                             );
                         }
                     }

@@ -15,6 +15,8 @@
 //! * [`trim`]: of the instances ended, which are deleted now and whose
 //!   login is revoked first.
 //! * [`strays_due`]: whether strays are looked for this tick.
+//! * [`upkeep`]: whether EC2 runs' upkeep runs this tick, and whether the
+//!   database must be asked first.
 
 /// `ORCA_EC2_MAKE_PER_TICK`'s default: new instances one tick makes at most.
 pub const MAKE_PER_TICK: usize = 8;
@@ -282,9 +284,50 @@ pub fn strays_due(last: Option<f64>, every: f64) -> bool {
     last.is_none_or(|ago| ago >= every)
 }
 
+/// Whether EC2 runs' upkeep (their instances made, lost heads, what is
+/// over ended, strays) runs this tick.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Upkeep {
+    /// Yes: an EC2 pipeline is registered.
+    Run,
+    /// Only if the database says an EC2 run is running or an instance row
+    /// is live (a retired pipeline's run, its instances).
+    Ask,
+    /// No: nothing was live when last asked in this lead, and no EC2
+    /// pipeline has been registered since (none can start a run).
+    Skip,
+}
+
+/// Whether the upkeep runs: `registered`, an EC2 pipeline is registered;
+/// `new_lead`, this is the lead's first tick (what another leader left is
+/// not known); `live`, what the last ask (or tick with one registered)
+/// found. Nothing new can become live without a registered EC2 pipeline,
+/// so a lead that found nothing asks no more until one is registered.
+pub fn upkeep(registered: bool, new_lead: bool, live: bool) -> Upkeep {
+    if registered {
+        Upkeep::Run
+    } else if new_lead || live {
+        Upkeep::Ask
+    } else {
+        Upkeep::Skip
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upkeep_goes_on_while_anything_may_be_live_without_a_registered_pipeline() {
+        assert_eq!(upkeep(true, false, false), Upkeep::Run);
+        assert_eq!(upkeep(true, true, false), Upkeep::Run);
+        // The last EC2 pipeline retired: asked while something was live,
+        // and on a new lead's first tick.
+        assert_eq!(upkeep(false, false, true), Upkeep::Ask);
+        assert_eq!(upkeep(false, true, false), Upkeep::Ask);
+        // Nothing live and none registered: no statement a tick.
+        assert_eq!(upkeep(false, false, false), Upkeep::Skip);
+    }
 
     fn roles(made: usize, workers: i32) -> Vec<(usize, &'static str)> {
         let mut f = Fill::new(made, workers, "h");

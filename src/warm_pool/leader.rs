@@ -72,6 +72,9 @@ pub struct Ec2Runs {
     strays_at: Option<std::time::Instant>,
     /// New instances this tick may still make.
     budget: MakeBudget,
+    /// The lead session the upkeep last ran under, and whether anything
+    /// was live then (see [`decide::upkeep`]).
+    upkeep: (Option<u64>, bool),
 }
 
 /// A run started before with instances still to make (see
@@ -87,6 +90,9 @@ pub struct Short {
     pub made: usize,
     /// Its head's own address, if it has one.
     pub head_host: String,
+    /// Its pipeline's stored spec (read when the pipeline was retired
+    /// since the run started).
+    pub spec: serde_json::Value,
 }
 
 /// An instance a run needs made.
@@ -136,7 +142,31 @@ impl Ec2Runs {
             timing,
             pool_seconds: crate::settings::EC2_POOL.read()?,
             strays_at: None,
+            upkeep: (None, true),
         })
+    }
+
+    /// Whether the upkeep ([`Ec2Runs::watch`], and instances for runs
+    /// started before) runs this tick of lead `session`: while an EC2
+    /// pipeline is `registered`, and after the last one is retired while
+    /// an EC2 run is running or an instance row is live, whatever their
+    /// pipeline (asked of the database only then: see [`decide::upkeep`]).
+    pub fn upkeep_due(
+        &mut self,
+        db: &mut Db,
+        session: u64,
+        registered: bool,
+    ) -> Result<bool, Fault> {
+        let new_lead = self.upkeep.0 != Some(session);
+        let live = match decide::upkeep(registered, new_lead, self.upkeep.1) {
+            decide::Upkeep::Run => true,
+            decide::Upkeep::Skip => false,
+            decide::Upkeep::Ask => db
+                .run_fenced(session, |c| c.query_one(sql::EC2_UPKEEP_LIVE, &[]))?
+                .get("live"),
+        };
+        self.upkeep = (Some(session), live);
+        Ok(live)
     }
 
     /// A new tick: its budget of new instances is whole again, and its
@@ -165,6 +195,7 @@ impl Ec2Runs {
                 pipeline: r.get("pipeline"),
                 made: usize::try_from(r.get::<_, i64>("made")).unwrap_or(0),
                 head_host: r.get("head_host"),
+                spec: r.get("spec"),
             })
             .collect())
     }
@@ -362,11 +393,16 @@ impl Ec2Runs {
                 );
                 let lost = decide::lost_head(served, self.timing.boot);
                 let why = if let LostHead::Requeue(why) = &lost {
-                    // Lost under a run it served: the run is queued again.
-                    log::warn!("run {id}: {why}: queued again");
-                    db.run_fenced(session, |c| {
-                        c.query_one(sql::RUN_REQUEUE, &[&id, &start, why, &Vec::<u8>::new()])
+                    // Lost under a run it served: the run is queued again
+                    // (failed, for on_lost = "fail": migration 24).
+                    let state: Option<String> = db.run_fenced(session, |c| {
+                        c.query_one(sql::RUN_REQUEUE, &[&id, &start, why, &Vec::<u8>::new()])?;
+                        Ok(c.query_opt(sql::RUN_STATE, &[&id])?.map(|r| r.get("state")))
                     })?;
+                    log::warn!(
+                        "run {id}: {why}: {}",
+                        crate::runs::lost_outcome(state.as_deref().unwrap_or(""))
+                    );
                     why.clone()
                 } else {
                     // Never booted (a bad AMI, say): a failed attempt, so
@@ -413,13 +449,19 @@ impl Ec2Runs {
         }
         self.delete(db, session, trim.delete)?;
         // Strays: instances with this stack's label that no live row holds
-        // (made, but the row wasn't written), with the providers in use here.
+        // (made, but the row wasn't written), at every provider in use here
+        // (sql/ec2_providers.sql), from the lead's first pass.
         let due = decide::strays_due(
             self.strays_at.map(|t| t.elapsed().as_secs_f64()),
             self.timing.scale,
         );
-        if let Some(stack) = self.fleet.known_stack().map(str::to_string).filter(|_| due) {
+        if due {
             self.strays_at = Some(std::time::Instant::now());
+            let stack = self.fleet.stack(db, session)?.id;
+            // Every provider in use here, whether or not this process made
+            // anything: a leader that only hands over warm instances still
+            // finds what its crashed predecessor made and never recorded.
+            let providers = db.run_fenced(session, |c| c.query(sql::EC2_PROVIDERS, &[]))?;
             let live: std::collections::HashSet<String> = db
                 .run_fenced(session, |c| c.query(sql::INSTANCES_LIVE_NAMES, &[]))?
                 .iter()
@@ -427,7 +469,16 @@ impl Ec2Runs {
                 .collect();
             self.fleet.begin_pass();
             let mut strays = Vec::new();
-            for pr in self.fleet.in_use() {
+            for row in providers {
+                let kind = fleet::kind_of_stored(row.get("provider"));
+                let region: Option<String> = row.get("region");
+                let pr = match self.fleet.provider(&kind, region.as_deref()) {
+                    Ok(pr) => pr,
+                    Err(e) => {
+                        log::warn!("can't list EC2 runs' instances: {e}");
+                        continue;
+                    }
+                };
                 match pr.list(GROUP, &stack) {
                     Ok(found) => {
                         let held = |name: &str| live.contains(name);

@@ -24,7 +24,10 @@
 //!   succeeded (or its end lost with its supervisor: killed or cut off), one
 //!   that exited N failed, with exit code N when it is the last; a
 //!   succeeded run's last attempt ended 0 in the ledger; it ended once;
-//! - a schedule fired each slot once.
+//! - a schedule fired each slot once;
+//! - a run of an `on_lost = "fail"` pipeline (the workload's `*_once`, no
+//!   retries) begins one attempt at most; one whose command exited 0 but
+//!   whose supervisor a fault lost is failed as lost (excused).
 //!
 //! A process the ledger saw begin but never end (SIGKILL) ran until the
 //! observer first found it gone, and no later than orca recorded its
@@ -317,6 +320,27 @@ pub fn check_noting(f: &Facts) -> Found {
             .get((start - 1).max(0) as usize)?
             .as_ref()
     };
+    // on_lost = "fail": no run of such a pipeline begins a second attempt
+    // (they have no retries), whatever the faults.
+    let mut begun: BTreeMap<i64, Vec<i32>> = BTreeMap::new();
+    for b in f
+        .begins
+        .iter()
+        .filter(|b| crate::workload::runs_once(&b.pipeline))
+    {
+        begun.entry(b.run).or_default().push(b.start);
+    }
+    for (id, starts) in begun.iter().filter(|(_, s)| s.len() > 1) {
+        let why = f
+            .runs
+            .get(id)
+            .and_then(|r| r.why.clone())
+            .unwrap_or_default();
+        v.push(format!(
+            "twice: run {id} has on_lost = \"fail\" but began {} attempts {starts:?} (why now: {why})",
+            starts.len()
+        ));
+    }
     // Lost.
     for (id, r) in &f.runs {
         if r.state == "queued" || r.state == "running" {
@@ -602,6 +626,17 @@ pub fn check_noting(f: &Facts) -> Found {
             {
                 notes.push(format!(
                     "run {} attempt {} exited {code} but was queued again: its supervisor {sup} was lost ({})",
+                    e.run, e.start, fault.what
+                ));
+                continue;
+            }
+            // on_lost = "fail": its lost supervisor fails it instead.
+            if rec.kind == "failed"
+                && rec.why.starts_with("lost (on_lost = \"fail\"")
+                && let Some(fault) = f.lost_by(sup, supg, e.t, rec.at)
+            {
+                notes.push(format!(
+                    "run {} attempt {} exited {code} but was failed as lost (on_lost = fail): its supervisor {sup} was lost ({})",
                     e.run, e.start, fault.what
                 ));
                 continue;

@@ -115,6 +115,21 @@ pub enum Fault {
     },
     /// The next RunInstances that makes an instance loses its answer.
     Ec2LostAnswer,
+    /// Every `ec2`-placed pipeline retired (the file registered without
+    /// them) for `secs`, then registered again: their runs in flight, and
+    /// instances, must still be looked after.
+    RetireEc2 {
+        /// Seconds.
+        secs: f64,
+    },
+    /// kill -9 of the leader between an instance's make and its row: an
+    /// instance with the stack's labels that no row holds is left behind
+    /// (a local process group); a new scheduler starts after
+    /// `restart_after` s and must delete it, whether or not it makes any.
+    KillLeaderLeavingStray {
+        /// Seconds until the restart.
+        restart_after: f64,
+    },
 }
 
 /// A fault at a time (seconds after the chaos began).
@@ -132,7 +147,7 @@ pub fn plan(rng: &mut Rng, seconds: f64) -> Vec<Planned> {
     let mut out = Vec::new();
     let mut at = 4.0;
     while at < seconds {
-        let weights = [3, 3, 2, 1, 1, 1, 1, 3, 2, 2, 2, 2, 1, 1, 1, 1, 2];
+        let weights = [3, 3, 2, 1, 1, 1, 1, 3, 2, 2, 2, 2, 1, 1, 1, 1, 2, 2, 2];
         let fault = match rng.weighted(&weights) {
             0 => Fault::KillLeader {
                 restart_after: rng.range(0.0, 3.0),
@@ -177,10 +192,16 @@ pub fn plan(rng: &mut Rng, seconds: f64) -> Vec<Planned> {
                 secs: rng.range(2.0, 10.0),
             },
             15 => Fault::Ec2LostAnswer,
-            _ => Fault::StopMachine {
+            16 => Fault::StopMachine {
                 pick: rng.next(),
                 instance: rng.chance(0.5),
                 secs: rng.range(3.0, 14.0),
+            },
+            17 => Fault::RetireEc2 {
+                secs: rng.range(3.0, 10.0),
+            },
+            _ => Fault::KillLeaderLeavingStray {
+                restart_after: rng.range(0.0, 3.0),
             },
         };
         out.push(Planned { at, fault });

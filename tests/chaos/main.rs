@@ -49,12 +49,13 @@ use observe::uptime;
 use workload::Workload;
 use world::World;
 
-/// The seed `make test` runs with: its first 40 s have a fault of each
-/// group (the leader stopped, then killed; a worker killed; Postgres down; an
-/// instance that never boots; EC2 hanging; an instance stopped; a
-/// scheduler's connections stalled; a deploy). A new kind of fault changes
-/// every seed's schedule: pick one again.
-const FIXED_SEED: u64 = 10988;
+/// The seed `make test` runs with: its first 40 s have a fault of most
+/// groups (every ec2 pipeline retired; a machine killed; a deploy; Postgres
+/// restarted; a machine that never boots; the fleet's connections stalled;
+/// the leader stopped while another joins, then killed between an
+/// instance's make and its row; an instance killed). A new kind of fault
+/// changes every seed's schedule: pick one again.
+const FIXED_SEED: u64 = 8543;
 
 /// Seconds of faults `make test` runs.
 const SHORT_SECONDS: f64 = 40.0;
@@ -118,6 +119,12 @@ fn run(seed: u64, seconds: f64) -> (Vec<String>, String, bool) {
             .collect()
     };
     w.db.register(&w.dir, &file(false));
+    w.files = (
+        file(false),
+        work.iter()
+            .map(|w| w.without_ec2_toml(&cmd, &env))
+            .collect(),
+    );
     let root = rng::Rng::new(seed);
     let plan = faults::plan(&mut root.fork(1), seconds);
     w.spawn("the first");

@@ -1,6 +1,7 @@
 //! The workload: pipelines of every placement (local, a worker pool on the
 //! local provider, `ec2` on the local provider with a warm pool), each with
-//! `max_runs` > 1 or a schedule, retries and timeouts; their command, which
+//! `max_runs` > 1 or a schedule, retries and timeouts, and one of each
+//! placement with `on_lost = "fail"` (`*_once`); their command, which
 //! writes the ledger; and the thread that queues runs (fills among them)
 //! and cancels a few, throughout.
 //!
@@ -36,18 +37,39 @@ pub trait Workload {
     fn settled_toml(&self, cmd: &str, env: &str) -> String {
         self.toml(cmd, env)
     }
+    /// Its part of the file with every `ec2`-placed pipeline left out (the
+    /// last ones retired mid-flight: [`crate::faults::Fault::RetireEc2`]).
+    fn without_ec2_toml(&self, cmd: &str, env: &str) -> String {
+        self.toml(cmd, env)
+    }
+}
+
+/// Whether pipeline `name` is one of the workload's `on_lost = "fail"`
+/// ones (named `*_once`, no retries): none of its runs may begin two
+/// attempts, whatever the faults.
+pub fn runs_once(name: &str) -> bool {
+    name.ends_with("_once")
 }
 
 /// Local, pool and EC2 pipelines, and one on a schedule.
 pub struct Mixed;
 
 impl Mixed {
-    fn file(&self, cmd: &str, env: &str, schedule: bool) -> String {
+    fn file(&self, cmd: &str, env: &str, schedule: bool, ec2: bool) -> String {
         let schedule = if schedule {
             "schedule = \"*/5 * * * * *\"\n"
         } else {
             ""
         };
+        let mut file = self.local_and_pool(cmd, env, schedule);
+        if ec2 {
+            file.push_str(&self.ec2(cmd, env));
+        }
+        file
+    }
+
+    /// The local and pool pipelines, and the pool.
+    fn local_and_pool(&self, cmd: &str, env: &str, schedule: &str) -> String {
         format!(
             r#"
 [pools.wp]
@@ -98,6 +120,28 @@ retry_delay = 1
 timeout = 4
 env = {env}
 
+[pipelines.loc_once]
+command = "{cmd} 4"
+max_runs = 2
+timeout = 4
+on_lost = "fail"
+env = {env}
+
+[pipelines.pool_once]
+command = "{cmd} 4"
+placement = "worker:wp"
+max_runs = 2
+timeout = 4
+on_lost = "fail"
+env = {env}
+"#
+        )
+    }
+
+    /// The EC2 pipelines (retired for a while by [`crate::faults::Fault::RetireEc2`]).
+    fn ec2(&self, cmd: &str, env: &str) -> String {
+        format!(
+            r#"
 [pipelines.ec2_a]
 command = "{cmd} 6"
 placement = "ec2"
@@ -129,6 +173,20 @@ type = "small"
 locations = ["here"]
 workers = 1
 worker_service = "exec sleep 600"
+
+[pipelines.ec2_once]
+command = "{cmd} 6"
+placement = "ec2"
+max_runs = 2
+timeout = 6
+on_lost = "fail"
+env = {env}
+
+[pipelines.ec2_once.ec2]
+provider = "local"
+type = "small"
+locations = ["here"]
+workers = 0
 "#
         )
     }
@@ -136,11 +194,15 @@ worker_service = "exec sleep 600"
 
 impl Workload for Mixed {
     fn toml(&self, cmd: &str, env: &str) -> String {
-        self.file(cmd, env, true)
+        self.file(cmd, env, true, true)
     }
 
     fn settled_toml(&self, cmd: &str, env: &str) -> String {
-        self.file(cmd, env, false)
+        self.file(cmd, env, false, true)
+    }
+
+    fn without_ec2_toml(&self, cmd: &str, env: &str) -> String {
+        self.file(cmd, env, true, false)
     }
 
     fn queued(&self) -> Vec<Queued> {
@@ -151,6 +213,9 @@ impl Workload for Mixed {
             ("pool_b", 2),
             ("ec2_a", 2),
             ("ec2_b", 1),
+            ("loc_once", 1),
+            ("pool_once", 1),
+            ("ec2_once", 1),
         ]
         .into_iter()
         .map(|(name, weight)| Queued { name, weight })

@@ -50,6 +50,9 @@ pub enum Later {
     },
     /// Starts a scheduler (a restart after a kill).
     Spawn,
+    /// Registers the whole file again (record `rec`): the retired `ec2`
+    /// pipelines are back.
+    Reregister { rec: usize },
 }
 
 /// Every process of the run and what was done to them.
@@ -85,6 +88,12 @@ pub struct World {
     pub problems: Vec<String>,
     /// What the run says, as it says it.
     pub log: Vec<String>,
+    /// The workload's file, and the same without its `ec2`-placed
+    /// pipelines (what [`Fault::RetireEc2`] registers for a while).
+    pub files: (String, String),
+    /// Instances left behind by [`Fault::KillLeaderLeavingStray`] (reaped
+    /// once orca deletes them).
+    pub strays: Vec<std::process::Child>,
 }
 
 impl World {
@@ -112,6 +121,8 @@ impl World {
             t0: uptime(),
             problems: Vec::new(),
             log: Vec::new(),
+            files: (String::new(), String::new()),
+            strays: Vec::new(),
         }
     }
 
@@ -170,6 +181,8 @@ impl World {
     /// Notes schedulers that exited; one that exited other than by our
     /// SIGKILL must have exited 0 (a drain).
     pub fn reap(&mut self) {
+        self.strays
+            .retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
         let mut said = Vec::new();
         for s in self.scheds.iter_mut().filter(|s| s.exited.is_none()) {
             if let Ok(Some(status)) = s.proc.child.try_wait() {
@@ -602,6 +615,58 @@ impl World {
                 );
                 self.later.push((now + secs, Later::Ec2Heal { rec }));
             }
+            Fault::RetireEc2 { secs } => {
+                let file = self.files.1.clone();
+                let said = self.register(&file);
+                let rec = self.record(
+                    format!("every ec2 pipeline retired for {secs:.1}s: {said}"),
+                    Target::Nobody,
+                    Effect::Other,
+                    None,
+                );
+                self.later.push((now + secs, Later::Reregister { rec }));
+            }
+            Fault::KillLeaderLeavingStray { restart_after } => {
+                let Some(stack) = self.stack() else {
+                    return self.say("skipped: leave a stray: no stack id yet".into());
+                };
+                let Some(n) = self.leader() else {
+                    return self
+                        .say("skipped: kill the leader, leave a stray: no scheduler".into());
+                };
+                let s = self.sched(n);
+                s.killed = true;
+                s.proc.signal(libc::SIGKILL);
+                let pid = s.proc.pid();
+                // What its make left: a local instance with the stack's
+                // labels, its row never written.
+                let name = format!("orca-i-stray-{}", self.records.len() + 1);
+                let stray = {
+                    use std::os::unix::process::CommandExt;
+                    std::process::Command::new("sleep")
+                        .arg("600")
+                        .env("ORCA_LOCAL_MACHINE", &name)
+                        .env(
+                            "ORCA_LOCAL_LABELS",
+                            format!("orca-pool=orca:ec2-runs orca-stack={stack}"),
+                        )
+                        .process_group(0)
+                        .spawn()
+                        .unwrap()
+                };
+                let group = stray.id();
+                self.strays.push(stray);
+                self.record(
+                    format!(
+                        "kill -9 leader: scheduler {n} (pid {pid}) between a make and its row \
+                         (stray {name}, group {group}); restart in {restart_after:.1}s"
+                    ),
+                    Target::Scheduler(pid),
+                    Effect::Killed,
+                    Some(now),
+                );
+                self.later.push((now + restart_after, Later::Spawn));
+            }
             Fault::Ec2LostAnswer => {
                 self.ec2.drop_next_answer();
                 self.record(
@@ -669,6 +734,26 @@ impl World {
                 self.say(format!("healed: {what}"));
             }
             Later::Spawn => self.spawn("a restart after kill -9"),
+            Later::Reregister { rec } => {
+                self.close(rec);
+                let file = self.files.0.clone();
+                let said = self.register(&file);
+                self.say(format!(
+                    "healed: the ec2 pipelines registered again: {said}"
+                ));
+            }
+        }
+    }
+
+    /// Registers `file` as `orca register` does (it may be refused while
+    /// Postgres is away): what it said.
+    fn register(&mut self, file: &str) -> String {
+        let path = self.dir.write("orca-now.toml", file);
+        let out = self.db.run(&["register", "-c", &path, "--db-wait", "5"]);
+        if out.status.success() {
+            text(&out.stdout).trim().to_string()
+        } else {
+            format!("refused: {}", text(&out.stderr).trim())
         }
     }
 
