@@ -26,6 +26,7 @@ mod overlap;
 mod plans;
 mod pools;
 mod registry;
+mod run_uids;
 mod scheduler;
 mod secrets;
 mod setup;

@@ -1,0 +1,259 @@
+//! Runs can't reach each other (issue 28, section 4): with `ORCA_RUN_UIDS`
+//! each command runs as a uid of its own, taken from the range for its
+//! attempt alone, so one run can neither read another's environment (a
+//! pipeline's `env` secrets) nor signal it (`kill -9 -1`), nor read what it
+//! leaves in `/tmp`; a process it left (`setsid`) is gone with it, and its
+//! uid is taken again later. Locally and on a pool machine's worker (the
+//! local provider: another supervisor on the same host, the same range).
+//! Root only, as CI runs: switching uids needs it.
+
+use crate::harness::*;
+use crate::pools::{pool_scheduler, with_pool};
+
+fn am_root() -> bool {
+    // SAFETY: geteuid(2) can't fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The live processes (not zombies) whose real, effective, saved or file
+/// uid is `uid`, as `/proc` shows them.
+fn processes_of(uid: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let uids = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .unwrap_or("");
+        let zombie = status
+            .lines()
+            .any(|l| l.starts_with("State:") && (l.contains('Z') || l.contains('X')));
+        if !zombie && uids.split_whitespace().any(|u| u == uid.to_string()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The words after `key` on the line of `output` that starts with it.
+fn said<'a>(output: &'a str, key: &str) -> Vec<&'a str> {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_else(|| panic!("no line `{key}` in:\n{output}"))
+        .split_whitespace()
+        .collect()
+}
+
+/// The uid a run's output says it ran as (its `id ` line).
+fn uid_of(output: &str) -> u32 {
+    said(output, "id ")[0].parse().unwrap()
+}
+
+/// Two runs at once, the holder on `holder_at` with an `env` secret, the
+/// prober on `prober_at`, both as uids of `range` (`FIRST-LAST`): the
+/// prober can't read the holder's environment nor its file in `/tmp`, and
+/// its `kill -9 -1` leaves the holder running (it then succeeds); each has
+/// a uid, a gid and a private HOME/TMPDIR of its own, umask 077; once the
+/// holder ended, nothing of its uid is left, its directory and its `/tmp`
+/// file included.
+fn runs_cant_reach_each_other(holder_at: &str, prober_at: &str, range: (u32, u32)) {
+    let (first, last) = range;
+    let dir = TempDir::new();
+    // A name of this test's own for the files in /tmp.
+    let tag = dir.0.file_name().unwrap().to_string_lossy().into_owned();
+    let holder = dir.write(
+        "holder.sh",
+        &format!(
+            r#"echo "id $(id -u) $(id -g) $(id -G) umask $(umask) home $HOME tmp $TMPDIR"
+echo "homedir $(stat -c '%a %u' "$HOME")"
+echo holder-private > /tmp/{tag}-holder
+echo ready
+while [ ! -e /tmp/{tag}-done ]; do sleep 0.1; done
+echo holder-survived
+"#
+        ),
+    );
+    let prober = dir.write(
+        "prober.sh",
+        &format!(
+            r#"echo "id $(id -u)"
+if grep -qs holder-secret-value /proc/[0-9]*/environ; then echo environ-read; else echo environ-closed; fi
+if cat /tmp/{tag}-holder 2>/dev/null; then echo tmp-read; else echo tmp-closed; fi
+me=$(id -u)
+# Only as a uid of the test's range: kill -9 -1 as root (main, where the
+# setting is unknown) would end every process of the host.
+if [ "$me" -ge {first} ] && [ "$me" -le {last} ]; then kill -9 -1; echo killed-all-of-mine
+else echo "uid $me is no run's own: not killing"; exit 1; fi
+"#
+        ),
+    );
+    let placed = |at: &str| {
+        if at == "local" {
+            String::new()
+        } else {
+            format!("placement = \"{at}\"\n")
+        }
+    };
+    // Each script is its run's process (no shell above it): `kill -9 -1`
+    // spares only its caller.
+    let (db, _) = setup(&with_pool(
+        "p",
+        &format!(
+            "[pipelines.holder]\ncommand = [\"sh\", \"{holder}\"]\nenv = {{ SECRET = \"holder-secret-value\" }}\n{}\n\
+             [pipelines.prober]\ncommand = [\"sh\", \"{prober}\"]\n{}",
+            placed(holder_at),
+            placed(prober_at),
+        ),
+    ));
+    let done = format!("/tmp/{tag}-done");
+    let held = format!("/tmp/{tag}-holder");
+    let _cleanup = RemoveOnDrop(vec![done.clone(), held.clone()]);
+    let range_var = format!("{first}-{last}");
+    let mut s = pool_scheduler(&db, &dir, &[("ORCA_RUN_UIDS", &range_var)]);
+    let a = db.queue("holder");
+    s.wait_for("the holder is ready", 90.0, || {
+        text(&db.output(a)).contains("ready")
+    });
+    let b = db.queue("prober");
+    s.wait_for("the prober ends", 90.0, || {
+        !["queued", "running"].contains(&db.state(b).as_str())
+    });
+    let probed = text(&db.output(b));
+    assert_eq!(db.state(b), "succeeded", "{probed}");
+    assert!(probed.contains("environ-closed"), "{probed}");
+    assert!(probed.contains("tmp-closed"), "{probed}");
+    assert!(probed.contains("killed-all-of-mine"), "{probed}");
+    assert!(!probed.contains("holder-private"), "{probed}");
+    // The holder outlived the prober's kill -9 -1.
+    assert_eq!(db.state(a), "running", "{}", text(&db.output(a)));
+    std::fs::write(&done, "").unwrap();
+    s.wait_for("the holder succeeds", 60.0, || db.state(a) == "succeeded");
+    let out = text(&db.output(a));
+    assert!(out.contains("holder-survived"), "{out}");
+    let id = said(&out, "id ");
+    let uid = uid_of(&out);
+    assert!((first..=last).contains(&uid), "{out}");
+    assert_ne!(uid, uid_of(&probed), "two runs at once, one uid");
+    // Its own gid, no other group, umask 077, HOME = TMPDIR its own 0700.
+    assert_eq!(id[1], uid.to_string(), "{out}");
+    assert_eq!(id[2], uid.to_string(), "{out}");
+    assert_eq!(id[3..5], ["umask", "0077"], "{out}");
+    assert_eq!(id[6], id[8], "HOME and TMPDIR: {out}");
+    assert_eq!(
+        said(&out, "homedir "),
+        ["700", uid.to_string().as_str()],
+        "{out}"
+    );
+    // Nothing of its uid is left: no process, no directory, no /tmp file.
+    wait_until("nothing of the holder's uid runs", 10.0, || {
+        processes_of(uid).is_empty()
+    });
+    assert!(
+        !std::path::Path::new(id[6]).exists(),
+        "{} outlived its attempt",
+        id[6]
+    );
+    assert!(
+        !std::path::Path::new(&held).exists(),
+        "{held} outlived its attempt"
+    );
+    s.stop();
+}
+
+/// Removes files (the test's own in `/tmp`) when dropped.
+struct RemoveOnDrop(Vec<String>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+#[test]
+fn two_local_runs_can_t_read_signal_or_share_tmp() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    runs_cant_reach_each_other("local", "local", (62000, 62009));
+}
+
+#[test]
+fn a_local_run_and_a_pool_machine_s_run_can_t_reach_each_other() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    // The scheduler and the machine's worker: two supervisors on one host
+    // taking uids from one range.
+    runs_cant_reach_each_other("local", "worker:p", (62010, 62019));
+}
+
+#[test]
+fn a_run_s_setsid_escapee_ends_with_it_and_its_uid_is_taken_again() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    let (db, dir) = setup(
+        "[pipelines.escape]\ncommand = \"echo id $(id -u); setsid sh -c 'echo escapee $$; exec sleep 1000' </dev/null & sleep 0.5; echo done\"\n",
+    );
+    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62020-62029")]);
+    let first = db.queue("escape");
+    s.wait_for("the first run succeeds", 60.0, || {
+        db.state(first) == "succeeded"
+    });
+    let out = text(&db.output(first));
+    let uid = uid_of(&out);
+    assert!((62020..=62029).contains(&uid), "{out}");
+    let escapee: i32 = said(&out, "escapee ")[0].parse().unwrap();
+    assert!(!alive(escapee), "the setsid sleeper outlived its run");
+    assert_eq!(processes_of(uid), Vec::<i32>::new(), "left of uid {uid}");
+    let second = db.queue("escape");
+    s.wait_for("the second run succeeds", 60.0, || {
+        db.state(second) == "succeeded"
+    });
+    let again = text(&db.output(second));
+    assert_eq!(uid_of(&again), uid, "the freed uid is taken again");
+    s.stop();
+}
+
+#[test]
+fn a_bad_run_uids_range_is_refused_in_one_line() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    for bad in [
+        "abc",
+        "5",
+        "0-10",
+        "10-5",
+        "1-4294967295",
+        "100000-200000",
+        "-5-10",
+    ] {
+        for args in [&["scheduler"][..], &["worker", "--pool", "p"]] {
+            let mut c = db.orca(args);
+            c.env("ORCA_RUN_UIDS", bad);
+            let mut p = Proc::spawn(c, &dir.path("refused.log"));
+            // Refused at start, before it connects; one that took the value
+            // runs on (and is killed when dropped).
+            let status = p.wait_exit(15.0);
+            let err = p.output();
+            assert_eq!(
+                status.and_then(|s| s.code()),
+                Some(2),
+                "{bad} {args:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{bad}: {err}");
+            assert!(err.contains("ORCA_RUN_UIDS"), "{bad}: {err}");
+        }
+    }
+}
