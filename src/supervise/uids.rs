@@ -89,6 +89,8 @@ fn named(uid: u32) -> bool {
 /// Takes a free uid of `range` (see the module's doc), with a fresh home.
 pub fn take(range: UidRange) -> std::io::Result<Slot> {
     let base = Path::new(BASE);
+    // Made again should a cleaner of /var/tmp have removed it.
+    crate::secrets::run_uids::prepare_base(base).map_err(std::io::Error::other)?;
     let in_use: HashSet<u32> = processes().into_iter().flat_map(|(_, u)| u).collect();
     for uid in candidates(range, &in_use, named) {
         let Some(lock) = lock(&base.join(format!("{uid}.lock")))? else {
@@ -164,8 +166,10 @@ fn kill_uid(uid: u32) {
     // async-signal-safe functions and _exit(2)s.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        // SAFETY: in the child: its ids, one signal, its end.
+        // SAFETY: in the child: no descriptor of the keeper's kept, its
+        // ids, one signal, its end.
         unsafe {
+            libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
             if libc::setgroups(0, std::ptr::null()) == 0
                 && libc::setresgid(uid, uid, uid) == 0
                 && libc::setresuid(uid, uid, uid) == 0

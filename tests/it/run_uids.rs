@@ -257,3 +257,40 @@ fn a_bad_run_uids_range_is_refused_in_one_line() {
         }
     }
 }
+
+/// On EC2 a machine's and an instance's runs as uids of their own can't
+/// reach the metadata service either: the scripts reject the range's
+/// packets to it, beside `ORCA_RUN_AS`'s.
+#[test]
+fn ec2_machines_keep_runs_of_their_own_uids_from_the_metadata_service() {
+    use crate::secrets::machine_script_with_fake_iptables;
+    let rule = |owner: &str| {
+        format!("-A OUTPUT -m owner --uid-owner {owner} -d 169.254.169.254 -j REJECT")
+    };
+    for script in ["boot.sh", "instance.sh"] {
+        let (asked, said) = machine_script_with_fake_iptables(
+            script,
+            &[
+                ("ORCA_BLOCK_METADATA", "1"),
+                ("ORCA_RUN_AS", ""),
+                ("ORCA_RUN_UIDS", "62030-62039"),
+            ],
+        );
+        assert!(
+            asked.lines().any(|l| l == rule("62030-62039")),
+            "{script}: {asked}"
+        );
+        assert!(!said.contains("can reach the metadata service"), "{said}");
+        let (asked, _) = machine_script_with_fake_iptables(
+            script,
+            &[
+                ("ORCA_BLOCK_METADATA", "1"),
+                ("ORCA_RUN_AS", "nobody"),
+                ("ORCA_RUN_UIDS", "62030-62039"),
+            ],
+        );
+        for owner in ["nobody", "62030-62039"] {
+            assert!(asked.lines().any(|l| l == rule(owner)), "{script}: {asked}");
+        }
+    }
+}
