@@ -29,8 +29,10 @@
 //! * It never waits on what a command can stop. A command of orca's own
 //!   user is cloned into the keeper's memory (`CLONE_VM | CLONE_VFORK`, as
 //!   `posix_spawn(3)` does), the keeper waiting only until it execs; one
-//!   run as another user (`ORCA_RUN_AS`) is forked instead, since from its
-//!   setuid to its exec that user's processes could stop it.
+//!   run as another user (`ORCA_RUN_AS`, or a uid of its own from
+//!   `ORCA_RUN_UIDS`, taken and given back by [`super::uids`]) is forked
+//!   instead, since from its setuid to its exec that user's processes
+//!   could stop it.
 //!
 //! It is single-threaded: a `poll(2)` on its socket and a `signalfd` for
 //! SIGCHLD and SIGUSR2. It ignores SIGTERM, SIGINT and SIGHUP (no command
