@@ -115,6 +115,9 @@ struct Keeper {
     /// The uids of their own commands hold (`ORCA_RUN_UIDS`), by token:
     /// given back as their ends are told.
     slots: HashMap<u64, Slot>,
+    /// Uids being given back, by the pid of their cleaner: let go once it
+    /// is reaped. Cleaners are no strays.
+    cleaning: HashMap<i32, Slot>,
 }
 
 /// A command's end, held until the processes killed with it or after it
@@ -219,6 +222,7 @@ pub fn keeper_main(argv: &[String]) -> i32 {
         dying: Vec::new(),
         held: Vec::new(),
         slots: HashMap::new(),
+        cleaning: HashMap::new(),
     };
     match k.serve() {
         Ok(()) => k.die(0),
@@ -412,7 +416,7 @@ impl Keeper {
                             Ok(pid)
                         }
                         (Err(e), Some(slot)) => {
-                            uids::give_back(slot);
+                            self.give_back(slot);
                             Err(e)
                         }
                         (pid, None) => pid,
@@ -469,6 +473,9 @@ impl Keeper {
                 return any;
             }
             any = true;
+            if let Some(slot) = self.cleaning.remove(&pid) {
+                uids::cleaned(slot);
+            }
             if let Some(token) = self.pids.remove(&pid) {
                 self.tokens.remove(&token);
                 self.held.push(Held {
@@ -498,7 +505,7 @@ impl Keeper {
             if let Event::Ended { token, .. } = h.end
                 && let Some(slot) = self.slots.remove(&token)
             {
-                uids::give_back(slot);
+                self.give_back(slot);
             }
             h.end.encode_into(&mut self.out);
         }
@@ -507,9 +514,18 @@ impl Keeper {
     /// Every stray now, and everything under it, stopped and killed
     /// ([`kill_trees`]).
     fn walk(&mut self) {
-        let strays = strays(&children(), &self.pids);
+        let mut strays = strays(&children(), &self.pids);
+        strays.retain(|p| !self.cleaning.contains_key(p));
         self.dying.extend(kill_trees(&strays));
         self.walking = !strays.is_empty();
+    }
+
+    /// Begins giving a uid back ([`uids::give_back`]), its cleaner's end
+    /// awaited in [`Keeper::reap`].
+    fn give_back(&mut self, slot: Slot) {
+        if let Some((pid, slot)) = uids::give_back(slot) {
+            self.cleaning.insert(pid, slot);
+        }
     }
 
     /// Sends what events it can without waiting; false if the supervisor
@@ -552,9 +568,12 @@ impl Keeper {
             // A child reaped had its own children reparented to the keeper
             // first, so an empty list is final.
             if (!self.walking && children().is_empty()) || Instant::now() >= deadline {
-                for (_, slot) in self.slots.drain() {
-                    uids::give_back(slot);
+                let slots: Vec<Slot> = self.slots.drain().map(|(_, s)| s).collect();
+                for slot in slots {
+                    self.give_back(slot);
                 }
+                // Cleaners still at work go on alone; their uids are
+                // skipped while they run.
                 return code;
             }
             std::thread::sleep(Duration::from_millis(10));

@@ -14,9 +14,12 @@
 //! the end is told): every process of the uid is stopped and killed (a
 //! `/proc` walk, then a child that becomes the uid and sends `kill(-1,
 //! SIGKILL)`, which the kernel delivers to all of them at once, so none can
-//! fork behind it), its home removed, and what the uid left at the top of
-//! `/tmp`, `/var/tmp` and `/dev/shm` removed, so that the next command of
-//! that uid finds nothing of this one's. Only then is the lock let go.
+//! fork behind it); then a cleaner, a child of the keeper's as the uid,
+//! removes its home's contents and what the uid left at the top of `/tmp`,
+//! `/var/tmp` and `/dev/shm`, so that the next command of that uid finds
+//! nothing of this one's. Only once the cleaner is reaped (the keeper goes
+//! on meanwhile: a run's million files hold up no other run) is the lock
+//! let go.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -140,10 +143,51 @@ fn lock(path: &Path) -> std::io::Result<Option<File>> {
     Ok((ours.ino() == there.ino() && ours.dev() == there.dev()).then_some(f))
 }
 
-/// Gives `slot` back: every process of its uid killed, its home and what it
-/// left at the top of the temp directories removed, then its lock let go.
-pub fn give_back(slot: Slot) {
+/// Begins giving `slot` back: every process of its uid killed, then a
+/// cleaner started, a child of the keeper's as that uid, which removes what
+/// is in its home and what the uid left at the top of the temp
+/// directories (however many files a run made, the keeper doesn't wait on
+/// their removal). The cleaner's pid, the slot to hand to [`cleaned`] once
+/// it is reaped; `None` if it could not be started (then cleaned here).
+pub fn give_back(slot: Slot) -> Option<(i32, Slot)> {
     kill_uid(slot.uid);
+    // SAFETY: fork(2) of the single-threaded keeper: the child may
+    // allocate (no lock is held by another thread), and _exit(2)s.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: in the child: no descriptor of the keeper's kept (the lock
+        // stays the keeper's), its ids, then only its own files removed.
+        unsafe {
+            libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
+            let uid = slot.uid;
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(uid, uid, uid) != 0
+                || libc::setresuid(uid, uid, uid) != 0
+            {
+                libc::_exit(1);
+            }
+            for e in std::fs::read_dir(&slot.home)
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                remove(&e.path());
+            }
+            sweep_tmp(uid);
+            libc::_exit(0);
+        }
+    }
+    if pid < 0 {
+        cleaned(slot);
+        return None;
+    }
+    Some((pid, slot))
+}
+
+/// Ends giving `slot` back once its cleaner is reaped: its home removed
+/// (by root: the cleaner can't remove it from root's directory), and what
+/// a cleaner that was killed left; then its lock let go.
+pub fn cleaned(slot: Slot) {
     remove(&slot.home);
     sweep_tmp(slot.uid);
     drop(slot);

@@ -40,6 +40,16 @@ fn processes_of(uid: u32) -> Vec<i32> {
     out
 }
 
+/// Whether no keeper holds `uid`'s lock (tried and let go at once).
+fn lock_free(uid: u32) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = std::fs::File::open(format!("/var/tmp/orca-runs/{uid}.lock")) else {
+        return true;
+    };
+    // SAFETY: flock(2) on a descriptor we own; closing it lets go.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
 /// The words after `key` on the line of `output` that starts with it.
 fn said<'a>(output: &'a str, key: &str) -> Vec<&'a str> {
     output
@@ -150,19 +160,12 @@ else echo "uid $me is no run's own: not killing"; exit 1; fi
         ["700", uid.to_string().as_str()],
         "{out}"
     );
-    // Nothing of its uid is left: no process, no directory, no /tmp file.
-    wait_until("nothing of the holder's uid runs", 10.0, || {
-        processes_of(uid).is_empty()
+    // Nothing of its uid is left: no process (by its end), and soon no
+    // directory and no /tmp file (its cleaner's work).
+    assert_eq!(processes_of(uid), Vec::<i32>::new(), "left of uid {uid}");
+    wait_until("the holder's home and /tmp file are removed", 10.0, || {
+        !std::path::Path::new(id[6]).exists() && !std::path::Path::new(&held).exists()
     });
-    assert!(
-        !std::path::Path::new(id[6]).exists(),
-        "{} outlived its attempt",
-        id[6]
-    );
-    assert!(
-        !std::path::Path::new(&held).exists(),
-        "{held} outlived its attempt"
-    );
     s.stop();
 }
 
@@ -217,6 +220,10 @@ fn a_run_s_setsid_escapee_ends_with_it_and_its_uid_is_taken_again() {
     let escapee: i32 = said(&out, "escapee ")[0].parse().unwrap();
     assert!(!alive(escapee), "the setsid sleeper outlived its run");
     assert_eq!(processes_of(uid), Vec::<i32>::new(), "left of uid {uid}");
+    // Its lock is let go once its cleaner is done.
+    wait_until(&format!("uid {uid}'s lock is let go"), 10.0, || {
+        lock_free(uid)
+    });
     let second = db.queue("escape");
     s.wait_for("the second run succeeds", 60.0, || {
         db.state(second) == "succeeded"
