@@ -42,6 +42,18 @@ pub fn guard(starts_runs: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// [`guard`] for `orca ec2-serve`, which starts the commands of one run
+/// on an instance of that run's own: as `ORCA_RUN_AS`, never as uids of
+/// their own (`ORCA_RUN_UIDS` is left unread). One run at a time has
+/// nothing to be kept from, and its `update` must write what the next run
+/// finds (the code it pulls), which a uid given back can't.
+pub fn guard_one_run() -> Result<(), String> {
+    protect();
+    run_uids::set(None);
+    run_as::set(run_as_from_env()?);
+    Ok(())
+}
+
 /// [`undumpable`], and the secrets in `/proc/PID/environ` blanked: called
 /// first thing in `main`, before anything reads the environment (again by
 /// [`guard`], which is idempotent). A process of the same user that stops
