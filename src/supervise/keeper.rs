@@ -474,7 +474,7 @@ impl Keeper {
             }
             any = true;
             if let Some(slot) = self.cleaning.remove(&pid) {
-                uids::cleaned(slot);
+                uids::cleaned(slot, status == 0);
             }
             if let Some(token) = self.pids.remove(&pid) {
                 self.tokens.remove(&token);

@@ -14,8 +14,8 @@
 //! the end is told): every process of the uid is stopped and killed (a
 //! `/proc` walk, then a child that becomes the uid and sends `kill(-1,
 //! SIGKILL)`, which the kernel delivers to all of them at once, so none can
-//! fork behind it); then a cleaner, a child of the keeper's as the uid,
-//! removes its home's contents and what the uid left at the top of `/tmp`,
+//! fork behind it); then a cleaner, a child of the keeper's, removes its
+//! home and what the uid left at the top of `/tmp`,
 //! `/var/tmp` and `/dev/shm`, so that the next command of that uid finds
 //! nothing of this one's. Only once the cleaner is reaped (the keeper goes
 //! on meanwhile: a run's million files hold up no other run) is the lock
@@ -99,10 +99,13 @@ pub fn take(range: UidRange) -> std::io::Result<Slot> {
         let Some(lock) = lock(&base.join(format!("{uid}.lock")))? else {
             continue;
         };
-        // Whatever a holder that died left (its keeper killed) goes first.
+        // Whatever a holder that died left (its keeper killed before its
+        // cleaner was done: its home is still there) goes first.
         let home = base.join(uid.to_string());
-        remove(&home);
-        sweep_tmp(uid);
+        if std::fs::symlink_metadata(&home).is_ok() {
+            remove(&home);
+            sweep_tmp(uid);
+        }
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().mode(0o700).create(&home)?;
         std::os::unix::fs::chown(&home, Some(uid), Some(uid))?;
@@ -144,11 +147,11 @@ fn lock(path: &Path) -> std::io::Result<Option<File>> {
 }
 
 /// Begins giving `slot` back: every process of its uid killed, then a
-/// cleaner started, a child of the keeper's as that uid, which removes what
-/// is in its home and what the uid left at the top of the temp
-/// directories (however many files a run made, the keeper doesn't wait on
-/// their removal). The cleaner's pid, the slot to hand to [`cleaned`] once
-/// it is reaped; `None` if it could not be started (then cleaned here).
+/// cleaner started, a child of the keeper's, which removes its home and
+/// what the uid left at the top of the temp directories (however many
+/// files a run made, the keeper doesn't wait on their removal). The
+/// cleaner's pid, the slot to hand to [`cleaned`] once it is reaped;
+/// `None` if it could not be started (then cleaned here).
 pub fn give_back(slot: Slot) -> Option<(i32, Slot)> {
     kill_uid(slot.uid);
     // SAFETY: fork(2) of the single-threaded keeper: the child may
@@ -156,40 +159,33 @@ pub fn give_back(slot: Slot) -> Option<(i32, Slot)> {
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         // SAFETY: in the child: no descriptor of the keeper's kept (the lock
-        // stays the keeper's), its ids, then only its own files removed.
+        // stays the keeper's), then the uid's files removed. As root, so
+        // that a directory the run made unreadable (mode 000) goes too;
+        // nothing of the uid runs to race it, and `remove_dir_all` follows
+        // no link.
         unsafe {
             libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
-            let uid = slot.uid;
-            if libc::setgroups(0, std::ptr::null()) != 0
-                || libc::setresgid(uid, uid, uid) != 0
-                || libc::setresuid(uid, uid, uid) != 0
-            {
-                libc::_exit(1);
-            }
-            for e in std::fs::read_dir(&slot.home)
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                remove(&e.path());
-            }
-            sweep_tmp(uid);
+            remove(&slot.home);
+            sweep_tmp(slot.uid);
             libc::_exit(0);
         }
     }
     if pid < 0 {
-        cleaned(slot);
+        cleaned(slot, false);
         return None;
     }
     Some((pid, slot))
 }
 
-/// Ends giving `slot` back once its cleaner is reaped: its home removed
-/// (by root: the cleaner can't remove it from root's directory), and what
-/// a cleaner that was killed left; then its lock let go.
-pub fn cleaned(slot: Slot) {
-    remove(&slot.home);
-    sweep_tmp(slot.uid);
+/// Ends giving `slot` back once its cleaner is reaped (`done`: it exited
+/// 0): if it didn't finish (killed), what it left is removed here; then
+/// the lock let go. A cleaner that finished leaves the keeper no walk of
+/// the temp directories (which a run could have filled with names).
+pub fn cleaned(slot: Slot, done: bool) {
+    if !done {
+        remove(&slot.home);
+        sweep_tmp(slot.uid);
+    }
     drop(slot);
 }
 

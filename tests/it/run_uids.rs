@@ -169,13 +169,13 @@ else echo "uid $me is no run's own: not killing"; exit 1; fi
     s.stop();
 }
 
-/// Removes files (the test's own in `/tmp`) when dropped.
+/// Removes files and directories (the test's own in `/tmp`) when dropped.
 struct RemoveOnDrop(Vec<String>);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         for f in &self.0 {
-            let _ = std::fs::remove_file(f);
+            let _ = std::fs::remove_file(f).or_else(|_| std::fs::remove_dir_all(f));
         }
     }
 }
@@ -206,9 +206,25 @@ fn a_run_s_setsid_escapee_ends_with_it_and_its_uid_is_taken_again() {
         eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
         return;
     }
-    let (db, dir) = setup(
-        "[pipelines.escape]\ncommand = \"echo id $(id -u); setsid sh -c 'echo escapee $$; exec sleep 1000' </dev/null & sleep 0.5; echo done\"\n",
+    let dir = TempDir::new();
+    let tag = dir.0.file_name().unwrap().to_string_lossy().into_owned();
+    let left = format!("/tmp/{tag}-left");
+    let _cleanup = RemoveOnDrop(vec![left.clone()]);
+    // It also leaves directories it made unreadable, in its home and /tmp.
+    let script = dir.write(
+        "escape.sh",
+        &format!(
+            r#"echo "id $(id -u) $HOME"
+setsid sh -c 'echo escapee $$; exec sleep 1000' </dev/null &
+mkdir -p "$HOME/deep/er" {left}/in && touch "$HOME/deep/er/f" {left}/in/f
+chmod 000 "$HOME/deep" {left} && echo left-made
+sleep 0.5; echo done
+"#
+        ),
     );
+    let (db, _) = setup(&format!(
+        "[pipelines.escape]\ncommand = [\"sh\", \"{script}\"]\n"
+    ));
     let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62020-62029")]);
     let first = db.queue("escape");
     s.wait_for("the first run succeeds", 60.0, || {
@@ -220,10 +236,15 @@ fn a_run_s_setsid_escapee_ends_with_it_and_its_uid_is_taken_again() {
     let escapee: i32 = said(&out, "escapee ")[0].parse().unwrap();
     assert!(!alive(escapee), "the setsid sleeper outlived its run");
     assert_eq!(processes_of(uid), Vec::<i32>::new(), "left of uid {uid}");
-    // Its lock is let go once its cleaner is done.
+    // Its lock is let go once its cleaner is done: what it left is gone.
     wait_until(&format!("uid {uid}'s lock is let go"), 10.0, || {
         lock_free(uid)
     });
+    assert!(out.contains("left-made"), "{out}");
+    let home = said(&out, "id ")[1];
+    for gone in [home, left.as_str()] {
+        assert!(!std::path::Path::new(gone).exists(), "{gone} is left");
+    }
     let second = db.queue("escape");
     s.wait_for("the second run succeeds", 60.0, || {
         db.state(second) == "succeeded"
