@@ -284,6 +284,20 @@ fn a_bad_run_uids_range_is_refused_in_one_line() {
             assert!(err.contains("ORCA_RUN_UIDS"), "{bad}: {err}");
         }
     }
+    // A good range while orca isn't root: it could switch to none of it.
+    if am_root() {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin()])
+            .args(["scheduler"])
+            .env("ORCA_DATABASE_URL", &db.url)
+            .env("ORCA_RUN_UIDS", "62040-62049");
+        let mut p = Proc::spawn(c, &dir.path("not-root.log"));
+        let status = p.wait_exit(15.0);
+        let err = p.output();
+        assert_eq!(status.and_then(|s| s.code()), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("must run as root"), "{err}");
+    }
 }
 
 /// On EC2 a machine's and an instance's runs as uids of their own can't
