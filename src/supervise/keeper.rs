@@ -381,25 +381,7 @@ impl Keeper {
                 let token = s.token;
                 // A uid of its own: taken here, given back once its end is
                 // told (or at once, should it not start).
-                let slot = match s.run_as {
-                    Identity::Range(first, last) => {
-                        uids::take(crate::secrets::run_uids::UidRange { first, last }).map(|slot| {
-                            s.run_as = Identity::User(slot.uid, slot.uid);
-                            let home = slot.home.as_os_str().as_bytes();
-                            let name = format!("orca-run-{}", slot.uid);
-                            for (k, v) in [
-                                (&b"HOME"[..], home),
-                                (b"TMPDIR", home),
-                                (b"USER", name.as_bytes()),
-                                (b"LOGNAME", name.as_bytes()),
-                            ] {
-                                s.vars.push([k, b"=", v].concat());
-                            }
-                            Some(slot)
-                        })
-                    }
-                    _ => Ok(None),
-                };
+                let slot = uids::take_for(&mut s);
                 let started = slot.and_then(|slot| {
                     let umask = slot.as_ref().map(|_| 0o077);
                     let pid = start(

@@ -27,7 +27,9 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::wire::{Identity, Spawn};
 use crate::secrets::run_uids::{BASE, UidRange, candidates};
+use std::os::unix::ffi::OsStrExt;
 
 /// A uid taken for one command.
 pub struct Slot {
@@ -119,6 +121,29 @@ pub fn take(range: UidRange) -> std::io::Result<Slot> {
         "no free uid in ORCA_RUN_UIDS ({}-{}): each is a live run's, a process's or a user's",
         range.first, range.last
     )))
+}
+
+/// For a command asked to run as a uid of its own ([`Identity::Range`]): a
+/// uid taken ([`take`]), the request made to run as it, with `HOME` and
+/// `TMPDIR` its home and `USER` and `LOGNAME` `orca-run-<uid>`. `None` for
+/// any other command.
+pub fn take_for(s: &mut Spawn) -> std::io::Result<Option<Slot>> {
+    let Identity::Range(first, last) = s.run_as else {
+        return Ok(None);
+    };
+    let slot = take(UidRange { first, last })?;
+    s.run_as = Identity::User(slot.uid, slot.uid);
+    let home = slot.home.as_os_str().as_bytes();
+    let name = format!("orca-run-{}", slot.uid);
+    for (k, v) in [
+        (&b"HOME"[..], home),
+        (b"TMPDIR", home),
+        (b"USER", name.as_bytes()),
+        (b"LOGNAME", name.as_bytes()),
+    ] {
+        s.vars.push([k, b"=", v].concat());
+    }
+    Ok(Some(slot))
 }
 
 /// The lock at `path`, if no one holds it: the file locked, and still the
