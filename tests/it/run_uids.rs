@@ -336,3 +336,56 @@ fn ec2_machines_keep_runs_of_their_own_uids_from_the_metadata_service() {
         }
     }
 }
+
+/// A process of a run's uid outside its tree (started here as that uid,
+/// as a daemon that runs jobs for their caller would) is killed with the
+/// run, before its end is recorded; and while the range's one uid is held,
+/// another run can't start: it fails, its output saying why.
+#[test]
+fn every_process_of_a_run_s_uid_ends_with_it_and_a_full_range_starts_nothing() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    let dir = TempDir::new();
+    let tag = dir.0.file_name().unwrap().to_string_lossy().into_owned();
+    let done = format!("/tmp/{tag}-done");
+    let _cleanup = RemoveOnDrop(vec![done.clone()]);
+    let hold = dir.write(
+        "hold.sh",
+        &format!("echo \"id $(id -u)\"\nwhile [ ! -e {done} ]; do sleep 0.1; done\necho held\n"),
+    );
+    let (db, _) = setup(&format!(
+        "[pipelines.hold]\ncommand = [\"sh\", \"{hold}\"]\n\n\
+         [pipelines.other]\ncommand = \"echo started\"\n"
+    ));
+    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62060-62060")]);
+    let a = db.queue("hold");
+    s.wait_for("the holder runs", 60.0, || {
+        text(&db.output(a)).contains("id 62060")
+    });
+    let mut c = std::process::Command::new("setpriv");
+    c.args([
+        "--reuid=62060",
+        "--regid=62060",
+        "--clear-groups",
+        "sleep",
+        "1000",
+    ]);
+    let mut outsider = Proc::spawn(c, &dir.path("outsider.log"));
+    let b = db.queue("other");
+    s.wait_for("the other run ends", 60.0, || {
+        !["queued", "running"].contains(&db.state(b).as_str())
+    });
+    let out = text(&db.output(b));
+    assert_eq!(db.state(b), "failed", "{out}");
+    assert!(out.contains("no free uid"), "{out}");
+    assert!(!out.contains("started"), "{out}");
+    std::fs::write(&done, "").unwrap();
+    s.wait_for("the holder succeeds", 60.0, || db.state(a) == "succeeded");
+    assert!(
+        outsider.wait_exit(0.0).is_some() || !alive(outsider.pid()),
+        "a process of the run's uid outlived its recorded end"
+    );
+    s.stop();
+}
