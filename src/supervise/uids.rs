@@ -15,11 +15,10 @@
 //! `/proc` walk, then a child that becomes the uid and sends `kill(-1,
 //! SIGKILL)`, which the kernel delivers to all of them at once, so none can
 //! fork behind it); then a cleaner, a child of the keeper's, removes its
-//! home and what the uid left at the top of `/tmp`,
-//! `/var/tmp` and `/dev/shm`, so that the next command of that uid finds
-//! nothing of this one's. Only once the cleaner is reaped (the keeper goes
-//! on meanwhile: a run's million files hold up no other run) is the lock
-//! let go.
+//! home and what the uid left at the top of `/tmp`, `/var/tmp` and
+//! `/dev/shm`, so that the next command of that uid finds nothing of this
+//! one's. Only once the cleaner is reaped (the keeper goes on meanwhile: a
+//! run's million files hold up no other run) is the lock let go.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -27,9 +26,10 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use std::os::unix::ffi::OsStrExt;
+
 use super::wire::{Identity, Spawn};
 use crate::secrets::run_uids::{BASE, UidRange, candidates};
-use std::os::unix::ffi::OsStrExt;
 
 /// A uid taken for one command.
 pub struct Slot {
