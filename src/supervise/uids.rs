@@ -23,10 +23,9 @@
 use std::collections::HashSet;
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-use std::os::unix::ffi::OsStrExt;
 
 use super::wire::{Identity, Spawn};
 use crate::secrets::run_uids::{BASE, UidRange, candidates};
