@@ -82,6 +82,7 @@ fn runs_cant_reach_each_other(holder_at: &str, prober_at: &str, range: (u32, u32
         &format!(
             r#"echo "id $(id -u) $(id -g) $(id -G) umask $(umask) home $HOME tmp $TMPDIR"
 echo "homedir $(stat -c '%a %u' "$HOME")"
+echo "user $USER $LOGNAME"
 echo holder-private > /tmp/{tag}-holder
 echo ready
 while [ ! -e /tmp/{tag}-done ]; do sleep 0.1; done
@@ -160,6 +161,8 @@ else echo "uid $me is no run's own: not killing"; exit 1; fi
         ["700", uid.to_string().as_str()],
         "{out}"
     );
+    let name = format!("orca-run-{uid}");
+    assert_eq!(said(&out, "user "), [name.as_str(), name.as_str()], "{out}");
     // Nothing of its uid is left: no process (by its end), and soon no
     // directory and no /tmp file (its cleaner's work).
     assert_eq!(processes_of(uid), Vec::<i32>::new(), "left of uid {uid}");
