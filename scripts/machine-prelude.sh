@@ -5,6 +5,7 @@
 #
 #   ORCA_TOKEN_FILE      where the live secret is kept (default /run/orca/token)
 #   ORCA_RUN_AS          the user runs execute as (default as root: orca-run)
+#   ORCA_RUN_UIDS        FIRST-LAST: each run a uid of its own from the range instead
 #   ORCA_BLOCK_METADATA  set (by the EC2 provider): runs may not reach the metadata service
 # ORCA_TOKEN is single-use: the first login replaces it and keeps the new
 # secret in ORCA_TOKEN_FILE (a directory only this user reads), so the token
@@ -27,15 +28,18 @@ if [ -z "${ORCA_RUN_AS+set}" ] && [ "$(id -u)" = 0 ]; then
 fi
 # On EC2 (its provider sets ORCA_BLOCK_METADATA=1) runs may not reach the
 # metadata service, which serves this instance's profile credentials to any
-# process: iptables rejects ORCA_RUN_AS's packets to it.
+# process: iptables rejects the packets of ORCA_RUN_AS, and of ORCA_RUN_UIDS's
+# range, to it.
 if [ -n "${ORCA_BLOCK_METADATA:-}" ]; then
-  if [ -z "${ORCA_RUN_AS:-}" ]; then
+  if [ -z "${ORCA_RUN_AS:-}" ] && [ -z "${ORCA_RUN_UIDS:-}" ]; then
     echo "orca machine: runs execute as this script's user: they can reach the metadata service" >&2
   elif ! command -v iptables >/dev/null 2>&1; then
     echo "orca machine: no iptables: runs can reach the metadata service" >&2
   else
-    iptables -C OUTPUT -m owner --uid-owner "$ORCA_RUN_AS" -d 169.254.169.254 -j REJECT 2>/dev/null ||
-      iptables -A OUTPUT -m owner --uid-owner "$ORCA_RUN_AS" -d 169.254.169.254 -j REJECT ||
-      echo "orca machine: iptables failed: runs can reach the metadata service" >&2
+    for owner in ${ORCA_RUN_AS:-} ${ORCA_RUN_UIDS:-}; do
+      iptables -C OUTPUT -m owner --uid-owner "$owner" -d 169.254.169.254 -j REJECT 2>/dev/null ||
+        iptables -A OUTPUT -m owner --uid-owner "$owner" -d 169.254.169.254 -j REJECT ||
+        echo "orca machine: iptables failed: runs can reach the metadata service" >&2
+    done
   fi
 fi

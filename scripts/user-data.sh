@@ -59,6 +59,15 @@ if [ -n "$ORCA_RUN_AS" ]; then
     echo "orca: no iptables: runs can reach the metadata service" >&2
   fi
 fi
+# Runs as uids of their own (ORCA_RUN_UIDS=FIRST-LAST) may not either.
+if [ -n "${ORCA_RUN_UIDS:-}" ]; then
+  if command -v iptables >/dev/null 2>&1; then
+    iptables -C OUTPUT -m owner --uid-owner "$ORCA_RUN_UIDS" -d 169.254.169.254 -j REJECT 2>/dev/null ||
+      iptables -A OUTPUT -m owner --uid-owner "$ORCA_RUN_UIDS" -d 169.254.169.254 -j REJECT
+  else
+    echo "orca: no iptables: runs can reach the metadata service" >&2
+  fi
+fi
 set +e
 
 # Every $check seconds: a log past $cap bytes is copied to $log.1 and

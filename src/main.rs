@@ -164,7 +164,9 @@ fn dispatch(cli: &Cli) -> Outcome {
             instance,
             run,
             start,
-        } => guard(true).and_then(|()| warm_pool::instance::ec2_serve(instance, *run, *start)),
+        } => secrets::guard_one_run()
+            .map_err(exit::bad)
+            .and_then(|()| warm_pool::instance::ec2_serve(instance, *run, *start)),
         Cmd::PoolWait {
             instance,
             run,

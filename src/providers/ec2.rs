@@ -48,6 +48,11 @@ pub fn user_data(env: &[(String, String)], script: &str) -> String {
     // Runs on an EC2 instance may not reach its metadata service (the
     // scripts reject ORCA_RUN_AS's packets to it with iptables).
     out.push_str("export ORCA_BLOCK_METADATA=1\n");
+    // Runs there as uids of their own when the scheduler's are.
+    let var = crate::secrets::run_uids::RUN_UIDS_VAR;
+    if let Some(range) = std::env::var(var).ok().filter(|r| !r.trim().is_empty()) {
+        out.push_str(&format!("export {var}={}\n", sh_quote(&range)));
+    }
     for (k, v) in env {
         out.push_str(&format!("export {k}={}\n", sh_quote(v)));
     }

@@ -180,6 +180,11 @@ impl Provider for Local {
                 crate::secrets::RUN_AS_VAR,
                 std::env::var(crate::secrets::RUN_AS_VAR).unwrap_or_default(),
             )
+            // And as uids of their own from the scheduler's range, if set.
+            .env(
+                crate::secrets::run_uids::RUN_UIDS_VAR,
+                std::env::var(crate::secrets::run_uids::RUN_UIDS_VAR).unwrap_or_default(),
+            )
             .env("ORCA_SHUTDOWN", "true")
             .env(NAME_VAR, m.name)
             .env(LABELS_VAR, &labels)

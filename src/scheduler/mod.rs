@@ -164,7 +164,8 @@ pub fn main(config_path: Option<&str>) -> Outcome {
     crate::metrics::serve::start_from_env().map_err(bad)?;
     // SAFETY: geteuid(2) can't fail.
     let euid = unsafe { libc::geteuid() };
-    if let Some(w) = crate::secrets::run_as::root_warning(euid, crate::secrets::run_as()) {
+    let elsewhere = crate::secrets::run_as().is_some() || crate::secrets::run_uids().is_some();
+    if let Some(w) = crate::secrets::run_as::root_warning(euid, elsewhere) {
         log::warn!("{w}");
     }
     let scaler = PoolScaler::new(pool_timing);

@@ -1,20 +1,22 @@
 //! What keeps orca's secrets out of its runs' reach (docs/security.md):
 //! long-lived processes that can't be dumped or read through `/proc`, a
 //! machine's single-use boot token replaced at its first login and handed
-//! on in a file only orca's user reads, and runs as another Unix user
-//! (`ORCA_RUN_AS`).
+//! on in a file only orca's user reads, runs as another Unix user
+//! (`ORCA_RUN_AS`), and runs as uids of their own (`ORCA_RUN_UIDS`).
 
 //!
 //! The bottom layer: it imports no other part of orca. `db` logs in with a
 //! [`Login`]; `machines` makes secrets and verifiers with [`scram`];
-//! `supervise` starts runs as [`run_as`].
+//! `supervise` starts runs as [`run_as`], or as uids of [`run_uids`].
 
 mod login;
 pub mod run_as;
+pub mod run_uids;
 pub mod scram;
 
 pub use login::Login;
 pub use run_as::{run_as, run_as_from_env};
+pub use run_uids::run_uids;
 
 /// The environment variable with a machine's (or an instance's) own
 /// credentials, `ROLE:SECRET`.
@@ -29,12 +31,26 @@ pub const RUN_AS_VAR: &str = "ORCA_RUN_AS";
 
 /// Sets up a long-lived orca process before it reads a secret: it is
 /// [`protect`]ed, and, for one that starts runs (`starts_runs`), the user
-/// runs execute as is read from `ORCA_RUN_AS` (bad input: an error).
+/// runs execute as is read from `ORCA_RUN_AS`, and the range of uids of
+/// their own from `ORCA_RUN_UIDS` (bad input: an error).
 pub fn guard(starts_runs: bool) -> Result<(), String> {
     protect();
     if starts_runs {
+        run_uids::set(run_uids::run_uids_from_env()?);
         run_as::set(run_as_from_env()?);
     }
+    Ok(())
+}
+
+/// [`guard`] for `orca ec2-serve`, which starts the commands of one run
+/// on an instance of that run's own: as `ORCA_RUN_AS`, never as uids of
+/// their own (`ORCA_RUN_UIDS` is left unread). One run at a time has
+/// nothing to be kept from, and its `update` must write what the next run
+/// finds (the code it pulls), which a uid given back can't.
+pub fn guard_one_run() -> Result<(), String> {
+    protect();
+    run_uids::set(None);
+    run_as::set(run_as_from_env()?);
     Ok(())
 }
 

@@ -17,11 +17,13 @@ pub fn run_as() -> Option<&'static RunAs> {
 }
 
 /// What a process that starts runs says at start when it runs as root
-/// (`euid` 0) with no user to run them as (`run_as`): its runs get root.
-pub fn root_warning(euid: u32, run_as: Option<&RunAs>) -> Option<String> {
-    (euid == 0 && run_as.is_none()).then(|| {
+/// (`euid` 0) with no user to run them as (`ORCA_RUN_AS`) and no uids of
+/// their own (`ORCA_RUN_UIDS`; `elsewhere`: either is set): its runs get
+/// root.
+pub fn root_warning(euid: u32, elsewhere: bool) -> Option<String> {
+    (euid == 0 && !elsewhere).then(|| {
         format!(
-            "running as root with no {RUN_AS_VAR}: pipelines run as root too; set {RUN_AS_VAR} to a user of their own (docs/security.md)"
+            "running as root with no {RUN_AS_VAR}: pipelines run as root too; set {RUN_AS_VAR} to a user of their own, or ORCA_RUN_UIDS to a range of uids (docs/security.md)"
         )
     })
 }
@@ -94,18 +96,12 @@ mod tests {
 
     #[test]
     fn root_with_no_run_as_is_warned_of() {
-        let nobody = RunAs {
-            name: "nobody".into(),
-            uid: 65534,
-            gid: 65534,
-            home: "/".into(),
-        };
-        let w = root_warning(0, None).unwrap();
+        let w = root_warning(0, false).unwrap();
         assert!(
             w.contains("ORCA_RUN_AS") && w.contains("docs/security.md"),
             "{w}"
         );
-        assert_eq!(root_warning(0, Some(&nobody)), None);
-        assert_eq!(root_warning(1000, None), None);
+        assert_eq!(root_warning(0, true), None);
+        assert_eq!(root_warning(1000, false), None);
     }
 }

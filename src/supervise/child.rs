@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::keeper::{KEEPER, SOCKET_FD};
-use super::wire::{self, Event, Request};
+use super::wire::{self, Event, Identity, Request};
 use crate::runs::Exit;
 
 /// How much of a run's output is kept: the last 64 KiB.
@@ -152,16 +152,22 @@ impl Child {
         // Later settings win over earlier ones of the same name: orca's own
         // environment first (the keeper's), then the run's.
         let mut vars: Vec<Vec<u8>> = env.iter().map(|(k, v)| format!("{k}={v}").into()).collect();
-        let run_as = crate::secrets::run_as().map(|user| {
-            for (k, v) in [
-                ("HOME", &user.home),
-                ("USER", &user.name),
-                ("LOGNAME", &user.name),
-            ] {
-                vars.push(format!("{k}={v}").into());
+        // A uid of its own (the keeper takes it and sets HOME, TMPDIR,
+        // USER and LOGNAME), else ORCA_RUN_AS's user, else orca's.
+        let run_as = match (crate::secrets::run_uids(), crate::secrets::run_as()) {
+            (Some(range), _) => Identity::Range(range.first, range.last),
+            (None, Some(user)) => {
+                for (k, v) in [
+                    ("HOME", &user.home),
+                    ("USER", &user.name),
+                    ("LOGNAME", &user.name),
+                ] {
+                    vars.push(format!("{k}={v}").into());
+                }
+                Identity::User(user.uid, user.gid)
             }
-            (user.uid, user.gid)
-        });
+            (None, None) => Identity::Keeper,
+        };
         let argv: Vec<Vec<u8>> = argv.iter().map(|a| a.clone().into_bytes()).collect();
         if argv.is_empty() || argv.iter().chain(&vars).any(|b| b.contains(&0)) {
             return Err(std::io::Error::new(
@@ -385,7 +391,7 @@ impl Keepers {
         &mut self,
         argv: Vec<Vec<u8>>,
         vars: Vec<Vec<u8>>,
-        run_as: Option<(u32, u32)>,
+        run_as: Identity,
         out: OwnedFd,
     ) -> std::io::Result<Handle> {
         if self.now.is_none() {

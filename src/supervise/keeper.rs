@@ -29,8 +29,10 @@
 //! * It never waits on what a command can stop. A command of orca's own
 //!   user is cloned into the keeper's memory (`CLONE_VM | CLONE_VFORK`, as
 //!   `posix_spawn(3)` does), the keeper waiting only until it execs; one
-//!   run as another user (`ORCA_RUN_AS`) is forked instead, since from its
-//!   setuid to its exec that user's processes could stop it.
+//!   run as another user (`ORCA_RUN_AS`, or a uid of its own from
+//!   `ORCA_RUN_UIDS`, taken and given back by [`super::uids`]) is forked
+//!   instead, since from its setuid to its exec that user's processes
+//!   could stop it.
 //!
 //! It is single-threaded: a `poll(2)` on its socket and a `signalfd` for
 //! SIGCHLD and SIGUSR2. It ignores SIGTERM, SIGINT and SIGHUP (no command
@@ -57,7 +59,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
-use super::wire::{self, Event, Request, Spawn};
+use super::uids::{self, Slot};
+use super::wire::{self, Event, Identity, Request, Spawn};
 
 /// The name of the hidden subcommand the keeper runs as.
 pub const KEEPER: &str = "__keeper";
@@ -109,6 +112,12 @@ struct Keeper {
     dying: Vec<i32>,
     /// Commands' ends not told yet.
     held: Vec<Held>,
+    /// The uids of their own commands hold (`ORCA_RUN_UIDS`), by token:
+    /// given back as their ends are told.
+    slots: HashMap<u64, Slot>,
+    /// Uids being given back, by the pid of their cleaner: let go once it
+    /// is reaped. Cleaners are no strays.
+    cleaning: HashMap<i32, Slot>,
 }
 
 /// A command's end, held until the processes killed with it or after it
@@ -212,6 +221,8 @@ pub fn keeper_main(argv: &[String]) -> i32 {
         walking: false,
         dying: Vec::new(),
         held: Vec::new(),
+        slots: HashMap::new(),
+        cleaning: HashMap::new(),
     };
     match k.serve() {
         Ok(()) => k.die(0),
@@ -365,16 +376,35 @@ impl Keeper {
 
     fn carry_out(&mut self, req: Request) -> Result<(), wire::WireError> {
         match req {
-            Request::Spawn(s) => {
+            Request::Spawn(mut s) => {
                 let out = self.fds.pop_front().ok_or(wire::WireError::Malformed)?;
                 let token = s.token;
-                match start(
-                    &s,
-                    &out,
-                    &self.env,
-                    self.devnull.as_raw_fd(),
-                    &mut self.stack,
-                ) {
+                // A uid of its own: taken here, given back once its end is
+                // told (or at once, should it not start).
+                let slot = uids::take_for(&mut s);
+                let started = slot.and_then(|slot| {
+                    let umask = slot.as_ref().map(|_| 0o077);
+                    let pid = start(
+                        &s,
+                        &out,
+                        &self.env,
+                        self.devnull.as_raw_fd(),
+                        &mut self.stack,
+                        umask,
+                    );
+                    match (pid, slot) {
+                        (Ok(pid), Some(slot)) => {
+                            self.slots.insert(token, slot);
+                            Ok(pid)
+                        }
+                        (Err(e), Some(slot)) => {
+                            self.give_back(slot);
+                            Err(e)
+                        }
+                        (pid, None) => pid,
+                    }
+                });
+                match started {
                     Ok(pid) => {
                         self.pids.insert(pid, token);
                         self.tokens.insert(token, pid);
@@ -425,6 +455,9 @@ impl Keeper {
                 return any;
             }
             any = true;
+            if let Some(slot) = self.cleaning.remove(&pid) {
+                uids::cleaned(slot, status == 0);
+            }
             if let Some(token) = self.pids.remove(&pid) {
                 self.tokens.remove(&token);
                 self.held.push(Held {
@@ -450,6 +483,12 @@ impl Keeper {
             });
         self.held = held;
         for h in told {
+            // Nothing of its uid runs once its end is told.
+            if let Event::Ended { token, .. } = h.end
+                && let Some(slot) = self.slots.remove(&token)
+            {
+                self.give_back(slot);
+            }
             h.end.encode_into(&mut self.out);
         }
     }
@@ -457,9 +496,18 @@ impl Keeper {
     /// Every stray now, and everything under it, stopped and killed
     /// ([`kill_trees`]).
     fn walk(&mut self) {
-        let strays = strays(&children(), &self.pids);
+        let mut strays = strays(&children(), &self.pids);
+        strays.retain(|p| !self.cleaning.contains_key(p));
         self.dying.extend(kill_trees(&strays));
         self.walking = !strays.is_empty();
+    }
+
+    /// Begins giving a uid back ([`uids::give_back`]), its cleaner's end
+    /// awaited in [`Keeper::reap`].
+    fn give_back(&mut self, slot: Slot) {
+        if let Some((pid, slot)) = uids::give_back(slot) {
+            self.cleaning.insert(pid, slot);
+        }
     }
 
     /// Sends what events it can without waiting; false if the supervisor
@@ -502,6 +550,12 @@ impl Keeper {
             // A child reaped had its own children reparented to the keeper
             // first, so an empty list is final.
             if (!self.walking && children().is_empty()) || Instant::now() >= deadline {
+                let slots: Vec<Slot> = self.slots.drain().map(|(_, s)| s).collect();
+                for slot in slots {
+                    self.give_back(slot);
+                }
+                // Cleaners still at work go on alone; their uids are
+                // skipped while they run.
                 return code;
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -522,6 +576,7 @@ fn start(
     env: &[(Vec<u8>, CString)],
     devnull: RawFd,
     stack: &mut [u8],
+    umask: Option<libc::mode_t>,
 ) -> std::io::Result<i32> {
     let Some((program, args)) = s.argv.split_first() else {
         return Err(std::io::Error::new(
@@ -594,9 +649,20 @@ fn start(
     // not wait on it then. It is forked (a copy of the keeper's small
     // memory), not cloned into the keeper's, and says itself why it could
     // not exec.
-    let shared = s.run_as.is_none();
+    let run_as = match s.run_as {
+        Identity::User(uid, gid) => Some((uid, gid)),
+        Identity::Keeper => None,
+        Identity::Range(..) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no uid taken from the range",
+            ));
+        }
+    };
+    let shared = run_as.is_none();
     let x = Exec {
-        run_as: s.run_as,
+        run_as,
+        umask,
         // SAFETY: getpid(2) can't fail.
         keeper: unsafe { libc::getpid() },
         devnull,
@@ -645,6 +711,8 @@ fn start(
 /// child, sharing the keeper's memory, allocates nothing.
 struct Exec<'a> {
     run_as: Option<(u32, u32)>,
+    /// The file mode creation mask it starts with, if not the keeper's.
+    umask: Option<libc::mode_t>,
     keeper: i32,
     devnull: RawFd,
     out: RawFd,
@@ -715,6 +783,9 @@ unsafe fn child(x: &Exec) -> std::io::Error {
         if libc::getppid() != x.keeper {
             libc::_exit(127);
         }
+        if let Some(mask) = x.umask {
+            libc::umask(mask);
+        }
         for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
             libc::signal(sig, libc::SIG_DFL);
         }
@@ -759,7 +830,7 @@ unsafe fn child(x: &Exec) -> std::io::Error {
 /// time (in the kernel) is read and killed all the same: the waits of one
 /// call come to at most [`STOP_WAIT_MILLIS`], so no tree holds the keeper
 /// up longer.
-fn kill_trees(roots: &[i32]) -> Vec<i32> {
+pub(super) fn kill_trees(roots: &[i32]) -> Vec<i32> {
     let waits_end = Instant::now() + Duration::from_millis(STOP_WAIT_MILLIS);
     let mut seen = std::collections::HashSet::new();
     let mut stopped = Vec::new();

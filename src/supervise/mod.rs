@@ -33,6 +33,7 @@
 pub mod child;
 pub mod keeper;
 mod output;
+mod uids;
 mod wire;
 
 use std::collections::{HashMap, HashSet};

@@ -48,8 +48,20 @@ pub struct Spawn {
     /// `NAME=value` entries set over the keeper's own environment (what of
     /// orca's a run may have, see `child::passed_on`).
     pub vars: Vec<Vec<u8>>,
-    /// `(uid, gid)` it runs as (`ORCA_RUN_AS`), if not orca's own.
-    pub run_as: Option<(u32, u32)>,
+    /// Who it runs as.
+    pub run_as: Identity,
+}
+
+/// Who a command runs as.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Identity {
+    /// The keeper's own user (orca's).
+    Keeper,
+    /// `ORCA_RUN_AS`'s uid and gid.
+    User(u32, u32),
+    /// A uid of its own from `ORCA_RUN_UIDS`'s range, first and last,
+    /// taken by the keeper (`super::uids`).
+    Range(u32, u32),
 }
 
 /// What a supervisor asks its keeper.
@@ -123,8 +135,9 @@ impl Request {
                 b.push(1);
                 b.extend_from_slice(&s.token.to_le_bytes());
                 let (flag, uid, gid) = match s.run_as {
-                    Some((u, g)) => (1, u, g),
-                    None => (0, 0, 0),
+                    Identity::Keeper => (0, 0, 0),
+                    Identity::User(u, g) => (1, u, g),
+                    Identity::Range(first, last) => (2, first, last),
                 };
                 b.push(flag);
                 b.extend_from_slice(&uid.to_le_bytes());
@@ -154,8 +167,9 @@ impl Request {
                 let flag = r.u8()?;
                 let (uid, gid) = (r.u32()?, r.u32()?);
                 let run_as = match flag {
-                    0 => None,
-                    1 => Some((uid, gid)),
+                    0 => Identity::Keeper,
+                    1 => Identity::User(uid, gid),
+                    2 if uid >= 1 && uid <= gid => Identity::Range(uid, gid),
                     _ => return Err(WireError::Malformed),
                 };
                 let argv = r.list()?;
@@ -289,13 +303,19 @@ mod tests {
                 token: 7,
                 argv: vec![b"/bin/sh".to_vec(), b"-c".to_vec(), b"echo \xff".to_vec()],
                 vars: vec![b"A=1".to_vec(), b"EMPTY=".to_vec()],
-                run_as: Some((1000, 1001)),
+                run_as: Identity::User(1000, 1001),
             }),
             Request::Spawn(Spawn {
                 token: u64::MAX,
                 argv: vec![b"true".to_vec()],
                 vars: vec![],
-                run_as: None,
+                run_as: Identity::Keeper,
+            }),
+            Request::Spawn(Spawn {
+                token: 8,
+                argv: vec![b"true".to_vec()],
+                vars: vec![],
+                run_as: Identity::Range(61184, 65519),
             }),
             Request::Signal {
                 token: 3,
@@ -348,7 +368,8 @@ mod tests {
         assert_eq!(Request::decode(&[9]), Err(WireError::UnknownKind(9)));
         assert_eq!(Event::decode(&[3; 13]), Err(WireError::UnknownKind(3)));
         // A count no body could hold, a string past the end, bytes after
-        // the fields, a run-as flag that is neither 0 nor 1.
+        // the fields, a run-as flag that is neither 0, 1 nor 2, a range of
+        // uids that holds root.
         let spawn = |flag: u8, tail: &[u8]| {
             let mut b = vec![1];
             b.extend_from_slice(&1u64.to_le_bytes());
@@ -364,6 +385,7 @@ mod tests {
         let ok = [0u8; 8];
         assert!(Request::decode(&spawn(0, &ok)).is_ok());
         assert_eq!(Request::decode(&spawn(2, &ok)), Err(WireError::Malformed));
+        assert_eq!(Request::decode(&spawn(3, &ok)), Err(WireError::Malformed));
         let mut extra = spawn(0, &ok);
         extra.push(0);
         assert_eq!(Request::decode(&extra), Err(WireError::Malformed));

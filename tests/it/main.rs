@@ -29,6 +29,7 @@ mod overlap;
 mod plans;
 mod pools;
 mod registry;
+mod run_uids;
 mod scheduler;
 mod secrets;
 mod setup;

@@ -350,7 +350,7 @@ fn a_boot_token_is_replaced_at_the_first_login_and_a_lost_rename_is_recovered() 
 /// Runs `script` (a machine script of scripts/) as EC2 user-data would, with
 /// a stand-in `orca` that exits 0 at once and an `iptables` that records
 /// its arguments; what iptables was asked, and the script's stderr.
-fn machine_script_with_fake_iptables(script: &str, env: &[(&str, &str)]) -> (String, String) {
+pub fn machine_script_with_fake_iptables(script: &str, env: &[(&str, &str)]) -> (String, String) {
     let dir = TempDir::new();
     let log = dir.path("iptables.log");
     let iptables = dir.write(

@@ -1,0 +1,394 @@
+//! Runs can't reach each other (issue 28, section 4): with `ORCA_RUN_UIDS`
+//! each command runs as a uid of its own, taken from the range for its
+//! attempt alone, so one run can neither read another's environment (a
+//! pipeline's `env` secrets) nor signal it (`kill -9 -1`), nor read what it
+//! leaves in `/tmp`; a process it left (`setsid`) is gone with it, and its
+//! uid is taken again later. Locally and on a pool machine's worker (the
+//! local provider: another supervisor on the same host, the same range).
+//! Root only, as CI runs: switching uids needs it.
+
+use crate::harness::*;
+use crate::pools::{pool_scheduler, with_pool};
+
+fn am_root() -> bool {
+    // SAFETY: geteuid(2) can't fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The live processes (not zombies) whose real, effective, saved or file
+/// uid is `uid`, as `/proc` shows them.
+fn processes_of(uid: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let uids = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .unwrap_or("");
+        let zombie = status
+            .lines()
+            .any(|l| l.starts_with("State:") && (l.contains('Z') || l.contains('X')));
+        if !zombie && uids.split_whitespace().any(|u| u == uid.to_string()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Whether no keeper holds `uid`'s lock (tried and let go at once).
+fn lock_free(uid: u32) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = std::fs::File::open(format!("/var/tmp/orca-runs/{uid}.lock")) else {
+        return true;
+    };
+    // SAFETY: flock(2) on a descriptor we own; closing it lets go.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// The words after `key` on the line of `output` that starts with it.
+fn said<'a>(output: &'a str, key: &str) -> Vec<&'a str> {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_else(|| panic!("no line `{key}` in:\n{output}"))
+        .split_whitespace()
+        .collect()
+}
+
+/// The uid a run's output says it ran as (its `id ` line).
+fn uid_of(output: &str) -> u32 {
+    said(output, "id ")[0].parse().unwrap()
+}
+
+/// Two runs at once, the holder on `holder_at` with an `env` secret, the
+/// prober on `prober_at`, both as uids of `range` (`FIRST-LAST`): the
+/// prober can't read the holder's environment nor its file in `/tmp`, and
+/// its `kill -9 -1` leaves the holder running (it then succeeds); each has
+/// a uid, a gid and a private HOME/TMPDIR of its own, umask 077; once the
+/// holder ended, nothing of its uid is left, its directory and its `/tmp`
+/// file included.
+fn runs_cant_reach_each_other(holder_at: &str, prober_at: &str, range: (u32, u32)) {
+    let (first, last) = range;
+    let dir = TempDir::new();
+    // A name of this test's own for the files in /tmp.
+    let tag = dir.0.file_name().unwrap().to_string_lossy().into_owned();
+    let holder = dir.write(
+        "holder.sh",
+        &format!(
+            r#"echo "id $(id -u) $(id -g) $(id -G) umask $(umask) home $HOME tmp $TMPDIR"
+echo "homedir $(stat -c '%a %u' "$HOME")"
+echo "user $USER $LOGNAME"
+echo holder-private > /tmp/{tag}-holder
+echo ready
+while [ ! -e /tmp/{tag}-done ]; do sleep 0.1; done
+echo holder-survived
+"#
+        ),
+    );
+    let prober = dir.write(
+        "prober.sh",
+        &format!(
+            r#"echo "id $(id -u)"
+if grep -qs holder-secret-value /proc/[0-9]*/environ; then echo environ-read; else echo environ-closed; fi
+if cat /tmp/{tag}-holder 2>/dev/null; then echo tmp-read; else echo tmp-closed; fi
+me=$(id -u)
+# Only as a uid of the test's range: kill -9 -1 as root (main, where the
+# setting is unknown) would end every process of the host.
+if [ "$me" -ge {first} ] && [ "$me" -le {last} ]; then kill -9 -1; echo killed-all-of-mine
+else echo "uid $me is no run's own: not killing"; exit 1; fi
+"#
+        ),
+    );
+    let placed = |at: &str| {
+        if at == "local" {
+            String::new()
+        } else {
+            format!("placement = \"{at}\"\n")
+        }
+    };
+    // Each script is its run's process (no shell above it): `kill -9 -1`
+    // spares only its caller.
+    let (db, _) = setup(&with_pool(
+        "p",
+        &format!(
+            "[pipelines.holder]\ncommand = [\"sh\", \"{holder}\"]\nenv = {{ SECRET = \"holder-secret-value\" }}\n{}\n\
+             [pipelines.prober]\ncommand = [\"sh\", \"{prober}\"]\n{}",
+            placed(holder_at),
+            placed(prober_at),
+        ),
+    ));
+    let done = format!("/tmp/{tag}-done");
+    let held = format!("/tmp/{tag}-holder");
+    let _cleanup = RemoveOnDrop(vec![done.clone(), held.clone()]);
+    let range_var = format!("{first}-{last}");
+    let mut s = pool_scheduler(&db, &dir, &[("ORCA_RUN_UIDS", &range_var)]);
+    let a = db.queue("holder");
+    s.wait_for("the holder is ready", 90.0, || {
+        text(&db.output(a)).contains("ready")
+    });
+    let b = db.queue("prober");
+    s.wait_for("the prober ends", 90.0, || {
+        !["queued", "running"].contains(&db.state(b).as_str())
+    });
+    let probed = text(&db.output(b));
+    assert_eq!(db.state(b), "succeeded", "{probed}");
+    assert!(probed.contains("environ-closed"), "{probed}");
+    assert!(probed.contains("tmp-closed"), "{probed}");
+    assert!(probed.contains("killed-all-of-mine"), "{probed}");
+    assert!(!probed.contains("holder-private"), "{probed}");
+    // The holder outlived the prober's kill -9 -1.
+    assert_eq!(db.state(a), "running", "{}", text(&db.output(a)));
+    std::fs::write(&done, "").unwrap();
+    s.wait_for("the holder succeeds", 60.0, || db.state(a) == "succeeded");
+    let out = text(&db.output(a));
+    assert!(out.contains("holder-survived"), "{out}");
+    let id = said(&out, "id ");
+    let uid = uid_of(&out);
+    assert!((first..=last).contains(&uid), "{out}");
+    assert_ne!(uid, uid_of(&probed), "two runs at once, one uid");
+    // Its own gid, no other group, umask 077, HOME = TMPDIR its own 0700.
+    assert_eq!(id[1], uid.to_string(), "{out}");
+    assert_eq!(id[2], uid.to_string(), "{out}");
+    assert_eq!(id[3..5], ["umask", "0077"], "{out}");
+    assert_eq!(id[6], id[8], "HOME and TMPDIR: {out}");
+    assert_eq!(
+        said(&out, "homedir "),
+        ["700", uid.to_string().as_str()],
+        "{out}"
+    );
+    let name = format!("orca-run-{uid}");
+    assert_eq!(said(&out, "user "), [name.as_str(), name.as_str()], "{out}");
+    // Nothing of its uid is left: no process (by its end), and soon no
+    // directory and no /tmp file (its cleaner's work).
+    assert_eq!(processes_of(uid), Vec::<i32>::new(), "left of uid {uid}");
+    wait_until("the holder's home and /tmp file are removed", 10.0, || {
+        !std::path::Path::new(id[6]).exists() && !std::path::Path::new(&held).exists()
+    });
+    s.stop();
+}
+
+/// Removes files and directories (the test's own in `/tmp`) when dropped.
+struct RemoveOnDrop(Vec<String>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let _ = std::fs::remove_file(f).or_else(|_| std::fs::remove_dir_all(f));
+        }
+    }
+}
+
+#[test]
+fn two_local_runs_can_t_read_signal_or_share_tmp() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    runs_cant_reach_each_other("local", "local", (62000, 62009));
+}
+
+#[test]
+fn a_local_run_and_a_pool_machine_s_run_can_t_reach_each_other() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    // The scheduler and the machine's worker: two supervisors on one host
+    // taking uids from one range.
+    runs_cant_reach_each_other("local", "worker:p", (62010, 62019));
+}
+
+#[test]
+fn a_run_s_setsid_escapee_ends_with_it_and_its_uid_is_taken_again() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    let dir = TempDir::new();
+    let tag = dir.0.file_name().unwrap().to_string_lossy().into_owned();
+    let left = format!("/tmp/{tag}-left");
+    let _cleanup = RemoveOnDrop(vec![left.clone()]);
+    // It also leaves directories it made unreadable, in its home and /tmp.
+    let script = dir.write(
+        "escape.sh",
+        &format!(
+            r#"echo "id $(id -u) $HOME"
+setsid sh -c 'echo escapee $$; exec sleep 1000' </dev/null &
+mkdir -p "$HOME/deep/er" {left}/in && touch "$HOME/deep/er/f" {left}/in/f
+chmod 000 "$HOME/deep" {left} && echo left-made
+sleep 0.5; echo done
+"#
+        ),
+    );
+    let (db, _) = setup(&format!(
+        "[pipelines.escape]\ncommand = [\"sh\", \"{script}\"]\n"
+    ));
+    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62020-62029")]);
+    let first = db.queue("escape");
+    s.wait_for("the first run succeeds", 60.0, || {
+        db.state(first) == "succeeded"
+    });
+    let out = text(&db.output(first));
+    let uid = uid_of(&out);
+    assert!((62020..=62029).contains(&uid), "{out}");
+    let escapee: i32 = said(&out, "escapee ")[0].parse().unwrap();
+    assert!(!alive(escapee), "the setsid sleeper outlived its run");
+    assert_eq!(processes_of(uid), Vec::<i32>::new(), "left of uid {uid}");
+    // Its lock is let go once its cleaner is done: what it left is gone.
+    wait_until(&format!("uid {uid}'s lock is let go"), 10.0, || {
+        lock_free(uid)
+    });
+    assert!(out.contains("left-made"), "{out}");
+    let home = said(&out, "id ")[1];
+    for gone in [home, left.as_str()] {
+        assert!(!std::path::Path::new(gone).exists(), "{gone} is left");
+    }
+    let second = db.queue("escape");
+    s.wait_for("the second run succeeds", 60.0, || {
+        db.state(second) == "succeeded"
+    });
+    let again = text(&db.output(second));
+    assert_eq!(uid_of(&again), uid, "the freed uid is taken again");
+    s.stop();
+}
+
+#[test]
+fn a_bad_run_uids_range_is_refused_in_one_line() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    for bad in [
+        "abc",
+        "5",
+        "0-10",
+        "10-5",
+        "1-4294967295",
+        "100000-200000",
+        "-5-10",
+    ] {
+        for args in [&["scheduler"][..], &["worker", "--pool", "p"]] {
+            let mut c = db.orca(args);
+            c.env("ORCA_RUN_UIDS", bad);
+            let mut p = Proc::spawn(c, &dir.path("refused.log"));
+            // Refused at start, before it connects; one that took the value
+            // runs on (and is killed when dropped).
+            let status = p.wait_exit(15.0);
+            let err = p.output();
+            assert_eq!(
+                status.and_then(|s| s.code()),
+                Some(2),
+                "{bad} {args:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{bad}: {err}");
+            assert!(err.contains("ORCA_RUN_UIDS"), "{bad}: {err}");
+        }
+    }
+    // A good range while orca isn't root: it could switch to none of it.
+    if am_root() {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin()])
+            .args(["scheduler"])
+            .env("ORCA_DATABASE_URL", &db.url)
+            .env("ORCA_RUN_UIDS", "62040-62049");
+        let mut p = Proc::spawn(c, &dir.path("not-root.log"));
+        let status = p.wait_exit(15.0);
+        let err = p.output();
+        assert_eq!(status.and_then(|s| s.code()), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("must run as root"), "{err}");
+    }
+}
+
+/// On EC2 a machine's and an instance's runs as uids of their own can't
+/// reach the metadata service either: the scripts reject the range's
+/// packets to it, beside `ORCA_RUN_AS`'s.
+#[test]
+fn ec2_machines_keep_runs_of_their_own_uids_from_the_metadata_service() {
+    use crate::secrets::machine_script_with_fake_iptables;
+    let rule = |owner: &str| {
+        format!("-A OUTPUT -m owner --uid-owner {owner} -d 169.254.169.254 -j REJECT")
+    };
+    for script in ["boot.sh", "instance.sh"] {
+        let (asked, said) = machine_script_with_fake_iptables(
+            script,
+            &[
+                ("ORCA_BLOCK_METADATA", "1"),
+                ("ORCA_RUN_AS", ""),
+                ("ORCA_RUN_UIDS", "62030-62039"),
+            ],
+        );
+        assert!(
+            asked.lines().any(|l| l == rule("62030-62039")),
+            "{script}: {asked}"
+        );
+        assert!(!said.contains("can reach the metadata service"), "{said}");
+        let (asked, _) = machine_script_with_fake_iptables(
+            script,
+            &[
+                ("ORCA_BLOCK_METADATA", "1"),
+                ("ORCA_RUN_AS", "nobody"),
+                ("ORCA_RUN_UIDS", "62030-62039"),
+            ],
+        );
+        for owner in ["nobody", "62030-62039"] {
+            assert!(asked.lines().any(|l| l == rule(owner)), "{script}: {asked}");
+        }
+    }
+}
+
+/// A process of a run's uid outside its tree (started here as that uid,
+/// as a daemon that runs jobs for their caller would) is killed with the
+/// run, before its end is recorded; and while the range's one uid is held,
+/// another run can't start: it fails, its output saying why.
+#[test]
+fn every_process_of_a_run_s_uid_ends_with_it_and_a_full_range_starts_nothing() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    let dir = TempDir::new();
+    let tag = dir.0.file_name().unwrap().to_string_lossy().into_owned();
+    let done = format!("/tmp/{tag}-done");
+    let _cleanup = RemoveOnDrop(vec![done.clone()]);
+    let hold = dir.write(
+        "hold.sh",
+        &format!("echo \"id $(id -u)\"\nwhile [ ! -e {done} ]; do sleep 0.1; done\necho held\n"),
+    );
+    let (db, _) = setup(&format!(
+        "[pipelines.hold]\ncommand = [\"sh\", \"{hold}\"]\n\n\
+         [pipelines.other]\ncommand = \"echo started\"\n"
+    ));
+    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62060-62060")]);
+    let a = db.queue("hold");
+    s.wait_for("the holder runs", 60.0, || {
+        text(&db.output(a)).contains("id 62060")
+    });
+    let mut c = std::process::Command::new("setpriv");
+    c.args([
+        "--reuid=62060",
+        "--regid=62060",
+        "--clear-groups",
+        "sleep",
+        "1000",
+    ]);
+    let mut outsider = Proc::spawn(c, &dir.path("outsider.log"));
+    let b = db.queue("other");
+    s.wait_for("the other run ends", 60.0, || {
+        !["queued", "running"].contains(&db.state(b).as_str())
+    });
+    let out = text(&db.output(b));
+    assert_eq!(db.state(b), "failed", "{out}");
+    assert!(out.contains("no free uid"), "{out}");
+    assert!(!out.contains("started"), "{out}");
+    std::fs::write(&done, "").unwrap();
+    s.wait_for("the holder succeeds", 60.0, || db.state(a) == "succeeded");
+    assert!(
+        outsider.wait_exit(0.0).is_some() || !alive(outsider.pid()),
+        "a process of the run's uid outlived its recorded end"
+    );
+    s.stop();
+}
