@@ -1,7 +1,7 @@
 -- Ends machine $1's row (its credentials are revoked and the machine deleted
 -- by now), with the why its removal began with, else $2; runs still running
 -- on it are queued again (cancelled, if a cancel was asked for; failed, with
--- its own event, for on_lost = "fail": migration 24). Returns the
+-- its own event, for on_lost = "fail": migration 22). Returns the
 -- runs queued again.
 -- COLLATE "C" and machine = (a value, not a join: one would read the
 -- index whole): its runs read through runs_machine_running (migration 12).

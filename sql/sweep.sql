@@ -4,7 +4,7 @@
 -- and that no live process supervises: not this process's ($2), and not held
 -- by a live scheduler instance that lists them (the runs-held condition).
 -- They are queued again (cancelled, if a cancel was asked for; failed, by
--- migration 24's trigger, for a pipeline with on_lost = "fail", which
+-- migration 22's trigger, for a pipeline with on_lost = "fail", which
 -- writes its own event).
 WITH r AS (
     UPDATE orca.runs SET state = CASE WHEN cancel THEN 'cancelled' ELSE 'queued' END,

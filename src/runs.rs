@@ -542,7 +542,7 @@ pub fn hostname() -> String {
 
 /// What became of an attempt whose supervisor was lost, by the state its
 /// run is in after it was handed back (a pipeline's `on_lost`: "retry"
-/// queues it again, "fail" fails it, migration 24), for a log line.
+/// queues it again, "fail" fails it, migration 22), for a log line.
 pub fn lost_outcome(state: &str) -> &'static str {
     match state {
         "queued" => "queued again",

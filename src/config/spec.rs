@@ -117,7 +117,7 @@ pub struct Pipeline {
     #[serde(default)]
     pub ec2: Option<Ec2Spec>,
     /// What an attempt whose supervisor was lost comes to (also stored in
-    /// `orca.pipelines.on_lost`, which migration 24's trigger reads).
+    /// `orca.pipelines.on_lost`, which migration 22's trigger reads).
     #[serde(default)]
     pub on_lost: OnLost,
 }

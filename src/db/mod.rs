@@ -158,14 +158,14 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../sql/migrations/0020_ended.sql"),
     },
     Migration {
-        version: 22,
+        version: 21,
         name: "login_objects",
-        sql: include_str!("../../sql/migrations/0022_login_objects.sql"),
+        sql: include_str!("../../sql/migrations/0021_login_objects.sql"),
     },
     Migration {
-        version: 24,
+        version: 22,
         name: "on lost",
-        sql: include_str!("../../sql/migrations/0024_on_lost.sql"),
+        sql: include_str!("../../sql/migrations/0022_on_lost.sql"),
     },
 ];
 

@@ -1,4 +1,4 @@
-//! What machine and instance logins made, removed (migration 22,
+//! What machine and instance logins made, removed (migration 21,
 //! `orca.login_objects_sweep`): large objects owned by a login or by its
 //! group role (`orca_worker`, `orca_instance`: a login may give one to its
 //! group, or make one as its group, and `DROP OWNED BY` the login then

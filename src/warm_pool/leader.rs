@@ -394,7 +394,7 @@ impl Ec2Runs {
                 let lost = decide::lost_head(served, self.timing.boot);
                 let why = if let LostHead::Requeue(why) = &lost {
                     // Lost under a run it served: the run is queued again
-                    // (failed, for on_lost = "fail": migration 24).
+                    // (failed, for on_lost = "fail": migration 22).
                     let state: Option<String> = db.run_fenced(session, |c| {
                         c.query_one(sql::RUN_REQUEUE, &[&id, &start, why, &Vec::<u8>::new()])?;
                         Ok(c.query_opt(sql::RUN_STATE, &[&id])?.map(|r| r.get("state")))

@@ -285,7 +285,7 @@ fn a_machine_login_requeueing_a_run_without_end_fails_it_at_the_bound() {
     assert_eq!(db.events(run, "failed"), 1, "said once");
     let events = count(&db, "SELECT count(*) FROM orca.events WHERE run = $1", run);
     // Its `queued`, a `started` a start, a `requeued` each of the 499
-    // requeues, its `failed` (the 500th is no requeue: migration 24).
+    // requeues, its `failed` (the 500th is no requeue: migration 22).
     assert_eq!(events, 1 + 500 + 499 + 1, "{events} events");
     let alerts: i64 = db.one("SELECT count(*) FROM orca.alerts");
     assert_eq!(alerts, 1, "its alert, as any final failure's");

@@ -1,4 +1,4 @@
--- Migration 24: what a run's lost supervisor means for it (issue 28 §6).
+-- Migration 22: what a run's lost supervisor means for it (issue 28 §6).
 --
 -- A pipeline's `on_lost` (orca.toml; "retry" by default): what becomes of
 -- an attempt whose supervisor was lost or stopped while its command may

@@ -1,4 +1,4 @@
--- Migration 22: nothing a machine or instance login makes outlives it
+-- Migration 21: nothing a machine or instance login makes outlives it
 -- (issue 28 §3).
 --
 -- Where orca can't revoke the large object functions from PUBLIC (RDS), a
