@@ -38,6 +38,10 @@ use std::collections::{BTreeMap, HashMap};
 use crate::faults::{Block, Effect, Record, Target};
 use crate::observe::Seen;
 
+/// The ledger's clock step (`/proc/uptime` has two decimals): a time it
+/// says is up to this much before the instant it stands for.
+pub const LEDGER_TICK: f64 = 0.01;
+
 /// How long a process may outlive its attempt's recorded end, or a cut-off
 /// supervisor's return (a tick, the kill grace, the keeper's kill, a loaded
 /// machine).
@@ -538,7 +542,10 @@ pub fn check_noting(f: &Facts) -> Found {
             {
                 to = e.at.max(i.from);
             }
-            points.push((i.from, 1, i.run));
+            // A ledger time is /proc/uptime's, cut to 10 ms: the begin
+            // was within LEDGER_TICK after it, and a run claimed as another
+            // ended begins just after that end was recorded.
+            points.push((i.from + LEDGER_TICK, 1, i.run));
             points.push((to, -1, i.run));
         }
         points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -855,6 +862,53 @@ mod tests {
         );
         f.runs.get_mut(&3).unwrap().fill = true;
         assert!(check(&f).is_empty(), "{:?}", check(&f));
+    }
+
+    /// Seed 8543 met this: an attempt SIGKILLed at its timeout (no end
+    /// line; the observer found it gone a scan late) is recorded ended at
+    /// 10.015 by the database's clock, and the run its worker claimed in
+    /// the same round began after, at 10.019, which the ledger's 10 ms
+    /// clock (`/proc/uptime`) writes as 10.01: not three at once.
+    #[test]
+    fn a_begin_in_the_same_10_ms_as_an_end_recorded_before_it_is_no_overlap() {
+        let mut f = facts();
+        for (id, from, to) in [(1, 1.0, 0.0), (2, 8.0, 12.0), (3, 10.01, 12.0)] {
+            f.begins.push(begin(id, 1, 10 + id as i32, from));
+            if to > 0.0 {
+                f.ends.push(end(id, 1, 10 + id as i32, to, 0));
+            }
+            f.runs.insert(id, run("succeeded", 1));
+        }
+        f.runs.insert(1, run("failed", 1));
+        f.events
+            .insert(1, vec![ev("started", 1.0), ev("failed", 10.015)]);
+        f.events
+            .insert(2, vec![ev("started", 8.0), ev("succeeded", 12.1)]);
+        f.events
+            .insert(3, vec![ev("started", 10.01), ev("succeeded", 12.1)]);
+        f.seen.push(Seen {
+            pid: 11,
+            run: 1,
+            start: 1,
+            cmdline: "sh command.sh".into(),
+            sup: SCHED,
+            supg: OWN,
+            first: 1.1,
+            last: 9.9,
+            gone: Some(10.2),
+        });
+        let v: Vec<String> = check(&f)
+            .into_iter()
+            .filter(|l| l.starts_with("max_runs"))
+            .collect();
+        assert!(v.is_empty(), "{v:?}");
+        // Ten milliseconds more is an overlap.
+        f.events.get_mut(&1).unwrap()[1] = ev("failed", 10.025);
+        assert!(
+            check(&f).iter().any(|l| l.starts_with("max_runs")),
+            "{:?}",
+            check(&f)
+        );
     }
 
     #[test]
