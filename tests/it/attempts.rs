@@ -353,3 +353,31 @@ fn a_queued_pool_run_says_its_pool_is_at_max_machines() {
     crate::harness::end_local_machines(&stack);
     assert!(local_machines(&stack).is_empty());
 }
+
+/// A queued pool run whose pool's only machine is still booting says so,
+/// naming the machine (the fake EC2's instances never run a worker: the
+/// machine boots for ever).
+#[test]
+fn a_queued_pool_run_says_its_machine_is_booting() {
+    use crate::ec2::{ec2_env, start, with_keys};
+    let ec2 = crate::fake_aws::FakeEc2::start(crate::ec2::KEY, crate::ec2::SECRET);
+    let (db, dir) = setup(
+        "[pools.p]\nprovider = \"ec2\"\nami = \"ami-0123456789abcdef0\"\n\
+         types = [{ type = \"m7i.large\", wait = 0 }]\nlocations = [\"subnet-a\"]\n\
+         max_machines = 1\n\n\
+         [pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
+    );
+    let run = db.queue("job");
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    wait_until("the pool's machine is made", 60.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE ended_at IS NULL") == 1
+    });
+    let name: String = db.one("SELECT name FROM orca.pool_machines WHERE ended_at IS NULL LIMIT 1");
+    let expected = format!("pool p has no room: machine {name} is booting");
+    wait_until("orca runs says the machine is booting", 30.0, || {
+        runs_line(&db, run).ends_with(&expected)
+    });
+    assert_eq!(waits(&db, run), expected.as_str());
+    assert_eq!(db.state(run), "queued");
+    s.stop();
+}
