@@ -1,9 +1,10 @@
--- `orca pipelines`: each pipeline ($1: retired ones too), its running and
+-- `orca pipelines`: each pipeline ($1: retired ones too; on_lost: retry or
+-- fail, what a lost supervisor means for its runs), its running and
 -- queued runs (counted through the partial indexes on state), and its last
 -- ended run: found walking runs_pipeline_id (pipeline, id) back from the
 -- newest, past the pipeline's queued and running runs only, so it costs the
 -- same with a million finished runs as with none. Times UTC.
-SELECT p.name, p.placement, p.schedule, p.paused, p.retired, p.max_runs,
+SELECT p.name, p.placement, p.schedule, p.paused, p.retired, p.max_runs, p.on_lost,
        to_char(p.next_fire AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS next_fire,
        (SELECT count(*) FROM orca.runs r
         WHERE r.pipeline = p.name AND r.state = 'running') AS running,

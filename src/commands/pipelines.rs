@@ -27,6 +27,8 @@ pub struct PipelineRow {
     pub retired: bool,
     /// Runs it may have running at once.
     pub max_runs: i32,
+    /// What a lost supervisor means for its runs: `retry` or `fail`.
+    pub on_lost: String,
     /// Its runs running now.
     pub running: i64,
     /// Its runs queued now (retries waiting among them).
@@ -76,6 +78,7 @@ pub fn pipelines(all: bool, json: bool, opts: &DbOpts) -> Outcome {
             paused: r.get("paused"),
             retired: r.get("retired"),
             max_runs: r.get("max_runs"),
+            on_lost: r.get("on_lost"),
             running: r.get("running"),
             queued: r.get("queued"),
             last: r.get::<_, Option<i64>>("last_id").map(|id| LastRun {
@@ -91,8 +94,16 @@ pub fn pipelines(all: bool, json: bool, opts: &DbOpts) -> Outcome {
         return print_json(&rows);
     }
     println!(
-        "{:<20} {:<16} {:<16} {:<20}  {:<7} {:>4} {:>7} {:>6}  LAST RUN",
-        "PIPELINE", "PLACEMENT", "SCHEDULE", "NEXT FIRE", "PAUSED", "MAX", "RUNNING", "QUEUED"
+        "{:<20} {:<16} {:<16} {:<20}  {:<7} {:>4} {:<7} {:>7} {:>6}  LAST RUN",
+        "PIPELINE",
+        "PLACEMENT",
+        "SCHEDULE",
+        "NEXT FIRE",
+        "PAUSED",
+        "MAX",
+        "ON LOST",
+        "RUNNING",
+        "QUEUED"
     );
     for p in &rows {
         let name = if p.retired {
@@ -109,13 +120,14 @@ pub fn pipelines(all: bool, json: bool, opts: &DbOpts) -> Outcome {
             )
         });
         println!(
-            "{:<20} {:<16} {:<16} {:<20}  {:<7} {:>4} {:>7} {:>6}  {}",
+            "{:<20} {:<16} {:<16} {:<20}  {:<7} {:>4} {:<7} {:>7} {:>6}  {}",
             name,
             p.placement,
             printable::line(p.schedule.as_deref().unwrap_or("-")),
             p.next_fire.as_deref().unwrap_or("-"),
             if p.paused { "yes" } else { "no" },
             p.max_runs,
+            p.on_lost,
             p.running,
             p.queued,
             last

@@ -46,7 +46,7 @@ fn pipelines_shows_schedule_pause_counts_and_the_last_ended_run() {
     db.register(
         &dir,
         "[pipelines.a]\ncommand = \"true\"\nschedule = \"0 3 * * *\"\nmax_runs = 2\n\n\
-         [pipelines.b]\ncommand = \"true\"\n",
+         [pipelines.b]\ncommand = \"true\"\non_lost = \"fail\"\n",
     );
 
     let list = json(&db, &["pipelines", "--json"]);
@@ -59,6 +59,7 @@ fn pipelines_shows_schedule_pause_counts_and_the_last_ended_run() {
     assert_eq!(a["next_fire"], "2030-01-02T03:00:00Z");
     assert_eq!(a["paused"], false);
     assert_eq!(a["max_runs"], 2);
+    assert_eq!(a["on_lost"], "retry");
     assert_eq!(a["running"], 1);
     assert_eq!(a["queued"], 2);
     // The last *ended* run, not the newest (queued) one.
@@ -69,6 +70,7 @@ fn pipelines_shows_schedule_pause_counts_and_the_last_ended_run() {
     let b = &list[1];
     assert_eq!(b["name"], "b");
     assert_eq!(b["paused"], true);
+    assert_eq!(b["on_lost"], "fail");
     assert_eq!(b["schedule"], serde_json::Value::Null);
     assert_eq!(b["last"], serde_json::Value::Null);
     assert_eq!(b["queued"], 0);
@@ -92,7 +94,7 @@ fn pipelines_shows_schedule_pause_counts_and_the_last_ended_run() {
         "{text}"
     );
     assert!(
-        lines[2].starts_with("b ") && lines[2].contains(" yes "),
+        lines[2].starts_with("b ") && lines[2].contains(" yes ") && lines[2].contains(" fail "),
         "{text}"
     );
     assert_eq!(lines.len(), 3, "{text}");
