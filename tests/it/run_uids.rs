@@ -392,3 +392,72 @@ fn every_process_of_a_run_s_uid_ends_with_it_and_a_full_range_starts_nothing() {
     );
     s.stop();
 }
+
+/// A run can't plant a set-user-ID (or set-group-ID) program of its uid
+/// where its cleaner doesn't look (a directory anyone may write in, such as
+/// `/tmp/.X11-unix`, made here as root's, mode 1777) and, run by a later
+/// run of another uid, become the uid again once it is another run's: the
+/// kernel gives no run's command new privileges (`PR_SET_NO_NEW_PRIVS`).
+#[test]
+fn a_set_uid_program_a_run_leaves_gives_no_later_run_its_uid() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new();
+    let tag = dir.0.file_name().unwrap().to_string_lossy().into_owned();
+    let shared = format!("/tmp/{tag}-unix");
+    let done = format!("/tmp/{tag}-done");
+    let _cleanup = RemoveOnDrop(vec![shared.clone(), done.clone()]);
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let planted = format!("{shared}/cat");
+    let plant = dir.write(
+        "plant.sh",
+        &format!(
+            "echo \"id $(id -u)\"\ncp /bin/cat {planted} && chmod 6755 {planted} && echo planted\n"
+        ),
+    );
+    let holder = dir.write(
+        "holder.sh",
+        &format!("echo \"id $(id -u)\"\necho ready\nwhile [ ! -e {done} ]; do sleep 0.1; done\n"),
+    );
+    let prober = dir.write(
+        "prober.sh",
+        &format!(
+            r#"echo "id $(id -u)"
+for f in /proc/[0-9]*/environ; do {planted} "$f" 2>/dev/null; done | tr '\0' '\n' | grep -c holder-secret-value | sed 's/^/found /'
+"#
+        ),
+    );
+    let (db, _) = setup(&format!(
+        "[pipelines.plant]\ncommand = [\"sh\", \"{plant}\"]\n\n\
+         [pipelines.holder]\ncommand = [\"sh\", \"{holder}\"]\nenv = {{ SECRET = \"holder-secret-value\" }}\n\n\
+         [pipelines.prober]\ncommand = [\"sh\", \"{prober}\"]\n"
+    ));
+    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62070-62071")]);
+    let p = db.queue("plant");
+    s.wait_for("the planter succeeds", 60.0, || db.state(p) == "succeeded");
+    let out = text(&db.output(p));
+    assert!(out.contains("planted"), "{out}");
+    let uid = uid_of(&out);
+    wait_until(&format!("uid {uid}'s lock is let go"), 10.0, || {
+        lock_free(uid)
+    });
+    let h = db.queue("holder");
+    s.wait_for("the holder is ready", 60.0, || {
+        text(&db.output(h)).contains("ready")
+    });
+    assert_eq!(uid_of(&text(&db.output(h))), uid, "the planter's uid again");
+    let b = db.queue("prober");
+    s.wait_for("the prober ends", 60.0, || {
+        !["queued", "running"].contains(&db.state(b).as_str())
+    });
+    let probed = text(&db.output(b));
+    assert_ne!(uid_of(&probed), uid, "{probed}");
+    assert_eq!(said(&probed, "found "), ["0"], "{probed}");
+    std::fs::write(&done, "").unwrap();
+    s.wait_for("the holder succeeds", 60.0, || db.state(h) == "succeeded");
+    s.stop();
+}
