@@ -461,3 +461,44 @@ for f in /proc/[0-9]*/environ; do {planted} "$f" 2>/dev/null; done | tr '\0' '\n
     s.wait_for("the holder succeeds", 60.0, || db.state(h) == "succeeded");
     s.stop();
 }
+
+/// A process whose first thread has ended while another runs on shows as
+/// a zombie in `/proc/PID/status` (`State: Z`, `Threads: 2`), yet it runs:
+/// its uid is still in use, and no run is given it (here the range's one
+/// uid: the run fails, saying no uid is free).
+#[test]
+fn a_process_whose_main_thread_ended_keeps_its_uid_from_runs() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    let dir = TempDir::new();
+    let (db, _) = setup("[pipelines.other]\ncommand = \"echo started\"\n");
+    // As root, a thread started, then every thread the uid, then the first
+    // thread ended (pthread_exit): the other sleeps on.
+    let mut c = std::process::Command::new("python3");
+    c.args([
+        "-c",
+        "import os, threading, ctypes, time\n\
+         threading.Thread(target=lambda: time.sleep(1000)).start()\n\
+         os.setgroups([]); os.setresgid(62090, 62090, 62090); os.setresuid(62090, 62090, 62090)\n\
+         print('ready', flush=True)\n\
+         ctypes.CDLL(None).pthread_exit(None)\n",
+    ]);
+    let outsider = Proc::spawn(c, &dir.path("outsider.log"));
+    let status = format!("/proc/{}/status", outsider.pid());
+    wait_until("the outsider's first thread has ended", 15.0, || {
+        std::fs::read_to_string(&status)
+            .is_ok_and(|s| s.contains("State:\tZ") && s.contains("Threads:\t2"))
+    });
+    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62090-62090")]);
+    let b = db.queue("other");
+    s.wait_for("the run ends", 60.0, || {
+        !["queued", "running"].contains(&db.state(b).as_str())
+    });
+    let out = text(&db.output(b));
+    assert_eq!(db.state(b), "failed", "{out}");
+    assert!(out.contains("no free uid"), "{out}");
+    assert!(alive(outsider.pid()), "the outsider runs on");
+    s.stop();
+}
