@@ -41,12 +41,18 @@ pub struct Slot {
 }
 
 /// The uids in the `Uid:` line of a `/proc/PID/status` text (real,
-/// effective, saved, file), and whether it is a zombie (or dead): such a
-/// process runs nothing.
+/// effective, saved, file), and whether it is a zombie (or dead) with no
+/// other thread: such a process runs nothing. (A process whose first
+/// thread ended while others run on shows as a zombie with `Threads:` over
+/// 1: it runs.)
 pub fn status_uids(status: &str) -> (Vec<u32>, bool) {
     let mut uids = Vec::new();
     let mut gone = false;
+    let mut threads = 1u32;
     for line in status.lines() {
+        if let Some(rest) = line.strip_prefix("Threads:") {
+            threads = rest.trim().parse().unwrap_or(1);
+        }
         if let Some(rest) = line.strip_prefix("Uid:") {
             uids = rest
                 .split_whitespace()
@@ -56,7 +62,7 @@ pub fn status_uids(status: &str) -> (Vec<u32>, bool) {
             gone = matches!(rest.trim_start().as_bytes().first(), Some(b'Z' | b'X'));
         }
     }
-    (uids, gone)
+    (uids, gone && threads <= 1)
 }
 
 /// Every live process, with its uids.
@@ -309,8 +315,11 @@ mod tests {
         // A setuid program a run started: its real uid is the run's.
         let setuid = "State:\tR (running)\nUid:\t62001\t0\t0\t0\n";
         assert_eq!(status_uids(setuid), (vec![62001, 0, 0, 0], false));
-        let zombie = "State:\tZ (zombie)\nUid:\t62000\t62000\t62000\t62000\n";
+        let zombie = "State:\tZ (zombie)\nUid:\t62000\t62000\t62000\t62000\nThreads:\t1\n";
         assert!(status_uids(zombie).1);
+        // Its first thread ended, another runs on: not gone.
+        let leader_gone = "State:\tZ (zombie)\nUid:\t62000\t62000\t62000\t62000\nThreads:\t2\n";
+        assert!(!status_uids(leader_gone).1);
         assert_eq!(status_uids(""), (vec![], false));
     }
 }
