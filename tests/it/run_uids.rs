@@ -503,3 +503,56 @@ fn a_process_whose_main_thread_ended_keeps_its_uid_from_runs() {
     assert!(left.contains("Threads:\t2"), "the outsider runs on: {left}");
     s.stop();
 }
+
+/// A range that overlaps a user's subordinate uids (`/etc/subuid`, which
+/// `useradd` fills on Ubuntu and Fedora: rootless containers' processes and
+/// files have them) is refused at start in one line: a run would share its
+/// uid with that user's containers, and the per-uid kill would end them.
+/// (The test adds an entry to the host's file, and puts it back as it was.)
+#[test]
+fn a_range_overlapping_a_user_s_subordinate_uids_is_refused() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let _restore = Restore::add("/etc/subuid", "orca-test-containers:62100:10\n");
+    let mut c = db.orca(&["scheduler"]);
+    c.env("ORCA_RUN_UIDS", "62105-62120");
+    let mut p = Proc::spawn(c, &dir.path("refused.log"));
+    let status = p.wait_exit(15.0);
+    let err = p.output();
+    assert_eq!(status.and_then(|s| s.code()), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("orca-test-containers") && err.contains("/etc/subuid (62100-62109)"),
+        "{err}"
+    );
+}
+
+/// A file of the host with a line added, put back as it was when dropped
+/// (removed, if there was none).
+struct Restore(&'static str, Option<Vec<u8>>);
+
+impl Restore {
+    fn add(path: &'static str, line: &str) -> Restore {
+        let before = std::fs::read(path).ok();
+        let mut now = before.clone().unwrap_or_default();
+        if !now.is_empty() && !now.ends_with(b"\n") {
+            now.push(b'\n');
+        }
+        now.extend_from_slice(line.as_bytes());
+        std::fs::write(path, now).unwrap();
+        Restore(path, before)
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = match &self.1 {
+            Some(before) => std::fs::write(self.0, before),
+            None => std::fs::remove_file(self.0),
+        };
+    }
+}
