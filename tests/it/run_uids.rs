@@ -556,3 +556,112 @@ impl Drop for Restore {
         };
     }
 }
+
+/// The processes whose parent is `parent`.
+fn children_of(parent: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().nth(1))
+            .and_then(|s| s.parse::<i32>().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A uid whose cleaner is still at work when its keeper is gone (its
+/// scheduler stopped: the cleaner goes on alone) is given to no run until
+/// the cleaner is done: else the cleaner, root, would remove the new run's
+/// home and its files in `/tmp`. Its lock stays held by the cleaner.
+#[test]
+fn a_uid_whose_cleaner_outlives_its_keeper_stays_held_until_it_is_done() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    let dir = TempDir::new();
+    let tag = dir.0.file_name().unwrap().to_string_lossy().into_owned();
+    let done = format!("/tmp/{tag}-done");
+    let _cleanup = RemoveOnDrop(vec![done.clone()]);
+    // Many files in its home: its cleaner takes a while.
+    let script = dir.write(
+        "many.sh",
+        &format!(
+            "echo \"id $(id -u)\"\nmkdir \"$HOME/d\" && cd \"$HOME/d\" && seq 100000 | xargs touch && echo made\n\
+             while [ ! -e {done} ]; do sleep 0.1; done\n"
+        ),
+    );
+    let (db, _) = setup(&format!(
+        "[pipelines.many]\ncommand = [\"sh\", \"{script}\"]\n"
+    ));
+    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62110-62111")]);
+    let run = db.queue("many");
+    s.wait_for("its files are made", 90.0, || {
+        text(&db.output(run)).contains("made")
+    });
+    let uid = uid_of(&text(&db.output(run)));
+    let keeper = children_of(s.pid())
+        .into_iter()
+        .find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.windows(8).any(|w| w == b"__keeper"))
+        })
+        .expect("the scheduler's keeper");
+    let before: Vec<i32> = children_of(keeper);
+    std::fs::write(&done, "").unwrap();
+    // Its cleaner: a new child of the keeper's with the keeper's command
+    // line, root's (the per-uid kill's child becomes the uid), held still
+    // here (a slow disk). One that ends, held still, was not it.
+    let root_child = |p: &i32| {
+        !before.contains(p)
+            && std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.windows(8).any(|w| w == b"__keeper"))
+            && std::fs::read_to_string(format!("/proc/{p}/status"))
+                .is_ok_and(|st| st.lines().any(|l| l.starts_with("Uid:\t0\t")))
+    };
+    let mut cleaner = None;
+    wait_until("the cleaner is found and held", 30.0, || {
+        let Some(p) = children_of(keeper).into_iter().find(root_child) else {
+            return false;
+        };
+        // SAFETY: kill(2) on the keeper's child found above.
+        unsafe { libc::kill(p, libc::SIGSTOP) };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        if alive(p) {
+            cleaner = Some(p);
+        }
+        cleaner.is_some()
+    });
+    let cleaner = cleaner.unwrap();
+    // Let go of it whatever happens.
+    struct Continue(i32);
+    impl Drop for Continue {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on the cleaner held still above.
+            unsafe { libc::kill(self.0, libc::SIGCONT) };
+        }
+    }
+    let held = Continue(cleaner);
+    wait_until("the run's end is recorded", 30.0, || {
+        db.state(run) == "succeeded"
+    });
+    s.stop();
+    // The keeper waits a while for its children, the cleaner among them.
+    wait_until("the keeper is gone", 60.0, || !alive(keeper));
+    assert!(alive(cleaner), "the cleaner went with its keeper");
+    assert!(!lock_free(uid), "uid {uid} is free while its cleaner works");
+    drop(held);
+    wait_until("the cleaner is done and its uid free", 60.0, || {
+        !alive(cleaner) && lock_free(uid)
+    });
+}
