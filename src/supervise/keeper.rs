@@ -554,8 +554,8 @@ impl Keeper {
                 for slot in slots {
                     self.give_back(slot);
                 }
-                // Cleaners still at work go on alone; their uids are
-                // skipped while they run.
+                // Cleaners still at work go on alone, each holding its
+                // uid's lock until it is done.
                 return code;
             }
             std::thread::sleep(Duration::from_millis(10));

@@ -18,7 +18,9 @@
 //! home and what the uid left at the top of `/tmp`, `/var/tmp` and
 //! `/dev/shm`, so that the next command of that uid finds nothing of this
 //! one's. Only once the cleaner is reaped (the keeper goes on meanwhile: a
-//! run's million files hold up no other run) is the lock let go.
+//! run's million files hold up no other run) is the lock let go; the
+//! cleaner holds it too, so a keeper gone first lets go of no uid whose
+//! cleaner is still at work.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -184,17 +186,23 @@ fn lock(path: &Path) -> std::io::Result<Option<File>> {
 /// `None` if it could not be started (then cleaned here).
 pub fn give_back(slot: Slot) -> Option<(i32, Slot)> {
     kill_uid(slot.uid);
+    let lock = slot._lock.as_raw_fd() as u32;
     // SAFETY: fork(2) of the single-threaded keeper: the child may
     // allocate (no lock is held by another thread), and _exit(2)s.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        // SAFETY: in the child: no descriptor of the keeper's kept (the lock
-        // stays the keeper's), then the uid's files removed. As root, so
-        // that a directory the run made unreadable (mode 000) goes too;
-        // nothing of the uid runs to race it, and `remove_dir_all` follows
-        // no link.
+        // SAFETY: in the child: no descriptor of the keeper's kept but the
+        // uid's lock (shared with the keeper: should the keeper go first,
+        // the cleaner still holds it, and no run is given the uid until
+        // it is done; a root cleaner keeps no uid in use), then the uid's
+        // files removed. As root, so that a directory the run made
+        // unreadable (mode 000) goes too; nothing of the uid runs to race
+        // it, and `remove_dir_all` follows no link.
         unsafe {
-            libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
+            if lock > 0 {
+                libc::syscall(libc::SYS_close_range, 0u32, lock - 1, 0u32);
+            }
+            libc::syscall(libc::SYS_close_range, lock + 1, u32::MAX, 0u32);
             remove(&slot.home);
             sweep_tmp(slot.uid);
             libc::_exit(0);
