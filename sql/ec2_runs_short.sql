@@ -1,4 +1,6 @@
--- EC2 runs running at their start with fewer instance rows than their head
+-- EC2 runs (attempts started as EC2 runs, host 'ec2 instances': not a
+-- local attempt of a pipeline moved to ec2 since, which began on its
+-- scheduler's host) running at their start with fewer instance rows than their head
 -- and workers (one tick makes only so many instances; the rest are made on
 -- the next ticks): run, start, pipeline, rows so far, and the head's own
 -- address ('' if it has no row yet, or none known), and the pipeline's
@@ -10,7 +12,7 @@ SELECT r.id, r.start, r.pipeline, n.made, coalesce(h.host, '') AS head_host, p.s
 FROM orca.pipelines p
 CROSS JOIN LATERAL (
     SELECT x.id, x.start, x.pipeline FROM orca.runs x
-    WHERE x.pipeline = p.name AND x.state = 'running' OFFSET 0
+    WHERE x.pipeline = p.name AND x.state = 'running' AND x.host = 'ec2 instances' OFFSET 0
 ) r
 CROSS JOIN LATERAL (
     SELECT count(*) AS made FROM orca.instances i WHERE i.run = r.id AND i.start = r.start

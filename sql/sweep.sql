@@ -1,5 +1,7 @@
--- Running runs started by a scheduler (not on a pool machine, not on EC2:
--- a pipeline moved from local to a pool since counts as local here) whose
+-- Running runs started by a scheduler (not on a pool machine, not an EC2
+-- attempt of a pipeline placed on ec2, which EC2 runs' upkeep watches: a
+-- pipeline moved from local to a pool or to ec2 since counts as local here,
+-- as does an EC2 attempt of a pipeline moved off ec2) whose
 -- heartbeat is older than the stale limit ($1 s)
 -- and that no live process supervises: not this process's ($2), and not held
 -- by a live scheduler instance that lists them (the runs-held condition).
@@ -14,7 +16,8 @@ WITH r AS (
       AND heartbeat < now() - make_interval(secs => $1)
       AND NOT (id = ANY($2))
       AND machine IS NULL
-      AND pipeline NOT IN (SELECT name FROM orca.pipelines WHERE placement = 'ec2')
+      AND NOT (coalesce(host, '') = 'ec2 instances'
+               AND pipeline IN (SELECT name FROM orca.pipelines WHERE placement = 'ec2'))
       AND NOT EXISTS (
           SELECT 1 FROM orca.schedulers s
           WHERE s.id = orca.runs.instance AND s.ended_at IS NULL

@@ -167,6 +167,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "on lost",
         sql: include_str!("../../sql/migrations/0022_on_lost.sql"),
     },
+    Migration {
+        version: 24,
+        name: "on lost attempt",
+        sql: include_str!("../../sql/migrations/0024_on_lost_attempt.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

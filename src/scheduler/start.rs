@@ -83,6 +83,9 @@ impl Scheduler {
             if !self.ec2_runs.can_make() {
                 return;
             }
+            // What marks an attempt as an EC2 one to the database
+            // (ec2_runs_short.sql, ec2_lost_heads.sql, sweep.sql, migration
+            // 24's on_lost trigger): keep it.
             "ec2 instances".to_string()
         } else {
             self.host.clone()

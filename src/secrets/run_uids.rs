@@ -107,6 +107,25 @@ pub fn candidates<'a>(
     (range.first..=range.last).filter(move |u| !in_use.contains(u) && !named(*u))
 }
 
+/// The files that give users subordinate uids and gids (rootless
+/// containers' processes and files have them).
+pub const SUBORDINATE_FILES: [&str; 2] = ["/etc/subuid", "/etc/subgid"];
+
+/// The first entry of a `/etc/subuid` (or `/etc/subgid`) text (lines
+/// `NAME:FIRST:COUNT`) whose ids overlap `range`: its name and its first
+/// and last id. Lines that are not such an entry are skipped.
+pub fn subordinate_overlap(range: UidRange, text: &str) -> Option<(String, u64, u64)> {
+    text.lines().find_map(|line| {
+        let mut f = line.trim().splitn(3, ':');
+        let (name, first, count) = (f.next()?, f.next()?, f.next()?);
+        let first: u64 = first.trim().parse().ok()?;
+        let count: u64 = count.trim().parse().ok()?;
+        let last = first.checked_add(count.checked_sub(1)?)?;
+        (first <= u64::from(range.last) && u64::from(range.first) <= last)
+            .then(|| (name.chars().take(64).collect(), first, last))
+    })
+}
+
 static RUN_UIDS: std::sync::OnceLock<Option<UidRange>> = std::sync::OnceLock::new();
 
 /// Sets the range runs take their uids from (`None`: off); the first call
@@ -122,8 +141,10 @@ pub fn run_uids() -> Option<UidRange> {
 }
 
 /// `ORCA_RUN_UIDS`, read: `None` when unset or empty; an error (bad input,
-/// one line) for a value [`parse_range`] refuses, when this process isn't
-/// root, or when [`BASE`] can't be made root's own.
+/// one line) for a value [`parse_range`] refuses, one that overlaps a
+/// user's subordinate ids ([`SUBORDINATE_FILES`]: a run would share its
+/// uid with that user's containers, and the per-uid kill end them), when
+/// this process isn't root, or when [`BASE`] can't be made root's own.
 pub fn run_uids_from_env() -> Result<Option<UidRange>, String> {
     let Some(value) = std::env::var_os(RUN_UIDS_VAR) else {
         return Ok(None);
@@ -136,6 +157,15 @@ pub fn run_uids_from_env() -> Result<Option<UidRange>, String> {
     let range = parse_range(&value).map_err(|e| {
         format!("{RUN_UIDS_VAR}={shown}: {e} (FIRST-LAST, 1-{MAX_UID}, at most {MAX_UIDS} uids)")
     })?;
+    for file in SUBORDINATE_FILES {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if let Some((name, first, last)) = subordinate_overlap(range, &text) {
+            return Err(format!(
+                "{RUN_UIDS_VAR}={shown}: overlaps {name}'s subordinate ids in {file} ({first}-{last}): \
+                 their containers have those uids; pick a range no one's"
+            ));
+        }
+    }
     // SAFETY: geteuid(2) can't fail.
     if unsafe { libc::geteuid() } != 0 {
         return Err(format!(
@@ -201,6 +231,30 @@ mod tests {
         assert!(parse_range("1-65536").is_ok());
         assert_eq!(parse_range("1-65537"), Err(RangeError::TooMany));
         assert!(parse_range("2147483646-2147483646").is_ok());
+    }
+
+    #[test]
+    fn a_range_overlapping_a_user_s_subordinate_ids_is_found() {
+        let range = UidRange {
+            first: 200_000,
+            last: 265_535,
+        };
+        // Ubuntu's useradd: 65536 ids a user, from 100000.
+        let text = "ubuntu:100000:65536\nalice:165536:65536\n";
+        assert_eq!(
+            subordinate_overlap(range, text),
+            Some(("alice".into(), 165_536, 231_071))
+        );
+        assert_eq!(subordinate_overlap(range, "ubuntu:100000:65536\n"), None);
+        // The edges: the last id of an entry, the first of the range.
+        assert!(subordinate_overlap(range, "a:199999:2\n").is_some());
+        assert_eq!(subordinate_overlap(range, "a:199999:1\n"), None);
+        assert!(subordinate_overlap(range, "a:265535:1\n").is_some());
+        assert_eq!(subordinate_overlap(range, "a:265536:9\n"), None);
+        // What is no entry is skipped.
+        for junk in ["", "# c\n", "a:b:c\n", "a:1\n", "a:200000:0\n", "a:-1:5\n"] {
+            assert_eq!(subordinate_overlap(range, junk), None, "{junk:?}");
+        }
     }
 
     #[test]

@@ -383,14 +383,14 @@ impl Keeper {
                 // told (or at once, should it not start).
                 let slot = uids::take_for(&mut s);
                 let started = slot.and_then(|slot| {
-                    let umask = slot.as_ref().map(|_| 0o077);
+                    let own_uid = slot.is_some();
                     let pid = start(
                         &s,
                         &out,
                         &self.env,
                         self.devnull.as_raw_fd(),
                         &mut self.stack,
-                        umask,
+                        own_uid,
                     );
                     match (pid, slot) {
                         (Ok(pid), Some(slot)) => {
@@ -554,8 +554,8 @@ impl Keeper {
                 for slot in slots {
                     self.give_back(slot);
                 }
-                // Cleaners still at work go on alone; their uids are
-                // skipped while they run.
+                // Cleaners still at work go on alone, each holding its
+                // uid's lock until it is done.
                 return code;
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -576,7 +576,7 @@ fn start(
     env: &[(Vec<u8>, CString)],
     devnull: RawFd,
     stack: &mut [u8],
-    umask: Option<libc::mode_t>,
+    own_uid: bool,
 ) -> std::io::Result<i32> {
     let Some((program, args)) = s.argv.split_first() else {
         return Err(std::io::Error::new(
@@ -662,7 +662,7 @@ fn start(
     let shared = run_as.is_none();
     let x = Exec {
         run_as,
-        umask,
+        own_uid,
         // SAFETY: getpid(2) can't fail.
         keeper: unsafe { libc::getpid() },
         devnull,
@@ -711,8 +711,11 @@ fn start(
 /// child, sharing the keeper's memory, allocates nothing.
 struct Exec<'a> {
     run_as: Option<(u32, u32)>,
-    /// The file mode creation mask it starts with, if not the keeper's.
-    umask: Option<libc::mode_t>,
+    /// It runs as a uid of its own (`ORCA_RUN_UIDS`): it starts with umask
+    /// 077 and no new privileges (`PR_SET_NO_NEW_PRIVS`: a set-user-ID
+    /// program a run of its uid left somewhere can't make another run's
+    /// process that uid again).
+    own_uid: bool,
     keeper: i32,
     devnull: RawFd,
     out: RawFd,
@@ -783,8 +786,11 @@ unsafe fn child(x: &Exec) -> std::io::Error {
         if libc::getppid() != x.keeper {
             libc::_exit(127);
         }
-        if let Some(mask) = x.umask {
-            libc::umask(mask);
+        if x.own_uid {
+            libc::umask(0o077);
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return last();
+            }
         }
         for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
             libc::signal(sig, libc::SIG_DFL);

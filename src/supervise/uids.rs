@@ -18,7 +18,9 @@
 //! home and what the uid left at the top of `/tmp`, `/var/tmp` and
 //! `/dev/shm`, so that the next command of that uid finds nothing of this
 //! one's. Only once the cleaner is reaped (the keeper goes on meanwhile: a
-//! run's million files hold up no other run) is the lock let go.
+//! run's million files hold up no other run) is the lock let go; the
+//! cleaner holds it too, so a keeper gone first lets go of no uid whose
+//! cleaner is still at work.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -41,12 +43,18 @@ pub struct Slot {
 }
 
 /// The uids in the `Uid:` line of a `/proc/PID/status` text (real,
-/// effective, saved, file), and whether it is a zombie (or dead): such a
-/// process runs nothing.
+/// effective, saved, file), and whether it is a zombie (or dead) with no
+/// other thread: such a process runs nothing. (A process whose first
+/// thread ended while others run on shows as a zombie with `Threads:` over
+/// 1: it runs.)
 pub fn status_uids(status: &str) -> (Vec<u32>, bool) {
     let mut uids = Vec::new();
     let mut gone = false;
+    let mut threads = 1u32;
     for line in status.lines() {
+        if let Some(rest) = line.strip_prefix("Threads:") {
+            threads = rest.trim().parse().unwrap_or(1);
+        }
         if let Some(rest) = line.strip_prefix("Uid:") {
             uids = rest
                 .split_whitespace()
@@ -56,7 +64,7 @@ pub fn status_uids(status: &str) -> (Vec<u32>, bool) {
             gone = matches!(rest.trim_start().as_bytes().first(), Some(b'Z' | b'X'));
         }
     }
-    (uids, gone)
+    (uids, gone && threads <= 1)
 }
 
 /// Every live process, with its uids.
@@ -178,17 +186,23 @@ fn lock(path: &Path) -> std::io::Result<Option<File>> {
 /// `None` if it could not be started (then cleaned here).
 pub fn give_back(slot: Slot) -> Option<(i32, Slot)> {
     kill_uid(slot.uid);
+    let lock = slot._lock.as_raw_fd() as u32;
     // SAFETY: fork(2) of the single-threaded keeper: the child may
     // allocate (no lock is held by another thread), and _exit(2)s.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        // SAFETY: in the child: no descriptor of the keeper's kept (the lock
-        // stays the keeper's), then the uid's files removed. As root, so
-        // that a directory the run made unreadable (mode 000) goes too;
-        // nothing of the uid runs to race it, and `remove_dir_all` follows
-        // no link.
+        // SAFETY: in the child: no descriptor of the keeper's kept but the
+        // uid's lock (shared with the keeper: should the keeper go first,
+        // the cleaner still holds it, and no run is given the uid until
+        // it is done; a root cleaner keeps no uid in use), then the uid's
+        // files removed. As root, so that a directory the run made
+        // unreadable (mode 000) goes too; nothing of the uid runs to race
+        // it, and `remove_dir_all` follows no link.
         unsafe {
-            libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
+            if lock > 0 {
+                libc::syscall(libc::SYS_close_range, 0u32, lock - 1, 0u32);
+            }
+            libc::syscall(libc::SYS_close_range, lock + 1, u32::MAX, 0u32);
             remove(&slot.home);
             sweep_tmp(slot.uid);
             libc::_exit(0);
@@ -309,8 +323,11 @@ mod tests {
         // A setuid program a run started: its real uid is the run's.
         let setuid = "State:\tR (running)\nUid:\t62001\t0\t0\t0\n";
         assert_eq!(status_uids(setuid), (vec![62001, 0, 0, 0], false));
-        let zombie = "State:\tZ (zombie)\nUid:\t62000\t62000\t62000\t62000\n";
+        let zombie = "State:\tZ (zombie)\nUid:\t62000\t62000\t62000\t62000\nThreads:\t1\n";
         assert!(status_uids(zombie).1);
+        // Its first thread ended, another runs on: not gone.
+        let leader_gone = "State:\tZ (zombie)\nUid:\t62000\t62000\t62000\t62000\nThreads:\t2\n";
+        assert!(!status_uids(leader_gone).1);
         assert_eq!(status_uids(""), (vec![], false));
     }
 }

@@ -222,3 +222,61 @@ fn a_lost_ec2_head_s_run_is_failed_with_on_lost_fail() {
     });
     s.stop();
 }
+
+/// A pipeline moved from local to `ec2` while a local attempt of it runs
+/// (orca.toml registered again): that attempt began on its scheduler's
+/// host, so it gets no instance (one would begin it a second time), and
+/// when its scheduler is lost it is judged as the local attempt it is:
+/// failed as lost for `on_lost = "fail"`, not queued again as an EC2 run
+/// whose head never served.
+#[test]
+fn a_local_attempt_of_a_pipeline_moved_to_ec2_begins_nowhere_else() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    let ec2 = "placement = \"ec2\"\n\n[pipelines.pay.ec2]\nprovider = \"local\"\ntype = \"small\"\n\
+               locations = [\"here\"]\n";
+    let probe = "[pipelines.probe]\ncommand = \"true\"\nplacement = \"ec2\"\n\n\
+                 [pipelines.probe.ec2]\nprovider = \"local\"\ntype = \"small\"\nlocations = [\"here\"]\n";
+    db.register(
+        &dir,
+        &format!("{}\n{probe}", pipeline("pay", &pids, "on_lost = \"fail\"")),
+    );
+    let run = db.queue("pay");
+    let mut a = db.scheduler(&dir, &[]);
+    wait_until("its local attempt runs", 30.0, || pids_in(&pids).len() == 1);
+    db.register(
+        &dir,
+        &format!(
+            "{}\n{probe}",
+            pipeline("pay", &pids, &format!("on_lost = \"fail\"\n{ec2}"))
+        ),
+    );
+    // An EC2 run queued after the move succeeds: the leader's upkeep has
+    // run (runs short of instances are filled first) since.
+    let p = db.queue("probe");
+    a.wait_for("an EC2 run after the move succeeds", 90.0, || {
+        db.state(p) == "succeeded"
+    });
+    let instances: i64 = db.one(&format!(
+        "SELECT count(*) FROM orca.instances WHERE run = {run}"
+    ));
+    assert_eq!(instances, 0, "an instance was made for a local attempt");
+    assert_eq!(pids_in(&pids).len(), 1, "it began twice");
+    // Its scheduler lost: failed as lost, not queued again.
+    a.signal(libc::SIGKILL);
+    a.wait(10.0);
+    let mut b = db.scheduler(&dir, &[]);
+    b.wait_for("the attempt is failed as lost", 60.0, || {
+        db.state(run) == "failed"
+    });
+    let why = why_of(&db, run);
+    assert!(
+        why.starts_with("lost (on_lost = \"fail\", not run again): "),
+        "{why}"
+    );
+    assert_eq!(start_of(&db, run), 1);
+    assert_eq!(db.events(run, "requeued"), 0);
+    assert_eq!(pids_in(&pids).len(), 1, "it began twice");
+    b.stop();
+}

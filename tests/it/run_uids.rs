@@ -392,3 +392,276 @@ fn every_process_of_a_run_s_uid_ends_with_it_and_a_full_range_starts_nothing() {
     );
     s.stop();
 }
+
+/// A run can't plant a set-user-ID (or set-group-ID) program of its uid
+/// where its cleaner doesn't look (a directory anyone may write in, such as
+/// `/tmp/.X11-unix`, made here as root's, mode 1777) and, run by a later
+/// run of another uid, become the uid again once it is another run's: the
+/// kernel gives no run's command new privileges (`PR_SET_NO_NEW_PRIVS`).
+#[test]
+fn a_set_uid_program_a_run_leaves_gives_no_later_run_its_uid() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new();
+    let tag = dir.0.file_name().unwrap().to_string_lossy().into_owned();
+    let shared = format!("/tmp/{tag}-unix");
+    let done = format!("/tmp/{tag}-done");
+    let _cleanup = RemoveOnDrop(vec![shared.clone(), done.clone()]);
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let planted = format!("{shared}/cat");
+    let plant = dir.write(
+        "plant.sh",
+        &format!(
+            "echo \"id $(id -u)\"\ncp /bin/cat {planted} && chmod 6755 {planted} && echo planted\n"
+        ),
+    );
+    let holder = dir.write(
+        "holder.sh",
+        &format!("echo \"id $(id -u)\"\necho ready\nwhile [ ! -e {done} ]; do sleep 0.1; done\n"),
+    );
+    let prober = dir.write(
+        "prober.sh",
+        &format!(
+            r#"echo "id $(id -u)"
+for f in /proc/[0-9]*/environ; do {planted} "$f" 2>/dev/null; done | tr '\0' '\n' | grep -c holder-secret-value | sed 's/^/found /'
+"#
+        ),
+    );
+    let (db, _) = setup(&format!(
+        "[pipelines.plant]\ncommand = [\"sh\", \"{plant}\"]\n\n\
+         [pipelines.holder]\ncommand = [\"sh\", \"{holder}\"]\nenv = {{ SECRET = \"holder-secret-value\" }}\n\n\
+         [pipelines.prober]\ncommand = [\"sh\", \"{prober}\"]\n"
+    ));
+    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62070-62071")]);
+    let p = db.queue("plant");
+    s.wait_for("the planter succeeds", 60.0, || db.state(p) == "succeeded");
+    let out = text(&db.output(p));
+    assert!(out.contains("planted"), "{out}");
+    let uid = uid_of(&out);
+    wait_until(&format!("uid {uid}'s lock is let go"), 10.0, || {
+        lock_free(uid)
+    });
+    let h = db.queue("holder");
+    s.wait_for("the holder is ready", 60.0, || {
+        text(&db.output(h)).contains("ready")
+    });
+    assert_eq!(uid_of(&text(&db.output(h))), uid, "the planter's uid again");
+    let b = db.queue("prober");
+    s.wait_for("the prober ends", 60.0, || {
+        !["queued", "running"].contains(&db.state(b).as_str())
+    });
+    let probed = text(&db.output(b));
+    assert_ne!(uid_of(&probed), uid, "{probed}");
+    assert_eq!(said(&probed, "found "), ["0"], "{probed}");
+    std::fs::write(&done, "").unwrap();
+    s.wait_for("the holder succeeds", 60.0, || db.state(h) == "succeeded");
+    s.stop();
+}
+
+/// A process whose first thread has ended while another runs on shows as
+/// a zombie in `/proc/PID/status` (`State: Z`, `Threads: 2`), yet it runs:
+/// its uid is still in use, and no run is given it (here the range's one
+/// uid: the run fails, saying no uid is free).
+#[test]
+fn a_process_whose_main_thread_ended_keeps_its_uid_from_runs() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    let dir = TempDir::new();
+    let (db, _) = setup("[pipelines.other]\ncommand = \"echo started\"\n");
+    // As root, a thread started, then every thread the uid, then the first
+    // thread ended (pthread_exit): the other sleeps on.
+    let mut c = std::process::Command::new("python3");
+    c.args([
+        "-c",
+        "import os, threading, ctypes, time\n\
+         threading.Thread(target=lambda: time.sleep(1000)).start()\n\
+         os.setgroups([]); os.setresgid(62090, 62090, 62090); os.setresuid(62090, 62090, 62090)\n\
+         print('ready', flush=True)\n\
+         ctypes.CDLL(None).pthread_exit(None)\n",
+    ]);
+    let outsider = Proc::spawn(c, &dir.path("outsider.log"));
+    let status = format!("/proc/{}/status", outsider.pid());
+    wait_until("the outsider's first thread has ended", 15.0, || {
+        std::fs::read_to_string(&status)
+            .is_ok_and(|s| s.contains("State:\tZ") && s.contains("Threads:\t2"))
+    });
+    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62090-62090")]);
+    let b = db.queue("other");
+    s.wait_for("the run ends", 60.0, || {
+        !["queued", "running"].contains(&db.state(b).as_str())
+    });
+    let out = text(&db.output(b));
+    assert_eq!(db.state(b), "failed", "{out}");
+    assert!(out.contains("no free uid"), "{out}");
+    let left = std::fs::read_to_string(&status).unwrap_or_default();
+    assert!(left.contains("Threads:\t2"), "the outsider runs on: {left}");
+    s.stop();
+}
+
+/// A range that overlaps a user's subordinate uids (`/etc/subuid`, which
+/// `useradd` fills on Ubuntu and Fedora: rootless containers' processes and
+/// files have them) is refused at start in one line: a run would share its
+/// uid with that user's containers, and the per-uid kill would end them.
+/// (The test adds an entry to the host's file, and puts it back as it was.)
+#[test]
+fn a_range_overlapping_a_user_s_subordinate_uids_is_refused() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let _restore = Restore::add("/etc/subuid", "orca-test-containers:62100:10\n");
+    let mut c = db.orca(&["scheduler"]);
+    c.env("ORCA_RUN_UIDS", "62105-62120");
+    let mut p = Proc::spawn(c, &dir.path("refused.log"));
+    let status = p.wait_exit(15.0);
+    let err = p.output();
+    assert_eq!(status.and_then(|s| s.code()), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("orca-test-containers") && err.contains("/etc/subuid (62100-62109)"),
+        "{err}"
+    );
+}
+
+/// A file of the host with a line added, put back as it was when dropped
+/// (removed, if there was none).
+struct Restore(&'static str, Option<Vec<u8>>);
+
+impl Restore {
+    fn add(path: &'static str, line: &str) -> Restore {
+        let before = std::fs::read(path).ok();
+        let mut now = before.clone().unwrap_or_default();
+        if !now.is_empty() && !now.ends_with(b"\n") {
+            now.push(b'\n');
+        }
+        now.extend_from_slice(line.as_bytes());
+        std::fs::write(path, now).unwrap();
+        Restore(path, before)
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = match &self.1 {
+            Some(before) => std::fs::write(self.0, before),
+            None => std::fs::remove_file(self.0),
+        };
+    }
+}
+
+/// The processes whose parent is `parent`.
+fn children_of(parent: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().nth(1))
+            .and_then(|s| s.parse::<i32>().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A uid whose cleaner is still at work when its keeper is gone (its
+/// scheduler stopped: the cleaner goes on alone) is given to no run until
+/// the cleaner is done: else the cleaner, root, would remove the new run's
+/// home and its files in `/tmp`. Its lock stays held by the cleaner.
+#[test]
+fn a_uid_whose_cleaner_outlives_its_keeper_stays_held_until_it_is_done() {
+    if !am_root() {
+        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+        return;
+    }
+    let dir = TempDir::new();
+    let tag = dir.0.file_name().unwrap().to_string_lossy().into_owned();
+    let done = format!("/tmp/{tag}-done");
+    let _cleanup = RemoveOnDrop(vec![done.clone()]);
+    // Many files in its home: its cleaner takes a while.
+    let script = dir.write(
+        "many.sh",
+        &format!(
+            "echo \"id $(id -u)\"\nmkdir \"$HOME/d\" && cd \"$HOME/d\" && seq 100000 | xargs touch && echo made\n\
+             while [ ! -e {done} ]; do sleep 0.1; done\n"
+        ),
+    );
+    let (db, _) = setup(&format!(
+        "[pipelines.many]\ncommand = [\"sh\", \"{script}\"]\n"
+    ));
+    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62110-62111")]);
+    let run = db.queue("many");
+    s.wait_for("its files are made", 90.0, || {
+        text(&db.output(run)).contains("made")
+    });
+    let uid = uid_of(&text(&db.output(run)));
+    let keeper = children_of(s.pid())
+        .into_iter()
+        .find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.windows(8).any(|w| w == b"__keeper"))
+        })
+        .expect("the scheduler's keeper");
+    let before: Vec<i32> = children_of(keeper);
+    std::fs::write(&done, "").unwrap();
+    // Its cleaner: a new child of the keeper's with the keeper's command
+    // line, root's (the per-uid kill's child becomes the uid), held still
+    // here (a slow disk). One that ends, held still, was not it.
+    let root_child = |p: &i32| {
+        !before.contains(p)
+            && std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.windows(8).any(|w| w == b"__keeper"))
+            && std::fs::read_to_string(format!("/proc/{p}/status"))
+                .is_ok_and(|st| st.lines().any(|l| l.starts_with("Uid:\t0\t")))
+    };
+    let mut cleaner = None;
+    wait_until("the cleaner is found and held", 30.0, || {
+        let Some(p) = children_of(keeper).into_iter().find(root_child) else {
+            return false;
+        };
+        // SAFETY: kill(2) on the keeper's child found above.
+        unsafe { libc::kill(p, libc::SIGSTOP) };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        if alive(p) {
+            cleaner = Some(p);
+        }
+        cleaner.is_some()
+    });
+    let cleaner = cleaner.unwrap();
+    // Let go of it whatever happens.
+    struct Continue(i32);
+    impl Drop for Continue {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on the cleaner held still above.
+            unsafe { libc::kill(self.0, libc::SIGCONT) };
+        }
+    }
+    let held = Continue(cleaner);
+    wait_until("the run's end is recorded", 30.0, || {
+        db.state(run) == "succeeded"
+    });
+    s.stop();
+    // The keeper waits a while for its children, the cleaner among them.
+    wait_until("the keeper is gone", 60.0, || !alive(keeper));
+    assert!(alive(cleaner), "the cleaner went with its keeper");
+    assert!(!lock_free(uid), "uid {uid} is free while its cleaner works");
+    drop(held);
+    wait_until("the cleaner is done and its uid free", 60.0, || {
+        !alive(cleaner) && lock_free(uid)
+    });
+}
