@@ -1,5 +1,7 @@
 -- Ends the sessions of backend pids $1 that are machine or instance logins
--- (direct members of orca_worker or orca_instance; never a superuser's),
+-- (direct members of orca_worker or orca_instance, not WITH ADMIN OPTION:
+-- Postgres 16 grants orca's role each group back that way when it makes
+-- it; never orca's own role nor a superuser),
 -- in whatever database of the server: sql/flood_find.sql found each
 -- holding more advisory locks than any login needs (they need none).
 -- Waits up to 2 s for each to end, so that the locks it held are free when
@@ -14,6 +16,7 @@ FROM unnest($1::integer[]) p(pid)
 CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(p.pid) a
 JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
 LEFT JOIN pg_catalog.pg_database d ON d.oid = a.datid
-WHERE NOT r.rolsuper
+WHERE NOT r.rolsuper AND r.rolname <> current_user
   AND EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
-              WHERE m.member = a.usesysid AND g.rolname IN ('orca_worker', 'orca_instance'))
+              WHERE m.member = a.usesysid AND NOT m.admin_option
+                AND g.rolname IN ('orca_worker', 'orca_instance'))

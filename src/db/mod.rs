@@ -167,6 +167,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "on lost",
         sql: include_str!("../../sql/migrations/0022_on_lost.sql"),
     },
+    Migration {
+        version: 23,
+        name: "login members",
+        sql: include_str!("../../sql/migrations/0023_login_members.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:
