@@ -27,7 +27,8 @@
 //! the server holding more than [`FLOOD_LOCKS`] advisory locks, or, when
 //! the table is full (its look's probe for one entry fails), holding any,
 //! so that many sessions holding a few each are found too; those that are
-//! machine or instance logins are ended and their logins revoked, each
+//! machine or instance logins are ended, with every other session of
+//! their logins, and their logins revoked, each
 //! with an `intruder` event written once the table has room again.
 //! Invariants: the flood is found with no entry of the lock table; its end
 //! needs only the reserve's.
