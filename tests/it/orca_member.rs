@@ -23,8 +23,8 @@ fn orca_s_own_sessions_and_objects_are_no_login_s_when_it_is_a_member_of_the_gro
     // hardening leaves orca's role no large object function), and an
     // operator's session as orca: an advisory lock of its own, a
     // transaction open past the logins' limit.
-    let mut here = postgres::Client::connect(&with_db(&cluster.url(), db.name()), postgres::NoTls)
-        .unwrap();
+    let mut here =
+        postgres::Client::connect(&with_db(&cluster.url(), db.name()), postgres::NoTls).unwrap();
     let lo: u32 = here
         .query_one("SELECT lo_from_bytea(0, 'the operator''s')", &[])
         .unwrap()
