@@ -43,7 +43,10 @@ fn orca_s_own_sessions_and_objects_are_no_login_s_when_it_is_a_member_of_the_gro
     // session holding an advisory lock is looked at) leaves it alone.
     let ended = db
         .client()
-        .query(include_str!("../../sql/flood_end.sql"), &[&vec![pid], &true])
+        .query(
+            include_str!("../../sql/flood_end.sql"),
+            &[&vec![pid], &true],
+        )
         .unwrap();
     assert!(ended.is_empty(), "the flood guard ended orca's own session");
     let dir = TempDir::new();
