@@ -1,5 +1,7 @@
 -- Ends the sessions of machine and instance logins (direct members of
--- orca_worker or orca_instance) in this database that hold
+-- orca_worker or orca_instance, not WITH ADMIN OPTION: Postgres 16 grants
+-- orca's role each group back that way when it makes it; never orca's own
+-- role) in this database that hold
 -- what orca can't let them hold: one transaction open for over $1 seconds
 -- by the server's clock (a row lock orca needs), or any advisory lock (they
 -- need none; a session taking thousands fills the server's shared lock
@@ -16,5 +18,7 @@ JOIN pg_roles r ON r.oid = a.usesysid
 WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND NOT r.rolsuper
   AND (a.xact_start < now() - make_interval(secs => $1)
        OR EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory'))
+  AND r.rolname <> current_user
   AND EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
-              WHERE m.member = a.usesysid AND g.rolname IN ('orca_worker', 'orca_instance'))
+              WHERE m.member = a.usesysid AND NOT m.admin_option
+                AND g.rolname IN ('orca_worker', 'orca_instance'))

@@ -27,8 +27,11 @@
 //! the server holding more than [`FLOOD_LOCKS`] advisory locks, or, when
 //! the table is full (its look's probe for one entry fails), holding any,
 //! so that many sessions holding a few each are found too; those that are
-//! machine or instance logins are ended and their logins revoked, each
-//! with an `intruder` event written once the table has room again.
+//! machine or instance logins are ended, with every other session of
+//! their logins (while the table is full, of every login: one waiting to
+//! take the freed entries would leave the guard no reserve), and their
+//! logins revoked, each with an `intruder` event written once the table
+//! has room again.
 //! Invariants: the flood is found with no entry of the lock table; its end
 //! needs only the reserve's.
 
@@ -212,8 +215,12 @@ impl Guard {
         }
         // Full (the probe found no room), whoever filled it: any session
         // holding an advisory lock is looked at, not only one over the bar.
+        let mut full = false;
         let found = match find(db, FLOOD_LOCKS, self.probe != Some(session)) {
-            Err(Fault::Sql(e)) if e.is(OUT_OF_MEMORY) => find(db, 0, false),
+            Err(Fault::Sql(e)) if e.is(OUT_OF_MEMORY) => {
+                full = true;
+                find(db, 0, false)
+            }
             Err(Fault::Sql(e)) if e.is(PRIVILEGE) => {
                 self.probe = Some(session);
                 find(db, FLOOD_LOCKS, false)
@@ -236,7 +243,7 @@ impl Guard {
         };
         let ending = to_end(&found, &mut self.foreign);
         if !ending.is_empty() {
-            self.end(db, session, &ending);
+            self.end(db, session, &ending, full);
         }
         self.write_pending(db);
     }
@@ -255,7 +262,9 @@ impl Guard {
             c.query_one(s, &[&RESERVE]).map(|r| r.get::<_, i32>("held"))
         });
         let warm = db
-            .prepared(sql::FLOOD_END, |c, s| c.query(s, &[&Vec::<i32>::new()]))
+            .prepared(sql::FLOOD_END, |c, s| {
+                c.query(s, &[&Vec::<i32>::new(), &false])
+            })
             .and_then(|_| find(db, FLOOD_LOCKS, false))
             .and_then(|_| find(db, FLOOD_LOCKS, true).map(|_| ()));
         if db.sessions != session {
@@ -278,8 +287,11 @@ impl Guard {
     }
 
     /// Frees the reserve and ends `ending` (those that are logins of
-    /// orca's); the others are left alone for [`FOREIGN_FOR`].
-    fn end(&mut self, db: &mut Db, session: u64, ending: &[Flooder]) {
+    /// orca's), with every other session of their logins, and with `full`
+    /// (the table was found full) every login's session
+    /// (`sql/flood_end.sql`); the others are left alone for
+    /// [`FOREIGN_FOR`].
+    fn end(&mut self, db: &mut Db, session: u64, ending: &[Flooder], full: bool) {
         if self.reserved == Some(session) {
             match db.prepared(sql::FLOOD_RELEASE, |c, s| c.query(s, &[])) {
                 Ok(_) => self.reserved = None,
@@ -287,7 +299,7 @@ impl Guard {
             }
         }
         let pids: Vec<i32> = ending.iter().map(|f| f.pid).collect();
-        let rows = db.prepared(sql::FLOOD_END, |c, s| c.query(s, &[&pids]));
+        let rows = db.prepared(sql::FLOOD_END, |c, s| c.query(s, &[&pids, &full]));
         // Taken again at once: the ended sessions' locks are free now.
         self.reserve(db, session);
         let rows = match rows {

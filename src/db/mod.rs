@@ -168,6 +168,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../sql/migrations/0022_on_lost.sql"),
     },
     Migration {
+        version: 23,
+        name: "login members",
+        sql: include_str!("../../sql/migrations/0023_login_members.sql"),
+    },
+    Migration {
         version: 24,
         name: "on lost attempt",
         sql: include_str!("../../sql/migrations/0024_on_lost_attempt.sql"),

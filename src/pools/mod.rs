@@ -148,10 +148,12 @@ pub struct PoolScaler {
     /// The pools a pass that ran out of time (slow provider calls) left:
     /// the next pass, due at once, does their provider work alone.
     resume: Option<Vec<String>>,
-    /// Machines whose removal a pass skipped for their held row, since when
-    /// (held at every pass since): taken from their login once
-    /// [`logins::held_for_good`].
-    held: HashMap<i64, Instant>,
+    /// Machines whose removal a pass skipped for their held row: since
+    /// when, and the last pass that found it held ([`logins::held_since`]);
+    /// taken from their login once [`logins::held_for_good`].
+    held: HashMap<i64, (Instant, u64)>,
+    /// Passes begun, numbering them for `held`.
+    passes: u64,
 }
 
 // The scaler's log lines about the walk, its machines made and removed:
@@ -226,6 +228,7 @@ impl PoolScaler {
             refused: HashMap::new(),
             resume: None,
             held: HashMap::new(),
+            passes: 0,
         }
     }
 
@@ -258,6 +261,7 @@ impl PoolScaler {
     ) -> Result<(f64, u64), Fault> {
         let (began, calls) = (Instant::now(), db.calls);
         self.last = Some(Instant::now());
+        self.passes += 1;
         let read = self.fleet.stack(db, session)?;
         let stack = read.id;
         if read.fresh {
@@ -738,7 +742,8 @@ impl PoolScaler {
     /// from its login ([`logins::take_from_login`]) at once if it goes
     /// whatever it does (`unconditional`: lost, never booted; marking it
     /// would have revoked it all the same), else once it was held at every
-    /// pass for [`logins::HELD_FOR_GOOD`]; till then still held.
+    /// pass for [`logins::HELD_FOR_GOOD`] (a pass that found it free, or not
+    /// due, starts the count again); till then still held.
     fn held(
         &mut self,
         db: &mut Db,
@@ -748,7 +753,8 @@ impl PoolScaler {
         unconditional: bool,
     ) -> Result<logins::Mark, Fault> {
         let now = Instant::now();
-        let first = *self.held.entry(m.id).or_insert(now);
+        let (first, _) = logins::held_since(self.held.get(&m.id).copied(), self.passes, now);
+        self.held.insert(m.id, (first, self.passes));
         if !unconditional && !logins::held_for_good(first, now) {
             return Ok(logins::Mark::Held);
         }

@@ -283,3 +283,73 @@ fn a_flood_orca_may_not_end_is_survived_and_its_runs_end_afterwards() {
     }
     s.stop();
 }
+
+#[test]
+fn a_login_s_second_session_waiting_to_flood_again_is_ended_with_the_first() {
+    flood_then_spin(false);
+}
+
+#[test]
+fn another_login_waiting_to_flood_again_is_ended_with_the_flooder() {
+    // Two machines' logins acting together (a fleet's image compromised):
+    // one floods, the other, holding no lock, waits to take the table back.
+    flood_then_spin(true);
+}
+
+/// A login floods the lock table while a second session (of another login
+/// with `another`, else of the same) asks for locks without pause: the
+/// moment the first is ended and its locks are free, it takes them, before
+/// the guard has its reserve back (or the login is revoked). The server
+/// must answer again all the same.
+fn flood_then_spin(another: bool) {
+    let cluster = Cluster::new("max_connections = 30\nmax_locks_per_transaction = 10\n");
+    cluster.start();
+    let db = TestDb::unhardened_on(&cluster.url());
+    let dir = TempDir::new();
+    db.register(&dir, "[pipelines.job]\ncommand = \"true\"\n");
+    let name = db.role_name("m_spin");
+    db.login_role(&name, "pw", "orca_worker");
+    let spins_as = if another {
+        let other = db.role_name("m_spin2");
+        db.login_role(&other, "pw", "orca_worker");
+        other
+    } else {
+        name.clone()
+    };
+    let mut s = db.scheduler(&dir, &[("ORCA_STALE_SECONDS", "10")]);
+    let run = db.queue("job");
+    wait_until("the scheduler runs a run", 60.0, || {
+        db.state(run) == "succeeded"
+    });
+    let url = with_db(&db.url_as(&name, "pw"), "postgres");
+    let mut spinner = postgres::Client::connect(
+        &with_db(&db.url_as(&spins_as, "pw"), "postgres"),
+        postgres::NoTls,
+    )
+    .unwrap();
+    let mut held = flood(&url);
+    let flooded = Instant::now();
+    let spinning = std::thread::spawn(move || {
+        // Keys of its own; each try keeps what it took before it failed.
+        let mut from = 1_000_000i64;
+        while flooded.elapsed() < Duration::from_secs(30) {
+            match spinner.execute(
+                "SELECT count(pg_advisory_lock(g)) FROM generate_series($1::bigint, $1::bigint + 200000) g",
+                &[&from],
+            ) {
+                Err(e) if e.code() == Some(&postgres::error::SqlState::OUT_OF_MEMORY) => {
+                    from += 200_001
+                }
+                _ => return true,
+            }
+        }
+        false
+    });
+    wait_until("the flooding session is ended", 10.0, || {
+        held.simple_query("SELECT 1").is_err()
+    });
+    let answered = runs_answer(&db, flooded, 15.0);
+    eprintln!("orca runs answered after {:.1}s", answered.as_secs_f64());
+    assert!(spinning.join().unwrap(), "the second session was ended");
+    s.stop();
+}

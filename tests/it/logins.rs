@@ -399,3 +399,55 @@ fn large_objects_a_login_keeps_locked_hold_up_no_tick() {
     assert!(max < 1000.0, "a tick took {max} ms");
     eprintln!("the longest tick: {max} ms");
 }
+
+#[test]
+fn a_row_held_briefly_on_two_occasions_far_apart_is_no_login_holding_it() {
+    // A pass that finds a due machine's row held (a worker's round, slow
+    // on a loaded box) and, much later, finds it held again must not take
+    // it from its login: it was not held at every pass in between (it was
+    // busy, not due, meanwhile). Each hold here lasts 1.2 s, under
+    // HELD_FOR_GOOD (2 s).
+    let (db, dir) = pool_test("idle_seconds = 1\n");
+    let role = format!("orca_m_brief_{}", std::process::id());
+    hand_made_machine(&db, "p", &role, "pw");
+    db.client_as(&role, "pw").batch_execute(ROUND).unwrap();
+    let mut s = pool_scheduler(&db, &dir, &[]);
+    // Held for 1.2 s as it becomes due (a round that then reports a run:
+    // busy for `busy` s more), so that passes find it held.
+    let hold = |busy: f64| {
+        let mut c = db.client();
+        let mut t = c.transaction().unwrap();
+        t.batch_execute(
+            "SELECT 1 FROM orca.pool_machines WHERE pool = 'p' FOR NO KEY UPDATE; \
+             SELECT pg_sleep(1.2)",
+        )
+        .unwrap();
+        t.batch_execute(&format!(
+            "UPDATE orca.pool_machines SET busy_at = now() + interval '{busy} s' WHERE pool = 'p'"
+        ))
+        .unwrap();
+        t.commit().unwrap();
+    };
+    wait_until("the machine is due", 30.0, || {
+        db.one::<bool>(
+            "SELECT now() - busy_at > interval '0.8 s' FROM orca.pool_machines WHERE pool = 'p'",
+        )
+    });
+    hold(4.0);
+    // Busy meanwhile; held again for 1.2 s just before it is due again.
+    wait_until("the machine is nearly due again", 30.0, || {
+        db.one::<bool>(
+            "SELECT now() - busy_at > interval '0.8 s' FROM orca.pool_machines WHERE pool = 'p'",
+        )
+    });
+    db.client_as(&role, "pw").batch_execute(ROUND).unwrap();
+    hold(-0.5);
+    s.wait_for("the machine is removed as idle", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE ended_at IS NULL") == 0
+    });
+    let said: String = db.one(
+        "SELECT coalesce(string_agg(why, ' | '), '') FROM orca.events WHERE kind = 'intruder'",
+    );
+    assert!(said.is_empty(), "{said}");
+    s.stop();
+}

@@ -24,6 +24,7 @@ mod logins;
 mod metrics;
 mod on_lost;
 mod ops;
+mod orca_member;
 mod outage;
 mod overlap;
 mod plans;
