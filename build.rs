@@ -2,9 +2,37 @@
 //! (`ORCA_COMMIT`): `git rev-parse --short HEAD` when the source is a git
 //! checkout (a `.git` beside `Cargo.toml`), `unknown` otherwise (a tarball,
 //! no git). Built again when the checkout's HEAD or its branch moves.
+//!
+//! And writes the `.sql` files of `sql/` and `sql/migrations/` as the binary
+//! embeds them, without their whole-line comments (`src/db/strip.rs`), to
+//! `OUT_DIR/sql/`.
 
 use std::path::Path;
 use std::process::Command;
+
+#[path = "src/db/strip.rs"]
+mod strip;
+
+/// Writes every `.sql` file of `sql/` and `sql/migrations/` under `root`,
+/// stripped, to the same place under `OUT_DIR/sql/`.
+fn strip_sql_files(root: &Path) {
+    let out = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("sql");
+    for sub in ["", "migrations"] {
+        let from = root.join("sql").join(sub);
+        let to = out.join(sub);
+        std::fs::create_dir_all(&to).expect("OUT_DIR/sql is writable");
+        for entry in std::fs::read_dir(&from).expect("sql/ is readable") {
+            let path = entry.expect("sql/ is readable").path();
+            if path.extension().is_some_and(|e| e == "sql") {
+                let text = std::fs::read_to_string(&path).expect("a .sql file is UTF-8");
+                let name = path.file_name().expect("a file's name");
+                std::fs::write(to.join(name), strip::strip_sql(&text))
+                    .expect("OUT_DIR/sql is writable");
+            }
+        }
+    }
+    println!("cargo:rerun-if-changed=sql");
+}
 
 /// `git ARGS` in `dir`: its output's first line, if it succeeded.
 fn git(dir: &Path, args: &[&str]) -> Option<String> {
@@ -25,6 +53,8 @@ fn main() {
     let root = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let root = Path::new(&root);
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/db/strip.rs");
+    strip_sql_files(root);
     let commit = if root.join(".git").exists() {
         // A worktree's HEAD, the branch it is on and packed refs live in
         // git's own directories, wherever they are: ask git for their paths.

@@ -16,9 +16,20 @@
 //! Secrets never leave this module: [`Target::shown`] is `host:port/db`, and
 //! no error built here quotes the URL.
 
+/// A `.sql` file under `sql/` (`$path` relative to it) as the binary embeds
+/// it: without its whole-line comments, written by `build.rs` (with
+/// `src/db/strip.rs`, which only `build.rs` and the unit tests compile).
+macro_rules! sql_file {
+    ($path:literal) => {
+        include_str!(concat!(env!("OUT_DIR"), "/sql/", $path))
+    };
+}
+
 pub mod flood;
 pub mod locks;
 pub mod sql;
+#[cfg(test)]
+mod strip;
 pub mod tls;
 
 use std::collections::HashMap;
@@ -60,122 +71,122 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "core",
-        sql: include_str!("../../sql/migrations/0001_core.sql"),
+        sql: sql_file!("migrations/0001_core.sql"),
     },
     Migration {
         version: 2,
         name: "overlap",
-        sql: include_str!("../../sql/migrations/0002_overlap.sql"),
+        sql: sql_file!("migrations/0002_overlap.sql"),
     },
     Migration {
         version: 3,
         name: "pools",
-        sql: include_str!("../../sql/migrations/0003_pools.sql"),
+        sql: sql_file!("migrations/0003_pools.sql"),
     },
     Migration {
         version: 4,
         name: "warm_pool",
-        sql: include_str!("../../sql/migrations/0004_warm_pool.sql"),
+        sql: sql_file!("migrations/0004_warm_pool.sql"),
     },
     Migration {
         version: 5,
         name: "hardening",
-        sql: include_str!("../../sql/migrations/0005_hardening.sql"),
+        sql: sql_file!("migrations/0005_hardening.sql"),
     },
     Migration {
         version: 6,
         name: "cluster",
-        sql: include_str!("../../sql/migrations/0006_cluster.sql"),
+        sql: sql_file!("migrations/0006_cluster.sql"),
     },
     Migration {
         version: 7,
         name: "codes",
-        sql: include_str!("../../sql/migrations/0007_codes.sql"),
+        sql: sql_file!("migrations/0007_codes.sql"),
     },
     Migration {
         version: 8,
         name: "rounds",
-        sql: include_str!("../../sql/migrations/0008_rounds.sql"),
+        sql: sql_file!("migrations/0008_rounds.sql"),
     },
     Migration {
         version: 9,
         name: "claims",
-        sql: include_str!("../../sql/migrations/0009_claims.sql"),
+        sql: sql_file!("migrations/0009_claims.sql"),
     },
     Migration {
         version: 10,
         name: "plans",
-        sql: include_str!("../../sql/migrations/0010_plans.sql"),
+        sql: sql_file!("migrations/0010_plans.sql"),
     },
     Migration {
         version: 11,
         name: "lookups",
-        sql: include_str!("../../sql/migrations/0011_lookups.sql"),
+        sql: sql_file!("migrations/0011_lookups.sql"),
     },
     Migration {
         version: 12,
         name: "picks",
-        sql: include_str!("../../sql/migrations/0012_picks.sql"),
+        sql: sql_file!("migrations/0012_picks.sql"),
     },
     Migration {
         version: 13,
         name: "turns",
-        sql: include_str!("../../sql/migrations/0013_turns.sql"),
+        sql: sql_file!("migrations/0013_turns.sql"),
     },
     Migration {
         version: 14,
         name: "fewer statements",
-        sql: include_str!("../../sql/migrations/0014_fewer_statements.sql"),
+        sql: sql_file!("migrations/0014_fewer_statements.sql"),
     },
     Migration {
         version: 15,
         name: "fold when streamed",
-        sql: include_str!("../../sql/migrations/0015_fold_when_streamed.sql"),
+        sql: sql_file!("migrations/0015_fold_when_streamed.sql"),
     },
     Migration {
         version: 16,
         name: "one round",
-        sql: include_str!("../../sql/migrations/0016_one_round.sql"),
+        sql: sql_file!("migrations/0016_one_round.sql"),
     },
     Migration {
         version: 17,
         name: "max fills",
-        sql: include_str!("../../sql/migrations/0017_max_fills.sql"),
+        sql: sql_file!("migrations/0017_max_fills.sql"),
     },
     Migration {
         version: 18,
         name: "history",
-        sql: include_str!("../../sql/migrations/0018_history.sql"),
+        sql: sql_file!("migrations/0018_history.sql"),
     },
     Migration {
         version: 19,
         name: "attempts",
-        sql: include_str!("../../sql/migrations/0019_attempts.sql"),
+        sql: sql_file!("migrations/0019_attempts.sql"),
     },
     Migration {
         version: 20,
         name: "ended",
-        sql: include_str!("../../sql/migrations/0020_ended.sql"),
+        sql: sql_file!("migrations/0020_ended.sql"),
     },
     Migration {
         version: 21,
         name: "login_objects",
-        sql: include_str!("../../sql/migrations/0021_login_objects.sql"),
+        sql: sql_file!("migrations/0021_login_objects.sql"),
     },
     Migration {
         version: 22,
         name: "on lost",
-        sql: include_str!("../../sql/migrations/0022_on_lost.sql"),
+        sql: sql_file!("migrations/0022_on_lost.sql"),
     },
     Migration {
         version: 23,
         name: "login members",
-        sql: include_str!("../../sql/migrations/0023_login_members.sql"),
+        sql: sql_file!("migrations/0023_login_members.sql"),
     },
     Migration {
         version: 24,
         name: "on lost attempt",
-        sql: include_str!("../../sql/migrations/0024_on_lost_attempt.sql"),
+        sql: sql_file!("migrations/0024_on_lost_attempt.sql"),
     },
 ];
 

@@ -1,355 +1,356 @@
 //! Every statement orca runs, one `.sql` file each under `sql/` (the file
-//! says what it does and what its parameters are), embedded at build time.
+//! says what it does and what its parameters are), embedded at build time
+//! without its whole-line comments (`sql_file!`, `build.rs`).
 //! Values always go in as bind parameters (`$1`, `$2`, ...). Regenerate
 //! with `scripts/gen-sql-rs.sh` after adding a file.
 
 /// See `sql/alert_failed.sql`.
-pub const ALERT_FAILED: &str = include_str!("../../sql/alert_failed.sql");
+pub const ALERT_FAILED: &str = sql_file!("alert_failed.sql");
 
 /// See `sql/alert_sent.sql`.
-pub const ALERT_SENT: &str = include_str!("../../sql/alert_sent.sql");
+pub const ALERT_SENT: &str = sql_file!("alert_sent.sql");
 
 /// See `sql/alerts_claim.sql`.
-pub const ALERTS_CLAIM: &str = include_str!("../../sql/alerts_claim.sql");
+pub const ALERTS_CLAIM: &str = sql_file!("alerts_claim.sql");
 
 /// See `sql/database_harden.sql`.
-pub const DATABASE_HARDEN: &str = include_str!("../../sql/database_harden.sql");
+pub const DATABASE_HARDEN: &str = sql_file!("database_harden.sql");
 
 /// See `sql/database_warnings.sql`.
-pub const DATABASE_WARNINGS: &str = include_str!("../../sql/database_warnings.sql");
+pub const DATABASE_WARNINGS: &str = sql_file!("database_warnings.sql");
 
 /// See `sql/deploy_check.sql`.
-pub const DEPLOY_CHECK: &str = include_str!("../../sql/deploy_check.sql");
+pub const DEPLOY_CHECK: &str = sql_file!("deploy_check.sql");
 
 /// See `sql/deploy_wait.sql`.
-pub const DEPLOY_WAIT: &str = include_str!("../../sql/deploy_wait.sql");
+pub const DEPLOY_WAIT: &str = sql_file!("deploy_wait.sql");
 
 /// See `sql/ec2_lost_heads.sql`.
-pub const EC2_LOST_HEADS: &str = include_str!("../../sql/ec2_lost_heads.sql");
+pub const EC2_LOST_HEADS: &str = sql_file!("ec2_lost_heads.sql");
 
 /// See `sql/ec2_providers.sql`.
-pub const EC2_PROVIDERS: &str = include_str!("../../sql/ec2_providers.sql");
+pub const EC2_PROVIDERS: &str = sql_file!("ec2_providers.sql");
 
 /// See `sql/ec2_runs_short.sql`.
-pub const EC2_RUNS_SHORT: &str = include_str!("../../sql/ec2_runs_short.sql");
+pub const EC2_RUNS_SHORT: &str = sql_file!("ec2_runs_short.sql");
 
 /// See `sql/ec2_upkeep_live.sql`.
-pub const EC2_UPKEEP_LIVE: &str = include_str!("../../sql/ec2_upkeep_live.sql");
+pub const EC2_UPKEEP_LIVE: &str = sql_file!("ec2_upkeep_live.sql");
 
 /// See `sql/event_add.sql`.
-pub const EVENT_ADD: &str = include_str!("../../sql/event_add.sql");
+pub const EVENT_ADD: &str = sql_file!("event_add.sql");
 
 /// See `sql/events_list.sql`.
-pub const EVENTS_LIST: &str = include_str!("../../sql/events_list.sql");
+pub const EVENTS_LIST: &str = sql_file!("events_list.sql");
 
 /// See `sql/events_follow.sql`.
-pub const EVENTS_FOLLOW: &str = include_str!("../../sql/events_follow.sql");
+pub const EVENTS_FOLLOW: &str = sql_file!("events_follow.sql");
 
 /// See `sql/events_newest.sql` (where `orca events -f` begins).
-pub const EVENTS_NEWEST: &str = include_str!("../../sql/events_newest.sql");
+pub const EVENTS_NEWEST: &str = sql_file!("events_newest.sql");
 
 /// See `sql/fire.sql`.
-pub const FIRE: &str = include_str!("../../sql/fire.sql");
+pub const FIRE: &str = sql_file!("fire.sql");
 
 /// See `sql/flood_end.sql`.
-pub const FLOOD_END: &str = include_str!("../../sql/flood_end.sql");
+pub const FLOOD_END: &str = sql_file!("flood_end.sql");
 
 /// See `sql/flood_find.sql`.
-pub const FLOOD_FIND: &str = include_str!("../../sql/flood_find.sql");
+pub const FLOOD_FIND: &str = sql_file!("flood_find.sql");
 
 /// See `sql/flood_holders.sql`.
-pub const FLOOD_HOLDERS: &str = include_str!("../../sql/flood_holders.sql");
+pub const FLOOD_HOLDERS: &str = sql_file!("flood_holders.sql");
 
 /// See `sql/flood_release.sql`.
-pub const FLOOD_RELEASE: &str = include_str!("../../sql/flood_release.sql");
+pub const FLOOD_RELEASE: &str = sql_file!("flood_release.sql");
 
 /// See `sql/flood_reserve.sql`.
-pub const FLOOD_RESERVE: &str = include_str!("../../sql/flood_reserve.sql");
+pub const FLOOD_RESERVE: &str = sql_file!("flood_reserve.sql");
 
 /// See `sql/instance_add.sql`.
-pub const INSTANCE_ADD: &str = include_str!("../../sql/instance_add.sql");
+pub const INSTANCE_ADD: &str = sql_file!("instance_add.sql");
 
 /// See `sql/instance_cluster.sql`.
-pub const INSTANCE_CLUSTER: &str = include_str!("../../sql/instance_cluster.sql");
+pub const INSTANCE_CLUSTER: &str = sql_file!("instance_cluster.sql");
 
 /// See `sql/instance_hand_over.sql`.
-pub const INSTANCE_HAND_OVER: &str = include_str!("../../sql/instance_hand_over.sql");
+pub const INSTANCE_HAND_OVER: &str = sql_file!("instance_hand_over.sql");
 
 /// See `sql/instance_head_finish.sql`.
-pub const INSTANCE_HEAD_FINISH: &str = include_str!("../../sql/instance_head_finish.sql");
+pub const INSTANCE_HEAD_FINISH: &str = sql_file!("instance_head_finish.sql");
 
 /// See `sql/instance_head_requeue.sql`.
-pub const INSTANCE_HEAD_REQUEUE: &str = include_str!("../../sql/instance_head_requeue.sql");
+pub const INSTANCE_HEAD_REQUEUE: &str = sql_file!("instance_head_requeue.sql");
 
 /// See `sql/instance_head_round.sql`.
-pub const INSTANCE_HEAD_ROUND: &str = include_str!("../../sql/instance_head_round.sql");
+pub const INSTANCE_HEAD_ROUND: &str = sql_file!("instance_head_round.sql");
 
 /// See `sql/instance_idle.sql`.
-pub const INSTANCE_IDLE: &str = include_str!("../../sql/instance_idle.sql");
+pub const INSTANCE_IDLE: &str = sql_file!("instance_idle.sql");
 
 /// See `sql/instance_logins_orphaned.sql`.
-pub const INSTANCE_LOGINS_ORPHANED: &str = include_str!("../../sql/instance_logins_orphaned.sql");
+pub const INSTANCE_LOGINS_ORPHANED: &str = sql_file!("instance_logins_orphaned.sql");
 
 /// See `sql/instance_next_id.sql`.
-pub const INSTANCE_NEXT_ID: &str = include_str!("../../sql/instance_next_id.sql");
+pub const INSTANCE_NEXT_ID: &str = sql_file!("instance_next_id.sql");
 
 /// See `sql/instance_poll.sql`.
-pub const INSTANCE_POLL: &str = include_str!("../../sql/instance_poll.sql");
+pub const INSTANCE_POLL: &str = sql_file!("instance_poll.sql");
 
 /// See `sql/instance_role_make.sql`.
-pub const INSTANCE_ROLE_MAKE: &str = include_str!("../../sql/instance_role_make.sql");
+pub const INSTANCE_ROLE_MAKE: &str = sql_file!("instance_role_make.sql");
 
 /// See `sql/instance_run_over.sql`.
-pub const INSTANCE_RUN_OVER: &str = include_str!("../../sql/instance_run_over.sql");
+pub const INSTANCE_RUN_OVER: &str = sql_file!("instance_run_over.sql");
 
 /// See `sql/instance_serve.sql`.
-pub const INSTANCE_SERVE: &str = include_str!("../../sql/instance_serve.sql");
+pub const INSTANCE_SERVE: &str = sql_file!("instance_serve.sql");
 
 /// See `sql/instances_live_names.sql`.
-pub const INSTANCES_LIVE_NAMES: &str = include_str!("../../sql/instances_live_names.sql");
+pub const INSTANCES_LIVE_NAMES: &str = sql_file!("instances_live_names.sql");
 
 /// See `sql/instances_of_run_end.sql`.
-pub const INSTANCES_OF_RUN_END: &str = include_str!("../../sql/instances_of_run_end.sql");
+pub const INSTANCES_OF_RUN_END: &str = sql_file!("instances_of_run_end.sql");
 
 /// See `sql/instances_to_end.sql`.
-pub const INSTANCES_TO_END: &str = include_str!("../../sql/instances_to_end.sql");
+pub const INSTANCES_TO_END: &str = sql_file!("instances_to_end.sql");
 
 /// See `sql/lead_holder.sql`.
-pub const LEAD_HOLDER: &str = include_str!("../../sql/lead_holder.sql");
+pub const LEAD_HOLDER: &str = sql_file!("lead_holder.sql");
 
 /// See `sql/lead_release.sql`.
-pub const LEAD_RELEASE: &str = include_str!("../../sql/lead_release.sql");
+pub const LEAD_RELEASE: &str = sql_file!("lead_release.sql");
 
 /// See `sql/lead_takeover.sql`.
-pub const LEAD_TAKEOVER: &str = include_str!("../../sql/lead_takeover.sql");
+pub const LEAD_TAKEOVER: &str = sql_file!("lead_takeover.sql");
 
 /// See `sql/lead_terminate.sql`.
-pub const LEAD_TERMINATE: &str = include_str!("../../sql/lead_terminate.sql");
+pub const LEAD_TERMINATE: &str = sql_file!("lead_terminate.sql");
 
 /// See `sql/lead_try.sql`.
-pub const LEAD_TRY: &str = include_str!("../../sql/lead_try.sql");
+pub const LEAD_TRY: &str = sql_file!("lead_try.sql");
 /// Waits for the lead lock (within a transaction's `lock_timeout`).
-pub const LEAD_WAIT: &str = include_str!("../../sql/lead_wait.sql");
+pub const LEAD_WAIT: &str = sql_file!("lead_wait.sql");
 /// Sets the transaction's `lock_timeout`.
-pub const LOCK_TIMEOUT_LOCAL: &str = include_str!("../../sql/lock_timeout_local.sql");
+pub const LOCK_TIMEOUT_LOCAL: &str = sql_file!("lock_timeout_local.sql");
 
 /// See `sql/lock_intruders_end.sql`.
-pub const LOCK_INTRUDERS_END: &str = include_str!("../../sql/lock_intruders_end.sql");
+pub const LOCK_INTRUDERS_END: &str = sql_file!("lock_intruders_end.sql");
 
 /// See `sql/lock_prepared_holds.sql`.
-pub const LOCK_PREPARED_HOLDS: &str = include_str!("../../sql/lock_prepared_holds.sql");
+pub const LOCK_PREPARED_HOLDS: &str = sql_file!("lock_prepared_holds.sql");
 
 /// See `sql/login_rotate.sql`.
-pub const LOGIN_ROTATE: &str = include_str!("../../sql/login_rotate.sql");
+pub const LOGIN_ROTATE: &str = sql_file!("login_rotate.sql");
 
 /// See `sql/logins_prepared.sql`.
-pub const LOGINS_PREPARED: &str = include_str!("../../sql/logins_prepared.sql");
+pub const LOGINS_PREPARED: &str = sql_file!("logins_prepared.sql");
 
 /// See `sql/logins_stuck_end.sql`.
-pub const LOGINS_STUCK_END: &str = include_str!("../../sql/logins_stuck_end.sql");
+pub const LOGINS_STUCK_END: &str = sql_file!("logins_stuck_end.sql");
 
 /// See `sql/machine_add.sql`.
-pub const MACHINE_ADD: &str = include_str!("../../sql/machine_add.sql");
+pub const MACHINE_ADD: &str = sql_file!("machine_add.sql");
 
 /// See `sql/machine_end.sql`.
-pub const MACHINE_END: &str = include_str!("../../sql/machine_end.sql");
+pub const MACHINE_END: &str = sql_file!("machine_end.sql");
 
 /// See `sql/machine_ending.sql`.
-pub const MACHINE_ENDING: &str = include_str!("../../sql/machine_ending.sql");
+pub const MACHINE_ENDING: &str = sql_file!("machine_ending.sql");
 
 /// See `sql/machine_next_id.sql`.
-pub const MACHINE_NEXT_ID: &str = include_str!("../../sql/machine_next_id.sql");
+pub const MACHINE_NEXT_ID: &str = sql_file!("machine_next_id.sql");
 
 /// See `sql/machine_role_drop.sql`.
-pub const MACHINE_ROLE_DROP: &str = include_str!("../../sql/machine_role_drop.sql");
+pub const MACHINE_ROLE_DROP: &str = sql_file!("machine_role_drop.sql");
 
 /// See `sql/machine_role_make.sql`.
-pub const MACHINE_ROLE_MAKE: &str = include_str!("../../sql/machine_role_make.sql");
+pub const MACHINE_ROLE_MAKE: &str = sql_file!("machine_role_make.sql");
 
 /// See `sql/machine_role_revoke.sql`.
-pub const MACHINE_ROLE_REVOKE: &str = include_str!("../../sql/machine_role_revoke.sql");
+pub const MACHINE_ROLE_REVOKE: &str = sql_file!("machine_role_revoke.sql");
 
 /// See `sql/login_objects_sweep.sql`.
-pub const LOGIN_OBJECTS_SWEEP: &str = include_str!("../../sql/login_objects_sweep.sql");
+pub const LOGIN_OBJECTS_SWEEP: &str = sql_file!("login_objects_sweep.sql");
 
 /// See `sql/machine_login_shut.sql`.
-pub const MACHINE_LOGIN_SHUT: &str = include_str!("../../sql/machine_login_shut.sql");
+pub const MACHINE_LOGIN_SHUT: &str = sql_file!("machine_login_shut.sql");
 
 /// See `sql/metrics_read.sql`.
-pub const METRICS_READ: &str = include_str!("../../sql/metrics_read.sql");
+pub const METRICS_READ: &str = sql_file!("metrics_read.sql");
 
 /// See `sql/metrics_ends.sql`.
-pub const METRICS_ENDS: &str = include_str!("../../sql/metrics_ends.sql");
+pub const METRICS_ENDS: &str = sql_file!("metrics_ends.sql");
 
 /// See `sql/migrate_lock.sql`.
-pub const MIGRATE_LOCK: &str = include_str!("../../sql/migrate_lock.sql");
+pub const MIGRATE_LOCK: &str = sql_file!("migrate_lock.sql");
 
 /// See `sql/migration_record.sql`.
-pub const MIGRATION_RECORD: &str = include_str!("../../sql/migration_record.sql");
+pub const MIGRATION_RECORD: &str = sql_file!("migration_record.sql");
 
 /// See `sql/migrations_applied.sql`.
-pub const MIGRATIONS_APPLIED: &str = include_str!("../../sql/migrations_applied.sql");
+pub const MIGRATIONS_APPLIED: &str = sql_file!("migrations_applied.sql");
 
 /// See `sql/migrations_count.sql`.
-pub const MIGRATIONS_COUNT: &str = include_str!("../../sql/migrations_count.sql");
+pub const MIGRATIONS_COUNT: &str = sql_file!("migrations_count.sql");
 
 /// See `sql/migrations_table.sql`.
-pub const MIGRATIONS_TABLE: &str = include_str!("../../sql/migrations_table.sql");
+pub const MIGRATIONS_TABLE: &str = sql_file!("migrations_table.sql");
 
 /// See `sql/next_fire_set.sql`.
-pub const NEXT_FIRE_SET: &str = include_str!("../../sql/next_fire_set.sql");
+pub const NEXT_FIRE_SET: &str = sql_file!("next_fire_set.sql");
 
 /// See `sql/pipeline_get.sql`.
-pub const PIPELINE_GET: &str = include_str!("../../sql/pipeline_get.sql");
+pub const PIPELINE_GET: &str = sql_file!("pipeline_get.sql");
 
 /// See `sql/pipeline_pause.sql`.
-pub const PIPELINE_PAUSE: &str = include_str!("../../sql/pipeline_pause.sql");
+pub const PIPELINE_PAUSE: &str = sql_file!("pipeline_pause.sql");
 
 /// See `sql/pipelines_list.sql`.
-pub const PIPELINES_LIST: &str = include_str!("../../sql/pipelines_list.sql");
+pub const PIPELINES_LIST: &str = sql_file!("pipelines_list.sql");
 
 /// See `sql/pool_machines_live.sql`.
-pub const POOL_MACHINES_LIVE: &str = include_str!("../../sql/pool_machines_live.sql");
+pub const POOL_MACHINES_LIVE: &str = sql_file!("pool_machines_live.sql");
 
 /// See `sql/pool_status.sql`.
-pub const POOL_STATUS: &str = include_str!("../../sql/pool_status.sql");
+pub const POOL_STATUS: &str = sql_file!("pool_status.sql");
 
 /// See `sql/pools_list.sql`.
-pub const POOLS_LIST: &str = include_str!("../../sql/pools_list.sql");
+pub const POOLS_LIST: &str = sql_file!("pools_list.sql");
 
 /// See `sql/pools_view.sql`.
-pub const POOLS_VIEW: &str = include_str!("../../sql/pools_view.sql");
+pub const POOLS_VIEW: &str = sql_file!("pools_view.sql");
 
 /// See `sql/prune_events.sql`.
-pub const PRUNE_EVENTS: &str = include_str!("../../sql/prune_events.sql");
+pub const PRUNE_EVENTS: &str = sql_file!("prune_events.sql");
 
 /// See `sql/prune_instances.sql`.
-pub const PRUNE_INSTANCES: &str = include_str!("../../sql/prune_instances.sql");
+pub const PRUNE_INSTANCES: &str = sql_file!("prune_instances.sql");
 
 /// See `sql/prune_machines.sql`.
-pub const PRUNE_MACHINES: &str = include_str!("../../sql/prune_machines.sql");
+pub const PRUNE_MACHINES: &str = sql_file!("prune_machines.sql");
 
 /// See `sql/prune_runs.sql`.
-pub const PRUNE_RUNS: &str = include_str!("../../sql/prune_runs.sql");
+pub const PRUNE_RUNS: &str = sql_file!("prune_runs.sql");
 
 /// See `sql/prune_schedulers.sql`.
-pub const PRUNE_SCHEDULERS: &str = include_str!("../../sql/prune_schedulers.sql");
+pub const PRUNE_SCHEDULERS: &str = sql_file!("prune_schedulers.sql");
 
 /// See `sql/register_pipeline.sql`.
-pub const REGISTER_PIPELINE: &str = include_str!("../../sql/register_pipeline.sql");
+pub const REGISTER_PIPELINE: &str = sql_file!("register_pipeline.sql");
 
 /// See `sql/register_pool.sql`.
-pub const REGISTER_POOL: &str = include_str!("../../sql/register_pool.sql");
+pub const REGISTER_POOL: &str = sql_file!("register_pool.sql");
 
 /// See `sql/retire_pipelines.sql`.
-pub const RETIRE_PIPELINES: &str = include_str!("../../sql/retire_pipelines.sql");
+pub const RETIRE_PIPELINES: &str = sql_file!("retire_pipelines.sql");
 
 /// See `sql/retire_pools.sql`.
-pub const RETIRE_POOLS: &str = include_str!("../../sql/retire_pools.sql");
+pub const RETIRE_POOLS: &str = sql_file!("retire_pools.sql");
 
 /// See `sql/roles_orphaned.sql`.
-pub const ROLES_ORPHANED: &str = include_str!("../../sql/roles_orphaned.sql");
+pub const ROLES_ORPHANED: &str = sql_file!("roles_orphaned.sql");
 
 /// See `sql/run_attempts.sql`.
-pub const RUN_ATTEMPTS: &str = include_str!("../../sql/run_attempts.sql");
+pub const RUN_ATTEMPTS: &str = sql_file!("run_attempts.sql");
 
 /// See `sql/run_cancel.sql`.
-pub const RUN_CANCEL: &str = include_str!("../../sql/run_cancel.sql");
+pub const RUN_CANCEL: &str = sql_file!("run_cancel.sql");
 
 /// See `sql/run_finish.sql`.
-pub const RUN_FINISH: &str = include_str!("../../sql/run_finish.sql");
+pub const RUN_FINISH: &str = sql_file!("run_finish.sql");
 /// Writes several attempts' ends in one statement (see `sql/runs_finish.sql`).
-pub const RUNS_FINISH: &str = include_str!("../../sql/runs_finish.sql");
+pub const RUNS_FINISH: &str = sql_file!("runs_finish.sql");
 
 /// See `sql/run_follow.sql`.
-pub const RUN_FOLLOW: &str = include_str!("../../sql/run_follow.sql");
+pub const RUN_FOLLOW: &str = sql_file!("run_follow.sql");
 
 /// See `sql/run_queue.sql`.
-pub const RUN_QUEUE: &str = include_str!("../../sql/run_queue.sql");
+pub const RUN_QUEUE: &str = sql_file!("run_queue.sql");
 
 /// See `sql/run_requeue.sql`.
-pub const RUN_REQUEUE: &str = include_str!("../../sql/run_requeue.sql");
+pub const RUN_REQUEUE: &str = sql_file!("run_requeue.sql");
 
 /// See `sql/run_retry_lock.sql`.
-pub const RUN_RETRY_LOCK: &str = include_str!("../../sql/run_retry_lock.sql");
+pub const RUN_RETRY_LOCK: &str = sql_file!("run_retry_lock.sql");
 
 /// See `sql/run_retry.sql`.
-pub const RUN_RETRY: &str = include_str!("../../sql/run_retry.sql");
+pub const RUN_RETRY: &str = sql_file!("run_retry.sql");
 
 /// See `sql/runs_start.sql`.
-pub const RUNS_START: &str = include_str!("../../sql/runs_start.sql");
+pub const RUNS_START: &str = sql_file!("runs_start.sql");
 
 /// See `sql/run_state.sql`.
-pub const RUN_STATE: &str = include_str!("../../sql/run_state.sql");
+pub const RUN_STATE: &str = sql_file!("run_state.sql");
 
 /// See `sql/run_waits.sql`.
-pub const RUN_WAITS: &str = include_str!("../../sql/run_waits.sql");
+pub const RUN_WAITS: &str = sql_file!("run_waits.sql");
 
 /// See `sql/runs_beat.sql`.
-pub const RUNS_BEAT: &str = include_str!("../../sql/runs_beat.sql");
+pub const RUNS_BEAT: &str = sql_file!("runs_beat.sql");
 
 /// See `sql/runs_cancel_queued.sql`.
-pub const RUNS_CANCEL_QUEUED: &str = include_str!("../../sql/runs_cancel_queued.sql");
+pub const RUNS_CANCEL_QUEUED: &str = sql_file!("runs_cancel_queued.sql");
 
 /// See `sql/runs_list.sql`.
-pub const RUNS_LIST: &str = include_str!("../../sql/runs_list.sql");
+pub const RUNS_LIST: &str = sql_file!("runs_list.sql");
 
 /// See `sql/scheduler_ask_drain.sql`.
-pub const SCHEDULER_ASK_DRAIN: &str = include_str!("../../sql/scheduler_ask_drain.sql");
+pub const SCHEDULER_ASK_DRAIN: &str = sql_file!("scheduler_ask_drain.sql");
 
 /// See `sql/scheduler_beat.sql`.
-pub const SCHEDULER_BEAT: &str = include_str!("../../sql/scheduler_beat.sql");
+pub const SCHEDULER_BEAT: &str = sql_file!("scheduler_beat.sql");
 
 /// See `sql/scheduler_drain.sql`.
-pub const SCHEDULER_DRAIN: &str = include_str!("../../sql/scheduler_drain.sql");
+pub const SCHEDULER_DRAIN: &str = sql_file!("scheduler_drain.sql");
 
 /// See `sql/scheduler_end.sql`.
-pub const SCHEDULER_END: &str = include_str!("../../sql/scheduler_end.sql");
+pub const SCHEDULER_END: &str = sql_file!("scheduler_end.sql");
 
 /// See `sql/scheduler_join.sql`.
-pub const SCHEDULER_JOIN: &str = include_str!("../../sql/scheduler_join.sql");
+pub const SCHEDULER_JOIN: &str = sql_file!("scheduler_join.sql");
 
 /// See `sql/scheduler_lead.sql`.
-pub const SCHEDULER_LEAD: &str = include_str!("../../sql/scheduler_lead.sql");
+pub const SCHEDULER_LEAD: &str = sql_file!("scheduler_lead.sql");
 
 /// See `sql/schedulers_list.sql`.
-pub const SCHEDULERS_LIST: &str = include_str!("../../sql/schedulers_list.sql");
+pub const SCHEDULERS_LIST: &str = sql_file!("schedulers_list.sql");
 
 /// See `sql/schema_present.sql`.
-pub const SCHEMA_PRESENT: &str = include_str!("../../sql/schema_present.sql");
+pub const SCHEMA_PRESENT: &str = sql_file!("schema_present.sql");
 
 /// See `sql/sensor_queue.sql`.
-pub const SENSOR_QUEUE: &str = include_str!("../../sql/sensor_queue.sql");
+pub const SENSOR_QUEUE: &str = sql_file!("sensor_queue.sql");
 
 /// See `sql/status.sql`.
-pub const STATUS: &str = include_str!("../../sql/status.sql");
+pub const STATUS: &str = sql_file!("status.sql");
 
 /// See `sql/status_failures.sql`.
-pub const STATUS_FAILURES: &str = include_str!("../../sql/status_failures.sql");
+pub const STATUS_FAILURES: &str = sql_file!("status_failures.sql");
 
 /// See `sql/stack_id.sql`.
-pub const STACK_ID: &str = include_str!("../../sql/stack_id.sql");
+pub const STACK_ID: &str = sql_file!("stack_id.sql");
 
 /// See `sql/startable.sql`.
-pub const STARTABLE: &str = include_str!("../../sql/startable.sql");
+pub const STARTABLE: &str = sql_file!("startable.sql");
 
 /// See `sql/sweep.sql`.
-pub const SWEEP: &str = include_str!("../../sql/sweep.sql");
+pub const SWEEP: &str = sql_file!("sweep.sql");
 
 /// See `sql/tick_pipelines.sql`.
-pub const TICK_PIPELINES: &str = include_str!("../../sql/tick_pipelines.sql");
+pub const TICK_PIPELINES: &str = sql_file!("tick_pipelines.sql");
 
 /// See `sql/worker_finish.sql`.
-pub const WORKER_FINISH: &str = include_str!("../../sql/worker_finish.sql");
+pub const WORKER_FINISH: &str = sql_file!("worker_finish.sql");
 
 /// See `sql/worker_hello.sql`.
-pub const WORKER_HELLO: &str = include_str!("../../sql/worker_hello.sql");
+pub const WORKER_HELLO: &str = sql_file!("worker_hello.sql");
 
 /// See `sql/worker_requeue.sql`.
-pub const WORKER_REQUEUE: &str = include_str!("../../sql/worker_requeue.sql");
+pub const WORKER_REQUEUE: &str = sql_file!("worker_requeue.sql");
 
 /// See `sql/worker_round.sql`.
-pub const WORKER_ROUND: &str = include_str!("../../sql/worker_round.sql");
+pub const WORKER_ROUND: &str = sql_file!("worker_round.sql");
 
 /// See `sql/backend_pid.sql`.
-pub const BACKEND_PID: &str = include_str!("../../sql/backend_pid.sql");
+pub const BACKEND_PID: &str = sql_file!("backend_pid.sql");
