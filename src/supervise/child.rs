@@ -504,19 +504,11 @@ impl Keepers {
         // SAFETY: kill(2) on our own child, not reaped yet.
         unsafe { libc::kill(pid, libc::SIGCONT) };
         let reap = move || {
-            let deadline = Instant::now() + Duration::from_secs(super::keeper::DIE_SECONDS + 2);
-            // SAFETY: waitpid(2) and kill(2) on our own child, not reaped
-            // (so its pid is not reused) until waitpid says so.
-            unsafe {
-                while libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) == 0 {
-                    if Instant::now() >= deadline {
-                        libc::kill(pid, libc::SIGKILL);
-                        libc::waitpid(pid, std::ptr::null_mut(), 0);
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
+            reap_or_kill(
+                pid,
+                Duration::from_secs(super::keeper::DIE_SECONDS + 2),
+                Duration::from_millis(50),
+            )
         };
         if std::thread::Builder::new()
             .name("reap".into())
@@ -844,6 +836,24 @@ fn spawn_keeper(sock: RawFd) -> std::io::Result<i32> {
         libc::posix_spawn_file_actions_destroy(&mut actions);
         libc::posix_spawnattr_destroy(&mut attr);
         spawned.map(|()| pid)
+    }
+}
+
+/// Reaps this process's child `pid`, looking every `poll`; past `within`,
+/// SIGKILLs it and reaps it then.
+pub(super) fn reap_or_kill(pid: i32, within: Duration, poll: Duration) {
+    let deadline = Instant::now() + within;
+    // SAFETY: waitpid(2) and kill(2) on our own child, not reaped (so its
+    // pid is not reused) until waitpid says so.
+    unsafe {
+        while libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) == 0 {
+            if Instant::now() >= deadline {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+                return;
+            }
+            std::thread::sleep(poll);
+        }
     }
 }
 

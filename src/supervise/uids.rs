@@ -27,7 +27,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::wire::{Identity, Spawn};
 use crate::secrets::run_uids::{BASE, UidRange, candidates};
@@ -260,19 +260,7 @@ fn kill_uid(uid: u32) {
     if pid < 0 {
         return;
     }
-    let deadline = Instant::now() + Duration::from_millis(200);
-    // SAFETY: waitpid(2) and kill(2) on our own child, not reaped until
-    // waitpid says so.
-    unsafe {
-        while libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) == 0 {
-            if Instant::now() >= deadline {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, std::ptr::null_mut(), 0);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
+    super::child::reap_or_kill(pid, Duration::from_millis(200), Duration::from_millis(1));
 }
 
 /// Removes what `uid` owns at the top of `/tmp`, `/var/tmp`, `/dev/shm`
