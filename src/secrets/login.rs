@@ -7,7 +7,15 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::{TOKEN_FILE_VAR, TOKEN_VAR, scram};
+use super::scram;
+
+/// The environment variable with a machine's (or an instance's) own
+/// credentials, `ROLE:SECRET`.
+pub const TOKEN_VAR: &str = "ORCA_TOKEN";
+
+/// Where a machine or instance keeps its live secret (`ROLE:SECRET`), set
+/// by the boot and instance scripts: a file only orca's user can read.
+pub const TOKEN_FILE_VAR: &str = "ORCA_TOKEN_FILE";
 
 /// A machine's or instance's login: its role and current secret, and, where
 /// the secret came from its boot token, the file to keep the one that

@@ -14,20 +14,9 @@ pub mod run_as;
 pub mod run_uids;
 pub mod scram;
 
-pub use login::Login;
-pub use run_as::{run_as, run_as_from_env};
+pub use login::{Login, TOKEN_FILE_VAR};
+pub use run_as::{RUN_AS_VAR, run_as, run_as_from_env};
 pub use run_uids::run_uids;
-
-/// The environment variable with a machine's (or an instance's) own
-/// credentials, `ROLE:SECRET`.
-pub const TOKEN_VAR: &str = "ORCA_TOKEN";
-
-/// Where a machine or instance keeps its live secret (`ROLE:SECRET`), set
-/// by the boot and instance scripts: a file only orca's user can read.
-pub const TOKEN_FILE_VAR: &str = "ORCA_TOKEN_FILE";
-
-/// The Unix user runs execute as (unset: orca's own).
-pub const RUN_AS_VAR: &str = "ORCA_RUN_AS";
 
 /// Sets up a long-lived orca process before it reads a secret: it is
 /// [`protect`]ed, and, for one that starts runs (`starts_runs`), the user

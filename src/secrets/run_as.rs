@@ -1,7 +1,8 @@
 //! Runs as another Unix user (`ORCA_RUN_AS`): looked up once at start, by
 //! [`super::guard`], and read by the supervisor when it starts a command.
 
-use super::RUN_AS_VAR;
+/// The Unix user runs execute as (unset: orca's own).
+pub const RUN_AS_VAR: &str = "ORCA_RUN_AS";
 
 static RUN_AS: std::sync::OnceLock<Option<RunAs>> = std::sync::OnceLock::new();
 

@@ -21,6 +21,7 @@ mod history;
 mod launch;
 mod layers;
 mod logins;
+mod map;
 mod metrics;
 mod on_lost;
 mod ops;
