@@ -212,7 +212,6 @@ pub fn is_connection_error(e: &postgres::Error) -> bool {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,11 +2,12 @@
 //! lacks, then the functions of `sql/functions/` that changed, in one
 //! transaction under [`MIGRATE_LOCK`].
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use postgres::Client;
+use postgres::{Client, Transaction};
 
-use super::{MIGRATE_LOCK, MIGRATIONS, plain, sql};
+use super::{MIGRATE_LOCK, MIGRATIONS, migrations_known, plain, sql};
 
 /// Whether the database has orca's schema: false before the first `orca
 /// migrate`. Needs no privilege on orca's tables (a machine's login may ask).
@@ -21,6 +22,8 @@ pub const NO_SCHEMA: &str = "the database has no orca schema yet: run `orca migr
 pub struct Migrated {
     /// The migrations it applied now, by version and name.
     pub applied: Vec<(i32, &'static str)>,
+    /// The `sql/functions/` files it applied now, by name.
+    pub functions: Vec<&'static str>,
     /// How many the database knew before.
     pub before: i32,
     /// What it could not harden (see `sql/database_harden.sql`).
@@ -30,7 +33,8 @@ pub struct Migrated {
 /// The `application_name` of `orca migrate`'s session.
 pub const MIGRATE_APP: &str = "orca migrate";
 
-/// Applies the missing migrations in one transaction under [`MIGRATE_LOCK`],
+/// Applies the missing migrations, then the `sql/functions/` files that
+/// changed ([`function_step`]), in one transaction under [`MIGRATE_LOCK`],
 /// so two at once are safe and a second run is a no-op.
 pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
     let mut intruders = Vec::new();
@@ -84,6 +88,7 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
             .map_err(|e| plain(&e))?;
         applied.push((m.version, m.name));
     }
+    let functions = apply_functions(&mut tx, before > migrations_known())?;
     tx.commit().map_err(|e| plain(&e))?;
     let mut warnings = Vec::new();
     if let Err(e) = client.batch_execute(sql::DATABASE_HARDEN) {
@@ -105,9 +110,81 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
     }
     Ok(Migrated {
         applied,
+        functions,
         before,
         warnings,
     })
+}
+
+/// What `orca migrate` does with a file of `sql/functions/`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FunctionStep {
+    /// The database has another version of it, or none: applied.
+    Apply,
+    /// The database has this version: not applied again.
+    Current,
+    /// The database has migrations this binary doesn't know: its functions
+    /// are a newer binary's, left as they are.
+    Newer,
+}
+
+/// What `orca migrate` does with a file whose text has SHA-256 `hash`, the
+/// database having had version `had` of it (`None`: never), and
+/// `database_newer` when the database has migrations this binary doesn't
+/// know. A function change that an older binary's `orca migrate` must not
+/// undo comes with a migration.
+pub fn function_step(hash: &str, had: Option<&str>, database_newer: bool) -> FunctionStep {
+    if had == Some(hash) {
+        FunctionStep::Current
+    } else if database_newer {
+        FunctionStep::Newer
+    } else {
+        FunctionStep::Apply
+    }
+}
+
+/// The SHA-256 of `text`, in hex.
+fn sha256_hex(text: &str) -> String {
+    ring::digest::digest(&ring::digest::SHA256, text.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Applies the files of [`sql::FUNCTIONS`] that [`function_step`] says to,
+/// in `tx` (after the migrations), and records their versions; the names
+/// of those applied.
+fn apply_functions(
+    tx: &mut Transaction<'_>,
+    database_newer: bool,
+) -> Result<Vec<&'static str>, String> {
+    let had: HashMap<String, String> = tx
+        .query(sql::FUNCTION_FILES, &[])
+        .map_err(|e| plain(&e))?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let mut applied = Vec::new();
+    for &(name, text) in sql::FUNCTIONS {
+        let hash = sha256_hex(text);
+        match function_step(&hash, had.get(name).map(String::as_str), database_newer) {
+            FunctionStep::Apply => {
+                tx.batch_execute(text)
+                    .map_err(|e| format!("sql/functions/{name}.sql: {}", plain(&e)))?;
+                tx.execute(sql::FUNCTION_FILE_RECORD, &[&name, &hash])
+                    .map_err(|e| plain(&e))?;
+                applied.push(name);
+            }
+            FunctionStep::Current | FunctionStep::Newer => {}
+        }
+    }
+    if !database_newer {
+        let names: Vec<&str> = sql::FUNCTIONS.iter().map(|(n, _)| *n).collect();
+        tx.execute(sql::FUNCTION_FILES_FORGET, &[&names])
+            .map_err(|e| plain(&e))?;
+    }
+    Ok(applied)
 }
 
 /// How many migrations the database has had applied (0 before the first).
@@ -120,3 +197,49 @@ pub fn migrations_applied(client: &mut Client) -> Result<i32, postgres::Error> {
         .map(|r| r.get(0))
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_function_file_is_applied_when_its_version_is_not_the_database_s() {
+        assert_eq!(function_step("b", None, false), FunctionStep::Apply);
+        assert_eq!(function_step("b", Some("a"), false), FunctionStep::Apply);
+        assert_eq!(function_step("b", Some("b"), false), FunctionStep::Current);
+    }
+
+    #[test]
+    fn a_newer_binary_s_functions_are_left_to_it() {
+        assert_eq!(function_step("b", Some("a"), true), FunctionStep::Newer);
+        assert_eq!(function_step("b", None, true), FunctionStep::Newer);
+        assert_eq!(function_step("b", Some("b"), true), FunctionStep::Current);
+    }
+
+    #[test]
+    fn a_version_is_its_text_s_sha256() {
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn every_function_file_is_embedded_once_in_name_order() {
+        let names: Vec<&str> = sql::FUNCTIONS.iter().map(|(n, _)| *n).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/sql/functions");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        let embedded: Vec<String> = names.iter().map(|n| format!("{n}.sql")).collect();
+        assert_eq!(
+            files, embedded,
+            "regenerate src/db/sql.rs: scripts/gen-sql-rs.sh"
+        );
+    }
+}

@@ -365,7 +365,6 @@ pub fn connect_waiting(target: &Target, wait: f64) -> Result<Client, ConnectErro
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
