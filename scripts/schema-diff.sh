@@ -8,7 +8,10 @@
 # OLD_ORCA and then by NEW_ORCA; each `pg_dump --schema-only --schema=orca`,
 # without NEW_ORCA's table of function versions (orca.function_files).
 # Prints the differences of (b) and (c) from (a); exit 0 when there are
-# none, 1 when there are. Needs ORCA_TEST_DATABASE_URL, a superuser's URL
+# none, 1 when there are. With OLD_REF=<git ref> also (d) for each N, a
+# database made by that ref's sql/migrations 1..N (as that ref's binary
+# would have left it at N) and then migrated by NEW_ORCA, against (b).
+# Needs ORCA_TEST_DATABASE_URL, a superuser's URL
 # (scripts/test-db.sh sets it: scripts/test-db.sh scripts/schema-diff.sh
 # /tmp/orca-old); makes a role and three databases of its own there and
 # drops them.
@@ -21,10 +24,11 @@ role=orca_schema_diff
 pw=schema-diff-pw
 # The server's URL with another user and database.
 url() { echo "$admin" | sed -E "s#://[^@/]*@#://#; s#://#://$1@#; s#/[^/?]*(\?|$)#/$2\1#"; }
+export PGOPTIONS='-c client_min_messages=warning'
 sql() { psql "$admin" -X -q -v ON_ERROR_STOP=1 -c "$1" >/dev/null; }
 out=$(mktemp -d)
 cleanup() {
-  for d in a b c; do sql "DROP DATABASE IF EXISTS ${role}_$d" || true; done
+  for d in a b c d; do sql "DROP DATABASE IF EXISTS ${role}_$d" || true; done
   sql "DROP ROLE IF EXISTS $role" || true
   rm -rf "$out"
 }
@@ -46,5 +50,26 @@ rc=0
 for d in b c; do
   if ! diff -u "$out/a.sql" "$out/$d.sql" --label "fresh, $old" --label "$( [ $d = b ] && echo "fresh, $new" || echo "$old, then $new")"; then rc=1; fi
 done
+dump() {
+  pg_dump --schema-only --schema=orca --exclude-table=orca.function_files \
+    "$(url "$role:$pw" "${role}_$1")" | grep -v -e '^-- Dumped' -e '^.restrict' -e '^.unrestrict'
+}
+if [ -n "${OLD_REF:-}" ]; then
+  files=$(git ls-tree --name-only "$OLD_REF" sql/migrations/ | sort)
+  for n in $(seq 1 "$(echo "$files" | wc -l)"); do
+    sql "DROP DATABASE IF EXISTS ${role}_d"
+    sql "CREATE DATABASE ${role}_d OWNER $role"
+    {
+      echo 'BEGIN;'; cat sql/migrations_table.sql; echo '; COMMIT;'
+      for f in $(echo "$files" | head -"$n"); do
+        echo 'BEGIN;'; git show "$OLD_REF:$f"
+        echo ";INSERT INTO orca.migrations (version, name) VALUES ($((10#$(basename "$f" | cut -c1-4))), 'as $OLD_REF had it'); COMMIT;"
+      done
+    } | psql "$(url "$role:$pw" "${role}_d")" -X -q -v ON_ERROR_STOP=1 >/dev/null
+    migrate "$new" d
+    if ! dump d | diff -u "$out/b.sql" - --label "fresh, $new" --label "$OLD_REF at $n, then $new"; then rc=1; fi
+  done
+  echo "schema-diff.sh: $n databases made by $OLD_REF's migrations 1..N, then migrated by $new, compared"
+fi
 [ $rc = 0 ] && echo "schema-diff.sh: the three schemas are identical ($(grep -c '^CREATE' "$out/a.sql") CREATE statements)"
 exit $rc

@@ -6,5 +6,4 @@ LANGUAGE sql IMMUTABLE AS $$
                     pg_catalog.octet_length(p_output) OPERATOR(pg_catalog.-) 65535)
                 ELSE p_output END
 $$;
-ALTER FUNCTION orca.bounded_output(bytea) RESET ALL;
 REVOKE ALL ON FUNCTION orca.bounded_output(bytea) FROM PUBLIC;

@@ -5,5 +5,4 @@ LANGUAGE sql IMMUTABLE AS $$
                 THEN pg_catalog.left(p_why, 4080) OPERATOR(pg_catalog.||) ' … (cut)'::pg_catalog.text
                 ELSE p_why END
 $$;
-ALTER FUNCTION orca.bounded_why(text) RESET ALL;
 REVOKE ALL ON FUNCTION orca.bounded_why(text) FROM PUBLIC;
