@@ -88,7 +88,7 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
             .map_err(|e| plain(&e))?;
         applied.push((m.version, m.name));
     }
-    let functions = apply_functions(&mut tx, before > migrations_known())?;
+    let functions = apply_functions(&mut tx, !applied.is_empty(), before > migrations_known())?;
     tx.commit().map_err(|e| plain(&e))?;
     let mut warnings = Vec::new();
     if let Err(e) = client.batch_execute(sql::DATABASE_HARDEN) {
@@ -119,9 +119,12 @@ pub fn migrate(client: &mut Client) -> Result<Migrated, String> {
 /// What `orca migrate` does with a file of `sql/functions/`.
 #[derive(Debug, PartialEq, Eq)]
 pub enum FunctionStep {
-    /// The database has another version of it, or none: applied.
+    /// The database has another version of it, or none, or this
+    /// `orca migrate` applied migrations (which may have dropped or changed
+    /// what it defines): applied.
     Apply,
-    /// The database has this version: not applied again.
+    /// The database has this version and no migration was applied: not
+    /// applied again.
     Current,
     /// The database has migrations this binary doesn't know: its functions
     /// are a newer binary's, left as they are.
@@ -129,15 +132,25 @@ pub enum FunctionStep {
 }
 
 /// What `orca migrate` does with a file whose text has SHA-256 `hash`, the
-/// database having had version `had` of it (`None`: never), and
-/// `database_newer` when the database has migrations this binary doesn't
-/// know. A function change that an older binary's `orca migrate` must not
-/// undo comes with a migration.
-pub fn function_step(hash: &str, had: Option<&str>, database_newer: bool) -> FunctionStep {
-    if had == Some(hash) {
+/// database having had version `had` of it (`None`: never), `migrated` when
+/// this `orca migrate` applied migrations, and `database_newer` when the
+/// database has migrations this binary doesn't know. A function change
+/// that an older binary's `orca migrate` must not undo comes with a
+/// migration.
+pub fn function_step(
+    hash: &str,
+    had: Option<&str>,
+    migrated: bool,
+    database_newer: bool,
+) -> FunctionStep {
+    if database_newer {
+        if had == Some(hash) {
+            FunctionStep::Current
+        } else {
+            FunctionStep::Newer
+        }
+    } else if had == Some(hash) && !migrated {
         FunctionStep::Current
-    } else if database_newer {
-        FunctionStep::Newer
     } else {
         FunctionStep::Apply
     }
@@ -157,6 +170,7 @@ fn sha256_hex(text: &str) -> String {
 /// of those applied.
 fn apply_functions(
     tx: &mut Transaction<'_>,
+    migrated: bool,
     database_newer: bool,
 ) -> Result<Vec<&'static str>, String> {
     let had: HashMap<String, String> = tx
@@ -168,7 +182,8 @@ fn apply_functions(
     let mut applied = Vec::new();
     for &(name, text) in sql::FUNCTIONS {
         let hash = sha256_hex(text);
-        match function_step(&hash, had.get(name).map(String::as_str), database_newer) {
+        let had = had.get(name).map(String::as_str);
+        match function_step(&hash, had, migrated, database_newer) {
             FunctionStep::Apply => {
                 tx.batch_execute(text)
                     .map_err(|e| format!("sql/functions/{name}.sql: {}", plain(&e)))?;
@@ -203,16 +218,47 @@ mod tests {
 
     #[test]
     fn a_function_file_is_applied_when_its_version_is_not_the_database_s() {
-        assert_eq!(function_step("b", None, false), FunctionStep::Apply);
-        assert_eq!(function_step("b", Some("a"), false), FunctionStep::Apply);
-        assert_eq!(function_step("b", Some("b"), false), FunctionStep::Current);
+        assert_eq!(function_step("b", None, false, false), FunctionStep::Apply);
+        assert_eq!(
+            function_step("b", Some("a"), false, false),
+            FunctionStep::Apply
+        );
+        assert_eq!(
+            function_step("b", Some("b"), false, false),
+            FunctionStep::Current
+        );
+    }
+
+    #[test]
+    fn every_function_file_is_applied_after_migrations() {
+        // A migration may have dropped what the file defines (a DROP
+        // FUNCTION, a DROP TABLE ... CASCADE of a type in its signature).
+        assert_eq!(
+            function_step("b", Some("b"), true, false),
+            FunctionStep::Apply
+        );
+        assert_eq!(
+            function_step("b", Some("a"), true, false),
+            FunctionStep::Apply
+        );
     }
 
     #[test]
     fn a_newer_binary_s_functions_are_left_to_it() {
-        assert_eq!(function_step("b", Some("a"), true), FunctionStep::Newer);
-        assert_eq!(function_step("b", None, true), FunctionStep::Newer);
-        assert_eq!(function_step("b", Some("b"), true), FunctionStep::Current);
+        for migrated in [false, true] {
+            assert_eq!(
+                function_step("b", Some("a"), migrated, true),
+                FunctionStep::Newer
+            );
+            assert_eq!(
+                function_step("b", None, migrated, true),
+                FunctionStep::Newer
+            );
+            assert_eq!(
+                function_step("b", Some("b"), migrated, true),
+                FunctionStep::Current
+            );
+        }
     }
 
     #[test]
