@@ -3,8 +3,8 @@
 //! checkout (a `.git` beside `Cargo.toml`), `unknown` otherwise (a tarball,
 //! no git). Built again when the checkout's HEAD or its branch moves.
 //!
-//! And writes the `.sql` files of `sql/` and `sql/migrations/` as the binary
-//! embeds them, without their whole-line comments (`src/db/strip.rs`), to
+//! And writes the `.sql` files of `sql/`, `sql/migrations/` and
+//! `sql/functions/` as the binary embeds them, without their whole-line comments (`src/db/strip.rs`), to
 //! `OUT_DIR/sql/`.
 
 use std::path::Path;
@@ -13,11 +13,11 @@ use std::process::Command;
 #[path = "src/db/strip.rs"]
 mod strip;
 
-/// Writes every `.sql` file of `sql/` and `sql/migrations/` under `root`,
+/// Writes every `.sql` file of `sql/`, `sql/migrations/` and `sql/functions/` under `root`,
 /// stripped, to the same place under `OUT_DIR/sql/`.
 fn strip_sql_files(root: &Path) {
     let out = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("sql");
-    for sub in ["", "migrations"] {
+    for sub in ["", "migrations", "functions"] {
         let from = root.join("sql").join(sub);
         let to = out.join(sub);
         std::fs::create_dir_all(&to).expect("OUT_DIR/sql is writable");

@@ -95,6 +95,9 @@ pub fn migrate(opts: &DbOpts) -> Outcome {
     for (v, name) in &m.applied {
         println!("applied {v:04}_{name}");
     }
+    for name in &m.functions {
+        println!("applied sql/functions/{name}.sql");
+    }
     for w in &m.warnings {
         eprintln!("orca: warning: {w}");
     }
@@ -105,7 +108,7 @@ pub fn migrate(opts: &DbOpts) -> Outcome {
     };
     println!(
         "{}: this binary knows {} (floor {}); the database had {}{newer}",
-        if m.applied.is_empty() {
+        if m.applied.is_empty() && m.functions.is_empty() {
             "nothing to apply"
         } else {
             "done"

@@ -13,6 +13,9 @@ pub const ALERT_SENT: &str = sql_file!("alert_sent.sql");
 /// See `sql/alerts_claim.sql`.
 pub const ALERTS_CLAIM: &str = sql_file!("alerts_claim.sql");
 
+/// See `sql/backend_pid.sql`.
+pub const BACKEND_PID: &str = sql_file!("backend_pid.sql");
+
 /// See `sql/database_harden.sql`.
 pub const DATABASE_HARDEN: &str = sql_file!("database_harden.sql");
 
@@ -40,13 +43,13 @@ pub const EC2_UPKEEP_LIVE: &str = sql_file!("ec2_upkeep_live.sql");
 /// See `sql/event_add.sql`.
 pub const EVENT_ADD: &str = sql_file!("event_add.sql");
 
-/// See `sql/events_list.sql`.
-pub const EVENTS_LIST: &str = sql_file!("events_list.sql");
-
 /// See `sql/events_follow.sql`.
 pub const EVENTS_FOLLOW: &str = sql_file!("events_follow.sql");
 
-/// See `sql/events_newest.sql` (where `orca events -f` begins).
+/// See `sql/events_list.sql`.
+pub const EVENTS_LIST: &str = sql_file!("events_list.sql");
+
+/// See `sql/events_newest.sql`.
 pub const EVENTS_NEWEST: &str = sql_file!("events_newest.sql");
 
 /// See `sql/fire.sql`.
@@ -66,6 +69,15 @@ pub const FLOOD_RELEASE: &str = sql_file!("flood_release.sql");
 
 /// See `sql/flood_reserve.sql`.
 pub const FLOOD_RESERVE: &str = sql_file!("flood_reserve.sql");
+
+/// See `sql/function_file_record.sql`.
+pub const FUNCTION_FILE_RECORD: &str = sql_file!("function_file_record.sql");
+
+/// See `sql/function_files.sql`.
+pub const FUNCTION_FILES: &str = sql_file!("function_files.sql");
+
+/// See `sql/function_files_forget.sql`.
+pub const FUNCTION_FILES_FORGET: &str = sql_file!("function_files_forget.sql");
 
 /// See `sql/instance_add.sql`.
 pub const INSTANCE_ADD: &str = sql_file!("instance_add.sql");
@@ -129,16 +141,21 @@ pub const LEAD_TERMINATE: &str = sql_file!("lead_terminate.sql");
 
 /// See `sql/lead_try.sql`.
 pub const LEAD_TRY: &str = sql_file!("lead_try.sql");
-/// Waits for the lead lock (within a transaction's `lock_timeout`).
+
+/// See `sql/lead_wait.sql`.
 pub const LEAD_WAIT: &str = sql_file!("lead_wait.sql");
-/// Sets the transaction's `lock_timeout`.
-pub const LOCK_TIMEOUT_LOCAL: &str = sql_file!("lock_timeout_local.sql");
 
 /// See `sql/lock_intruders_end.sql`.
 pub const LOCK_INTRUDERS_END: &str = sql_file!("lock_intruders_end.sql");
 
 /// See `sql/lock_prepared_holds.sql`.
 pub const LOCK_PREPARED_HOLDS: &str = sql_file!("lock_prepared_holds.sql");
+
+/// See `sql/lock_timeout_local.sql`.
+pub const LOCK_TIMEOUT_LOCAL: &str = sql_file!("lock_timeout_local.sql");
+
+/// See `sql/login_objects_sweep.sql`.
+pub const LOGIN_OBJECTS_SWEEP: &str = sql_file!("login_objects_sweep.sql");
 
 /// See `sql/login_rotate.sql`.
 pub const LOGIN_ROTATE: &str = sql_file!("login_rotate.sql");
@@ -158,6 +175,9 @@ pub const MACHINE_END: &str = sql_file!("machine_end.sql");
 /// See `sql/machine_ending.sql`.
 pub const MACHINE_ENDING: &str = sql_file!("machine_ending.sql");
 
+/// See `sql/machine_login_shut.sql`.
+pub const MACHINE_LOGIN_SHUT: &str = sql_file!("machine_login_shut.sql");
+
 /// See `sql/machine_next_id.sql`.
 pub const MACHINE_NEXT_ID: &str = sql_file!("machine_next_id.sql");
 
@@ -170,17 +190,11 @@ pub const MACHINE_ROLE_MAKE: &str = sql_file!("machine_role_make.sql");
 /// See `sql/machine_role_revoke.sql`.
 pub const MACHINE_ROLE_REVOKE: &str = sql_file!("machine_role_revoke.sql");
 
-/// See `sql/login_objects_sweep.sql`.
-pub const LOGIN_OBJECTS_SWEEP: &str = sql_file!("login_objects_sweep.sql");
-
-/// See `sql/machine_login_shut.sql`.
-pub const MACHINE_LOGIN_SHUT: &str = sql_file!("machine_login_shut.sql");
+/// See `sql/metrics_ends.sql`.
+pub const METRICS_ENDS: &str = sql_file!("metrics_ends.sql");
 
 /// See `sql/metrics_read.sql`.
 pub const METRICS_READ: &str = sql_file!("metrics_read.sql");
-
-/// See `sql/metrics_ends.sql`.
-pub const METRICS_ENDS: &str = sql_file!("metrics_ends.sql");
 
 /// See `sql/migrate_lock.sql`.
 pub const MIGRATE_LOCK: &str = sql_file!("migrate_lock.sql");
@@ -259,8 +273,6 @@ pub const RUN_CANCEL: &str = sql_file!("run_cancel.sql");
 
 /// See `sql/run_finish.sql`.
 pub const RUN_FINISH: &str = sql_file!("run_finish.sql");
-/// Writes several attempts' ends in one statement (see `sql/runs_finish.sql`).
-pub const RUNS_FINISH: &str = sql_file!("runs_finish.sql");
 
 /// See `sql/run_follow.sql`.
 pub const RUN_FOLLOW: &str = sql_file!("run_follow.sql");
@@ -271,14 +283,11 @@ pub const RUN_QUEUE: &str = sql_file!("run_queue.sql");
 /// See `sql/run_requeue.sql`.
 pub const RUN_REQUEUE: &str = sql_file!("run_requeue.sql");
 
-/// See `sql/run_retry_lock.sql`.
-pub const RUN_RETRY_LOCK: &str = sql_file!("run_retry_lock.sql");
-
 /// See `sql/run_retry.sql`.
 pub const RUN_RETRY: &str = sql_file!("run_retry.sql");
 
-/// See `sql/runs_start.sql`.
-pub const RUNS_START: &str = sql_file!("runs_start.sql");
+/// See `sql/run_retry_lock.sql`.
+pub const RUN_RETRY_LOCK: &str = sql_file!("run_retry_lock.sql");
 
 /// See `sql/run_state.sql`.
 pub const RUN_STATE: &str = sql_file!("run_state.sql");
@@ -292,8 +301,14 @@ pub const RUNS_BEAT: &str = sql_file!("runs_beat.sql");
 /// See `sql/runs_cancel_queued.sql`.
 pub const RUNS_CANCEL_QUEUED: &str = sql_file!("runs_cancel_queued.sql");
 
+/// See `sql/runs_finish.sql`.
+pub const RUNS_FINISH: &str = sql_file!("runs_finish.sql");
+
 /// See `sql/runs_list.sql`.
 pub const RUNS_LIST: &str = sql_file!("runs_list.sql");
+
+/// See `sql/runs_start.sql`.
+pub const RUNS_START: &str = sql_file!("runs_start.sql");
 
 /// See `sql/scheduler_ask_drain.sql`.
 pub const SCHEDULER_ASK_DRAIN: &str = sql_file!("scheduler_ask_drain.sql");
@@ -322,17 +337,17 @@ pub const SCHEMA_PRESENT: &str = sql_file!("schema_present.sql");
 /// See `sql/sensor_queue.sql`.
 pub const SENSOR_QUEUE: &str = sql_file!("sensor_queue.sql");
 
-/// See `sql/status.sql`.
-pub const STATUS: &str = sql_file!("status.sql");
-
-/// See `sql/status_failures.sql`.
-pub const STATUS_FAILURES: &str = sql_file!("status_failures.sql");
-
 /// See `sql/stack_id.sql`.
 pub const STACK_ID: &str = sql_file!("stack_id.sql");
 
 /// See `sql/startable.sql`.
 pub const STARTABLE: &str = sql_file!("startable.sql");
+
+/// See `sql/status.sql`.
+pub const STATUS: &str = sql_file!("status.sql");
+
+/// See `sql/status_failures.sql`.
+pub const STATUS_FAILURES: &str = sql_file!("status_failures.sql");
 
 /// See `sql/sweep.sql`.
 pub const SWEEP: &str = sql_file!("sweep.sql");
@@ -352,5 +367,96 @@ pub const WORKER_REQUEUE: &str = sql_file!("worker_requeue.sql");
 /// See `sql/worker_round.sql`.
 pub const WORKER_ROUND: &str = sql_file!("worker_round.sql");
 
-/// See `sql/backend_pid.sql`.
-pub const BACKEND_PID: &str = sql_file!("backend_pid.sql");
+/// Every function of schema `orca`, by name: its current definition (every
+/// overload, its settings and grants), one file each under `sql/functions/`,
+/// applied by `orca migrate` when it changed (`db::migrate`).
+pub const FUNCTIONS: &[(&str, &str)] = &[
+    ("attempt_keep", sql_file!("functions/attempt_keep.sql")),
+    ("bounded_output", sql_file!("functions/bounded_output.sql")),
+    ("bounded_why", sql_file!("functions/bounded_why.sql")),
+    ("check_beat", sql_file!("functions/check_beat.sql")),
+    ("claim_lock_add", sql_file!("functions/claim_lock_add.sql")),
+    ("claim_runs", sql_file!("functions/claim_runs.sql")),
+    ("ended_when", sql_file!("functions/ended_when.sql")),
+    ("finish_attempt", sql_file!("functions/finish_attempt.sql")),
+    (
+        "finish_attempts",
+        sql_file!("functions/finish_attempts.sql"),
+    ),
+    (
+        "instance_cluster",
+        sql_file!("functions/instance_cluster.sql"),
+    ),
+    (
+        "instance_head_beat",
+        sql_file!("functions/instance_head_beat.sql"),
+    ),
+    (
+        "instance_head_finish",
+        sql_file!("functions/instance_head_finish.sql"),
+    ),
+    (
+        "instance_head_output",
+        sql_file!("functions/instance_head_output.sql"),
+    ),
+    (
+        "instance_head_requeue",
+        sql_file!("functions/instance_head_requeue.sql"),
+    ),
+    (
+        "instance_head_round",
+        sql_file!("functions/instance_head_round.sql"),
+    ),
+    ("instance_heads", sql_file!("functions/instance_heads.sql")),
+    ("instance_idle", sql_file!("functions/instance_idle.sql")),
+    ("instance_poll", sql_file!("functions/instance_poll.sql")),
+    (
+        "instance_role_make",
+        sql_file!("functions/instance_role_make.sql"),
+    ),
+    (
+        "instance_run_over",
+        sql_file!("functions/instance_run_over.sql"),
+    ),
+    ("instance_serve", sql_file!("functions/instance_serve.sql")),
+    (
+        "login_objects_sweep",
+        sql_file!("functions/login_objects_sweep.sql"),
+    ),
+    (
+        "login_role_make",
+        sql_file!("functions/login_role_make.sql"),
+    ),
+    ("login_rotate", sql_file!("functions/login_rotate.sql")),
+    (
+        "machine_role_drop",
+        sql_file!("functions/machine_role_drop.sql"),
+    ),
+    (
+        "machine_role_make",
+        sql_file!("functions/machine_role_make.sql"),
+    ),
+    (
+        "machine_role_revoke",
+        sql_file!("functions/machine_role_revoke.sql"),
+    ),
+    ("on_lost", sql_file!("functions/on_lost.sql")),
+    ("output_fold", sql_file!("functions/output_fold.sql")),
+    ("output_put", sql_file!("functions/output_put.sql")),
+    ("output_tail", sql_file!("functions/output_tail.sql")),
+    ("outputs_put", sql_file!("functions/outputs_put.sql")),
+    (
+        "requeue_attempt",
+        sql_file!("functions/requeue_attempt.sql"),
+    ),
+    ("requeue_bound", sql_file!("functions/requeue_bound.sql")),
+    ("runs_beat", sql_file!("functions/runs_beat.sql")),
+    ("worker_beat", sql_file!("functions/worker_beat.sql")),
+    ("worker_claim", sql_file!("functions/worker_claim.sql")),
+    ("worker_finish", sql_file!("functions/worker_finish.sql")),
+    ("worker_hello", sql_file!("functions/worker_hello.sql")),
+    ("worker_machine", sql_file!("functions/worker_machine.sql")),
+    ("worker_output", sql_file!("functions/worker_output.sql")),
+    ("worker_requeue", sql_file!("functions/worker_requeue.sql")),
+    ("worker_round", sql_file!("functions/worker_round.sql")),
+];

@@ -13,6 +13,7 @@ mod ended;
 mod engine;
 mod fake_aws;
 mod flood;
+mod functions;
 mod hardening;
 // Some harness items are the bench's alone (bench/main.rs includes it too).
 #[allow(dead_code)]
