@@ -159,7 +159,7 @@ pub fn rollback_prepared(client: &mut Client, secs: f64) -> Result<Vec<String>, 
                     .batch_execute(&format!("SET ROLE {role}"))
                     .and_then(|_| client.batch_execute(&format!("ROLLBACK PREPARED {literal}")));
                 client.batch_execute("RESET ROLE")?;
-                done.map_err(|e| crate::db::plain(&e))
+                done.map_err(|e| crate::db::fault::plain(&e))
             }
             _ => Err("orca's role is not a member of its owner: an administrator must".to_string()),
         };

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use postgres::{Client, Transaction};
 
-use super::{MIGRATE_LOCK, MIGRATIONS, migrations_known, plain, sql};
+use super::fault::plain;
+use super::migrations::{MIGRATE_LOCK, MIGRATIONS, migrations_known};
+use super::sql;
 
 /// Whether the database has orca's schema: false before the first `orca
 /// migrate`. Needs no privilege on orca's tables (a machine's login may ask).

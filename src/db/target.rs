@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use postgres::Client;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::{Refusal, plain, revokes, sql, tls};
+use super::fault::{Refusal, plain, revokes};
+use super::{sql, tls};
 
 /// Where the database is and how to reach it, parsed once from the URL.
 #[derive(Clone)]

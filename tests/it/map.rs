@@ -435,6 +435,7 @@ fn as_path(cite: &str) -> Option<&str> {
         && !path.starts_with('/')
         && !path.contains('*')
         && !path.contains("NNNN")
+        && !path.contains('<')
         && !path.contains("OUT_DIR")
         && ext.iter().any(|e| path.ends_with(e));
     (looks && (known.iter().any(|k| path.starts_with(k)) || path.ends_with(".rs"))).then_some(path)
