@@ -175,7 +175,7 @@ fn spawn_floor(program: &str, args: &[&str]) -> (f64, f64) {
     argv.push(std::ptr::null_mut());
     // The environment a run gets: this process's (as the scheduler's) but
     // for what a run never gets (`ORCA_*`, `PG*`, `AWS_*` but the region:
-    // `supervise::child::passed_on`), and a run's own.
+    // `supervise::env::passed_on`), and a run's own.
     let passed_on = |k: &str| {
         let k = k.to_ascii_uppercase();
         !(k.starts_with("ORCA_")

@@ -16,7 +16,6 @@ use crate::config::{self, Config};
 use crate::db::sql;
 use crate::db::{self, Db, Fault, Target};
 use crate::exit::{self, Failure, Outcome, bad, no};
-use crate::lead::{self, DeployVerdict};
 use crate::plural::count;
 use crate::printable;
 use crate::runs::{self, Cancelled, RunState, STATES};
@@ -25,6 +24,7 @@ use crate::waits::{self, Waiting};
 pub mod events;
 pub mod pipelines;
 pub mod retry;
+pub mod schedulers;
 pub mod status;
 
 /// How often `orca logs -f` and `orca run --wait` look at the run. Its
@@ -495,126 +495,11 @@ pub fn pause(pipeline: &str, paused: bool, opts: &DbOpts) -> Outcome {
     }
 }
 
+/// The stale limit (`ORCA_STALE_SECONDS`), as the schedulers read it.
 fn stale() -> Result<f64, Failure> {
     crate::settings::Timing::from_env()
         .map(|t| t.stale)
         .map_err(bad)
-}
-
-/// `orca scheduler drain [ID] [--force]`. Draining the only live instance
-/// that is not draining leaves nobody to lead: refused (exit 1, "no")
-/// without `force`.
-pub fn drain(id: Option<i64>, force: bool, opts: &DbOpts) -> Outcome {
-    let stale = stale()?;
-    let mut client = connect(opts)?;
-    match lead::ask_drain(&mut client, id, stale, &runs::whoami(), force).map_err(pg)? {
-        lead::DrainAsked::Asked(asked) => {
-            println!("asked scheduler {asked} to drain");
-            Ok(())
-        }
-        lead::DrainAsked::Alone(alone) => Err(no(format!(
-            "scheduler {alone} is the only live instance not draining: drained, none would lead; \
-             start another first, or drain it with --force"
-        ))),
-        lead::DrainAsked::NoSuch => Err(no(match id {
-            Some(id) => format!("no live scheduler instance {id}"),
-            None => "no live scheduler instance leads".to_string(),
-        })),
-    }
-}
-
-/// `orca instances`: live ones and those gone within the hour (`all`:
-/// every one). With overlap off there are no instance rows; the
-/// scheduler holding the lead is shown from the lock itself.
-pub fn instances(json: bool, all: bool, opts: &DbOpts) -> Outcome {
-    let stale = stale()?;
-    let mut client = connect(opts)?;
-    let rows = lead::instances(&mut client, stale, all).map_err(pg)?;
-    let unlisted_holder = if rows.iter().any(|r| r.role == "leader") {
-        None
-    } else {
-        lead::lock::holder(&mut client)
-    };
-    if json {
-        // One array: each instance, and a scheduler with ORCA_OVERLAP=off
-        // holding the lead as one more element with the same keys.
-        let mut doc: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|r| {
-                let mut v = serde_json::to_value(r).expect("json");
-                v["overlap"] = true.into();
-                v
-            })
-            .collect();
-        if let Some(holder) = &unlisted_holder {
-            doc.push(serde_json::json!({
-                "id": null, "host": holder, "pid": null, "role": "leader", "image": null,
-                "migrations": null, "runs": null, "seen_ago": null, "last_seen": null,
-                "overlap": false,
-            }));
-        }
-        return print_json(&doc);
-    }
-    println!(
-        "{:>5}  {:<28} {:<9} {:<16} {:>10}  {:>4}  LAST SEEN",
-        "ID", "HOST PID", "ROLE", "IMAGE", "MIGRATIONS", "RUNS"
-    );
-    for r in &rows {
-        println!(
-            "{:>5}  {:<28} {:<9} {:<16} {:>10}  {:>4}  {} ({:.0}s ago)",
-            r.id,
-            format!("{} {}", r.host, r.pid),
-            r.role,
-            if r.image.is_empty() { "-" } else { &r.image },
-            r.migrations,
-            r.runs,
-            r.last_seen,
-            r.seen_ago
-        );
-    }
-    if let Some(holder) = unlisted_holder {
-        println!("    -  {holder:<28} leader    (a scheduler with ORCA_OVERLAP=off)");
-    }
-    Ok(())
-}
-
-/// `orca deploy check`: exit 0 when this binary can start beside the
-/// scheduler going now (nothing printed) or no scheduler runs (said); else
-/// why, and exit 1.
-pub fn deploy_check(opts: &DbOpts) -> Outcome {
-    let stale = stale()?;
-    let mut client = connect(opts)?;
-    match lead::deploy_check(&mut client, stale, db::migration_floor()).map_err(pg)? {
-        DeployVerdict::Clear => Ok(()),
-        DeployVerdict::NoneRunning => {
-            println!("no scheduler is running: nothing blocks a start");
-            Ok(())
-        }
-        DeployVerdict::Draining(names) => {
-            println!(
-                "{} draining and none will lead: nothing blocks a start",
-                match names.as_slice() {
-                    [one] => format!("{one} is"),
-                    many => format!("{} are", many.join(", ")),
-                }
-            );
-            Ok(())
-        }
-        DeployVerdict::Blocked(why) => Err(no(why)),
-    }
-}
-
-/// `orca deploy wait`.
-pub fn deploy_wait(timeout: f64, opts: &DbOpts) -> Outcome {
-    let stale = stale()?;
-    let mut client = connect(opts)?;
-    if lead::wait_for_lead(&mut client, stale, timeout).map_err(pg)? {
-        Ok(())
-    } else {
-        Err(no(format!(
-            "the newest live scheduler instance does not lead after {timeout}s"
-        )))
-    }
 }
 
 /// `orca pools`: per pool, its machines, its demand and what the last

@@ -2,7 +2,7 @@
 //! last look.
 //!
 //! A running attempt's output reaches the database as its last 64 KiB
-//! (`child::TAIL_BYTES`), written whole about once a second by whatever
+//! (`supervise::tail::TAIL_BYTES`), written whole about once a second by whatever
 //! supervises it (the scheduler, a worker, an EC2 run's head), and once more
 //! when the attempt ends. Each look sees such a window of one attempt's
 //! stream; the new bytes are what follows the longest end of the previous

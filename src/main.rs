@@ -153,12 +153,12 @@ fn dispatch(cli: &Cli) -> Outcome {
         Cmd::Scheduler {
             action: Some(cli::SchedulerCmd::Drain { id, force, db }),
             ..
-        } => commands::drain(*id, *force, db),
+        } => commands::schedulers::drain(*id, *force, db),
         Cmd::Scheduler {
             config,
             action: None,
         } => guard(true).and_then(|()| scheduler::main(config.as_deref())),
-        Cmd::Instances { json, all, db } => commands::instances(*json, *all, db),
+        Cmd::Instances { json, all, db } => commands::schedulers::instances(*json, *all, db),
         Cmd::Worker { pool } => guard(true).and_then(|()| pools::worker::main(pool)),
         Cmd::Ec2Serve {
             instance,
@@ -182,10 +182,10 @@ fn dispatch(cli: &Cli) -> Outcome {
         Cmd::Pools { json, db } => commands::pools(*json, db),
         Cmd::Deploy {
             action: cli::DeployCmd::Check { db },
-        } => commands::deploy_check(db),
+        } => commands::schedulers::deploy_check(db),
         Cmd::Deploy {
             action: cli::DeployCmd::Wait { timeout, db },
-        } => commands::deploy_wait(*timeout, db),
+        } => commands::schedulers::deploy_wait(*timeout, db),
     }
 }
 

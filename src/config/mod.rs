@@ -7,9 +7,9 @@
 //! schedule checked field by field, parsed, and whether it ever fires),
 //! [`register`] (a file's pipelines and pools written to the database, for
 //! `orca register` and `orca scheduler -c`), [`pools`] (pools as the
-//! database keeps them). This file: where the file is, and [`Config`], a
-//! whole checked file. Nothing here imports a command or the scheduler:
-//! they call into it.
+//! database keeps them). This file: where the file is; [`Config`], a
+//! whole checked file, is the checker's. Nothing here imports a command or
+//! the scheduler: they call into it.
 
 pub mod check;
 pub mod cron;
@@ -17,19 +17,10 @@ pub mod pools;
 pub mod register;
 pub mod spec;
 
-pub use check::load;
+pub use check::{Config, load};
 pub use spec::{Command, MachineSettings, Pipeline, Placement, Pool, PoolType, Provider};
 
 /// Where `orca.toml` is, when `-c` does not say: `ORCA_CONFIG`, else `./orca.toml`.
 pub fn default_path() -> String {
     std::env::var("ORCA_CONFIG").unwrap_or_else(|_| "orca.toml".into())
-}
-
-/// A whole `orca.toml`.
-#[derive(Clone, Debug, Default)]
-pub struct Config {
-    /// Its pipelines, by name.
-    pub pipelines: Vec<Pipeline>,
-    /// Its worker pools, by name.
-    pub pools: Vec<Pool>,
 }

@@ -128,6 +128,73 @@ fn idle_every(lost: f64) -> Duration {
     Duration::from_secs_f64((lost / 4.0).clamp(0.2, 2.0))
 }
 
+/// How often a worker beats and looks for runs.
+struct Pacing {
+    /// `ORCA_TICK_SECONDS`: how often its main loop turns.
+    tick: Duration,
+    /// How often a busy worker's attempts are beaten: a beat a second.
+    beat: Duration,
+    /// How often an idle worker beats and looks for runs ([`idle_every`]).
+    idle: Duration,
+}
+
+/// What a worker's supervisor says at the top of a tick.
+struct Now {
+    /// Its machine's slots.
+    slots: i32,
+    /// Processes running.
+    running: usize,
+    /// Ends not written yet (attempts to queue again among them).
+    pending: usize,
+    /// Of those, the ends that ride the next round (their slots are free
+    /// for its claim).
+    ending: usize,
+    /// Nothing runs and no end waits.
+    idle: bool,
+    /// Its last round claimed a run.
+    took: bool,
+    /// How long ago a beat last landed (`None`: none yet).
+    since_beat: Option<Duration>,
+}
+
+/// What a tick of the worker does.
+#[derive(Debug, PartialEq)]
+struct Step {
+    /// How often beats are due from now on (the heartbeat thread beats in
+    /// the main loop's stead once one is late).
+    every: Duration,
+    /// A round now, claiming up to this many runs (its room); `None`: no
+    /// round this tick.
+    round: Option<i32>,
+}
+
+impl Pacing {
+    /// This tick's step. A worker rests (beats every [`Pacing::idle`])
+    /// when nothing runs, no end waits and its last round claimed nothing;
+    /// otherwise it beats each [`Pacing::beat`]. Its ends go at once, in
+    /// the round of the tick they are known on. While it has runs and room
+    /// for more it looks for runs each tick, but for the tick right after
+    /// the heartbeat thread beat in its stead (a beat under half a tick
+    /// ago) when its last look found nothing; otherwise a round goes on
+    /// the tick a beat is due (within half a tick of it). A round claims
+    /// up to its room: its slots less what runs and what waits to be
+    /// written but rides the round.
+    fn step(&self, n: &Now) -> Step {
+        let half = self.tick / 2;
+        let room = i64::from(n.slots) - (n.running + n.pending - n.ending) as i64;
+        let resting = n.idle && !n.took;
+        let every = if resting { self.idle } else { self.beat };
+        let looks = room > 0
+            && !resting
+            && (n.took || n.ending > 0 || n.since_beat.is_none_or(|t| t >= half));
+        let due = looks || n.ending > 0 || n.since_beat.is_none_or(|t| t + half >= every);
+        Step {
+            every,
+            round: due.then(|| room.clamp(0, i32::MAX as i64) as i32),
+        }
+    }
+}
+
 /// Runs the worker of pool `pool` until it is stopped (exit 0) or its
 /// credentials are refused ([`REVOKED`]).
 ///
@@ -210,8 +277,11 @@ pub fn main(pool: &str) -> Outcome {
         &supervise::WORKER,
     );
     let tick = Duration::from_secs_f64(timing.tick);
-    let beat = Duration::from_secs_f64(supervise::BEAT_SECONDS);
-    let idle = idle_every(lost);
+    let pacing = Pacing {
+        tick,
+        beat: Duration::from_secs_f64(supervise::BEAT_SECONDS),
+        idle: idle_every(lost),
+    };
     let mut said = String::new();
     // Whether its last round trip claimed a run.
     let mut took = false;
@@ -229,21 +299,18 @@ pub fn main(pool: &str) -> Outcome {
         // Ends ride this tick's round, which writes them before it claims
         // (their slots are free for it); what can't ride is written now.
         sup.flush_but_riding();
-        let ending = sup.ends_waiting();
-        let room = machine.slots as i64 - (sup.running() + sup.pending() - ending) as i64;
-        let resting = sup.idle() && !took;
-        sup.pace(if resting { idle } else { beat });
-        // While it has runs and room for more, it looks for runs each tick
-        // (as often as it always did), but for the tick right after the
-        // heartbeat thread beat in its stead (a late tick) when its last look
-        // found nothing; otherwise on the tick a beat is due.
-        let every = if resting { idle } else { beat };
-        let since = sup.since_beat();
-        let looks =
-            room > 0 && !resting && (took || ending > 0 || since.is_none_or(|t| t >= tick / 2));
-        let due = looks || ending > 0 || since.is_none_or(|t| t + tick / 2 >= every);
-        if due {
-            match sup.round(room.clamp(0, i32::MAX as i64) as i32) {
+        let step = pacing.step(&Now {
+            slots: machine.slots,
+            running: sup.running(),
+            pending: sup.pending(),
+            ending: sup.ends_waiting(),
+            idle: sup.idle(),
+            took,
+            since_beat: sup.since_beat(),
+        });
+        sup.pace(step.every);
+        if let Some(room) = step.round {
+            match sup.round(room) {
                 Ok(rows) => {
                     said.clear();
                     refusals.since = None;
@@ -311,6 +378,147 @@ pub fn main(pool: &str) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    /// The default pacing: a tick and a beat a second, idle every 2 s.
+    fn pacing() -> Pacing {
+        Pacing {
+            tick: MS(1000),
+            beat: MS(1000),
+            idle: MS(2000),
+        }
+    }
+
+    /// A worker of 4 slots with nothing running, its last beat `since` ago.
+    fn idle(since: Option<u64>) -> Now {
+        Now {
+            slots: 4,
+            running: 0,
+            pending: 0,
+            ending: 0,
+            idle: true,
+            took: false,
+            since_beat: since.map(MS),
+        }
+    }
+
+    #[test]
+    fn an_idle_worker_rounds_only_as_its_idle_beat_comes_due() {
+        let p = pacing();
+        // Its first round at once.
+        assert_eq!(
+            p.step(&idle(None)),
+            Step {
+                every: MS(2000),
+                round: Some(4)
+            }
+        );
+        // Not while the beat is more than half a tick away...
+        assert_eq!(p.step(&idle(Some(0))).round, None);
+        assert_eq!(p.step(&idle(Some(1400))).round, None);
+        // ... and on the tick it is due, claiming its whole room.
+        assert_eq!(p.step(&idle(Some(1500))).round, Some(4));
+        assert_eq!(p.step(&idle(Some(1500))).every, MS(2000));
+    }
+
+    #[test]
+    fn a_worker_whose_last_round_took_a_run_looks_again_each_tick() {
+        let p = pacing();
+        // It took one and has room left: the next tick looks again, even a
+        // moment after a beat, and beats come every second from now on.
+        let took = Now {
+            running: 1,
+            idle: false,
+            took: true,
+            ..idle(Some(0))
+        };
+        assert_eq!(
+            p.step(&took),
+            Step {
+                every: MS(1000),
+                round: Some(3)
+            }
+        );
+        // Its runs already over, it has not rested yet: it looks, at the
+        // beat's pace.
+        let ended = Now {
+            took: true,
+            ..idle(Some(0))
+        };
+        assert_eq!(
+            p.step(&ended),
+            Step {
+                every: MS(1000),
+                round: Some(4)
+            }
+        );
+    }
+
+    #[test]
+    fn a_busy_worker_that_found_nothing_skips_the_tick_after_a_late_beat() {
+        let p = pacing();
+        let busy = |since| Now {
+            running: 2,
+            idle: false,
+            ..idle(Some(since))
+        };
+        // The heartbeat thread beat in its stead under half a tick ago.
+        assert_eq!(p.step(&busy(100)).round, None);
+        // Otherwise it looks each tick while it has room.
+        assert_eq!(p.step(&busy(500)).round, Some(2));
+        assert_eq!(p.step(&busy(500)).every, MS(1000));
+    }
+
+    #[test]
+    fn a_full_worker_rounds_only_when_its_beat_is_due() {
+        let p = pacing();
+        let full = |since| Now {
+            running: 4,
+            idle: false,
+            took: true,
+            ..idle(Some(since))
+        };
+        assert_eq!(p.step(&full(400)).round, None);
+        // Within half a tick of its beat: a round that claims nothing.
+        assert_eq!(
+            p.step(&full(500)),
+            Step {
+                every: MS(1000),
+                round: Some(0)
+            }
+        );
+    }
+
+    #[test]
+    fn ends_go_at_once_and_their_slots_are_the_round_s_room() {
+        let p = pacing();
+        // Full, two of its four attempts ended a moment after a beat: their
+        // ends ride this tick's round, which may claim their two slots.
+        let ending = Now {
+            running: 2,
+            pending: 2,
+            ending: 2,
+            idle: false,
+            ..idle(Some(0))
+        };
+        assert_eq!(
+            p.step(&ending),
+            Step {
+                every: MS(1000),
+                round: Some(2)
+            }
+        );
+        // An attempt to queue again (pending, not riding) holds its slot.
+        let requeue = Now {
+            running: 3,
+            pending: 1,
+            ending: 0,
+            idle: false,
+            ..idle(Some(600))
+        };
+        assert_eq!(p.step(&requeue).round, Some(0));
+    }
 
     #[test]
     fn an_idle_worker_beats_four_times_within_the_lost_limit_at_most_every_2_s() {

@@ -6,7 +6,7 @@
 //! A supervisor writes on one connection its process shares ([`Link`]): a
 //! machine's or an instance's process holds no other. Every beat is one
 //! statement, one round trip and one transaction, carrying the output each
-//! attempt printed since the last ([`appends`]); a worker's beat claims its
+//! attempt printed since the last ([`mod@beat`]); a worker's beat claims its
 //! next runs too ([`Supervisor::round`], on its main loop). The heartbeat
 //! thread beats whenever a beat is due: every second when the main loop
 //! doesn't beat, and when it does (a worker's), in its stead once none has
@@ -29,11 +29,32 @@
 //! * An attempt's output is appended from where the last append that
 //!   landed ended, so a lost answer sends the same bytes again (the
 //!   database keeps them once); its end carries its whole tail.
+//!
+//! The files, each importing only those below it: this one (the
+//! [`Supervisor`]: launch, reap, enforce, stop), [`mod@beat`] (a beat's
+//! statement and the heartbeat thread), [`watchdog`] (timeouts), [`state`]
+//! (what the threads share), [`child`] (a command as the supervisor sees
+//! it), [`link`] (the supervisor's end of its keeper), [`keeper`] (the
+//! keeper process, `orca __keeper`), [`uids`] (its side of
+//! `ORCA_RUN_UIDS`), [`ends`] (ends kept until written), [`output`] (the
+//! thread reading every command's output), [`trees`] (process trees
+//! killed whole), [`wire`] (what the supervisor and its keeper say),
+//! [`mod@env`] (what a run's environment gets of orca's), [`recorder`] (who
+//! supervises: its statements), [`tail`] (a command's output kept).
 
+mod beat;
 pub mod child;
+mod ends;
+mod env;
 pub mod keeper;
+mod link;
 mod output;
+mod recorder;
+mod state;
+mod tail;
+mod trees;
 mod uids;
+mod watchdog;
 mod wire;
 
 use std::collections::{HashMap, HashSet};
@@ -46,118 +67,17 @@ use postgres::Row;
 use crate::attempts::seconds;
 use crate::config::Pipeline;
 use crate::db::sql;
-use crate::db::{Db, Fault, Link};
+use crate::db::{Fault, Link};
 use crate::runs::{Exit, Outcome, RunState};
-use crate::supervise::child::{Child, Handle, TAIL_BYTES, Tail};
+use crate::supervise::beat::{beat, heartbeat_loop};
+use crate::supervise::child::Child;
+use crate::supervise::ends::{Ends, Pending};
+use crate::supervise::state::{Beat, Shared, Watch};
+use crate::supervise::tail::Tail;
+use crate::supervise::watchdog::watchdog_loop;
 
-/// How often attempts are beaten: a beat a second.
-pub const BEAT_SECONDS: f64 = 1.0;
-
-/// What an attempt printed since its last append is appended at its next
-/// beat when it is at most this much (a run printing less a second has its
-/// output in the database within a second of printing it)...
-const APPEND_AT_ONCE: u64 = 16 * 1024;
-
-/// ... and otherwise once this long has passed since its last append (its
-/// last 64 KiB at most): a chatty run costs the database at most about
-/// 16 KiB a second, however much it prints.
-const APPEND_EVERY_SECONDS: f64 = 4.0;
-
-/// The statements a supervisor writes with, by who it is.
-pub struct Recorder {
-    /// Beats attempts and appends their output, in one statement: `$1` ids,
-    /// `$2` starts, `$3` pids; `$4` to `$7` the appends (ids, starts, where
-    /// each begins in its attempt's output, the bytes); with `claims`, `$8`
-    /// how many runs to claim. Returns `(id, cancel)` for the attempts still
-    /// running at their start; with `claims`, `claimed` too, true on a run
-    /// claimed (`id`, `start`, `pipeline`, `args`, `spec`).
-    pub beat: &'static str,
-    /// Writes an attempt's end (see [`Outcome::write`]).
-    pub finish: &'static str,
-    /// Writes several attempts' ends in one statement, if it can (see
-    /// [`crate::runs::write_all`]).
-    pub finish_all: Option<&'static str>,
-    /// Queues a stopped attempt again (`$1`, `$2`, `$3` why, `$4` output).
-    pub requeue: &'static str,
-    /// Whether it may write a "timed out" event of its own.
-    pub events: bool,
-    /// Whether it beats with nothing running (a worker's beat also says its
-    /// machine is alive).
-    pub beat_idle: bool,
-    /// Whether its beat claims runs too: the main loop beats
-    /// ([`Supervisor::round`]), the heartbeat thread only when it is late.
-    pub claims: bool,
-    /// Whether its process counts the attempts it starts and ends in its
-    /// own metrics (a worker's `/metrics`). A scheduler's don't: its leader
-    /// counts every run's, whatever the placement, from the database
-    /// (the scheduler's gauges step), so each end counts once.
-    pub counts: bool,
-}
-
-/// The scheduler's statements.
-pub const SCHEDULER: Recorder = Recorder {
-    beat: sql::RUNS_BEAT,
-    finish: sql::RUN_FINISH,
-    finish_all: Some(sql::RUNS_FINISH),
-    requeue: sql::RUN_REQUEUE,
-    events: true,
-    beat_idle: false,
-    claims: false,
-    counts: false,
-};
-
-/// A pool worker's statements: the functions its credentials may execute.
-pub const WORKER: Recorder = Recorder {
-    beat: sql::WORKER_ROUND,
-    finish: sql::WORKER_FINISH,
-    finish_all: None,
-    requeue: sql::WORKER_REQUEUE,
-    events: false,
-    beat_idle: true,
-    claims: true,
-    counts: true,
-};
-
-/// An EC2 run's head's statements: the functions its instance's
-/// credentials may execute for the run it heads.
-pub const HEAD: Recorder = Recorder {
-    beat: sql::INSTANCE_HEAD_ROUND,
-    finish: sql::INSTANCE_HEAD_FINISH,
-    finish_all: None,
-    requeue: sql::INSTANCE_HEAD_REQUEUE,
-    events: false,
-    beat_idle: false,
-    claims: false,
-    counts: false,
-};
-
-/// Logs that `o`'s end was written, the run now in `state` (`None`: the
-/// attempt was no longer running, so nothing was), and counts it if `rec`
-/// counts.
-fn say_written(rec: &Recorder, o: &Outcome, state: Option<RunState>) {
-    if rec.counts {
-        crate::metrics::ended(
-            &o.pipeline,
-            o.state.as_str(),
-            o.timed_out,
-            state.map(RunState::as_str),
-        );
-    }
-    match state {
-        Some(state) => log::info!(
-            "run {} attempt {}: {} ({}) -> {state}",
-            o.id,
-            o.start,
-            o.state,
-            o.why
-        ),
-        None => log::warn!(
-            "run {} attempt {}: was no longer running; outcome dropped",
-            o.id,
-            o.start
-        ),
-    }
-}
+pub use crate::supervise::recorder::{HEAD, Recorder, SCHEDULER, WORKER};
+pub use crate::supervise::state::BEAT_SECONDS;
 
 /// Why a process is being stopped.
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -182,127 +102,11 @@ struct Supervised {
     kill: Option<(Kill, Instant, bool)>,
 }
 
-/// One attempt the heartbeat thread beats.
-#[derive(Clone)]
-struct Beat {
-    id: i64,
-    start: i32,
-    /// Its process's pid (0 until the keeper has told it); `None` once
-    /// its process has ended (its end is not written yet).
-    pid: Option<i32>,
-    tail: Arc<Tail>,
-}
-
-/// An attempt with a timeout, as the watchdog thread holds it.
-struct Watch {
-    id: i64,
-    start: i32,
-    /// Its command, as the keeper names it.
-    handle: Handle,
-    /// When its timeout passes.
-    deadline: Instant,
-    /// When the watchdog sent SIGTERM, and whether it has asked the
-    /// keeper to kill everything since.
-    termed: Option<(Instant, bool)>,
-}
-
-/// How far an attempt's output has been appended.
-#[derive(Clone, Copy)]
-struct Written {
-    /// Where the last append that landed ended in its output stream.
-    upto: u64,
-    /// When it landed.
-    at: Instant,
-}
-
-/// What a beat appends to one attempt's output.
-struct Append {
-    id: i64,
-    start: i32,
-    /// Where `bytes` begin in its output stream.
-    at: u64,
-    bytes: Vec<u8>,
-}
-
-/// What the main thread, the heartbeat thread and the watchdog share.
-struct Shared {
-    beats: Vec<Beat>,
-    /// Attempts with a timeout whose processes have not ended yet.
-    watches: Vec<Watch>,
-    cancels: HashSet<(i64, i32)>,
-    /// Attempts the heartbeat found no longer running at their start.
-    lost: HashSet<(i64, i32)>,
-    done: bool,
-    /// How far each attempt's output has been appended.
-    written: HashMap<(i64, i32), Written>,
-    /// When a beat last landed, made by either thread.
-    beaten: Option<Instant>,
-    /// How often beats are due now.
-    every: Duration,
-}
-
-impl Default for Shared {
-    fn default() -> Self {
-        Shared {
-            beats: Vec::new(),
-            watches: Vec::new(),
-            cancels: HashSet::new(),
-            lost: HashSet::new(),
-            done: false,
-            written: HashMap::new(),
-            beaten: None,
-            every: Duration::from_secs_f64(BEAT_SECONDS),
-        }
-    }
-}
-
-/// An end that could not be written yet: kept until it lands.
-enum Pending {
-    Finish(Outcome),
-    Requeue {
-        id: i64,
-        start: i32,
-        why: String,
-        output: Vec<u8>,
-    },
-}
-
-impl Pending {
-    /// The attempt, for a log line: `run 5 attempt 1`.
-    fn named(&self) -> String {
-        let (id, start) = self.key();
-        format!("run {id} attempt {start}")
-    }
-
-    fn key(&self) -> (i64, i32) {
-        match self {
-            Pending::Finish(o) => (o.id, o.start),
-            Pending::Requeue { id, start, .. } => (*id, *start),
-        }
-    }
-
-    /// The same end without what could not be stored (`error` says why):
-    /// no output, and a reason that says what was dropped.
-    fn stripped(self, error: &str) -> Pending {
-        match self {
-            Pending::Finish(o) => Pending::Finish(o.stripped(error)),
-            Pending::Requeue { id, start, .. } => Pending::Requeue {
-                id,
-                start,
-                why: crate::runs::dropped_why("queued again", error),
-                output: Vec::new(),
-            },
-        }
-    }
-}
-
 /// The processes of one scheduler or worker, and its heartbeat thread.
 pub struct Supervisor {
     running: Vec<Supervised>,
-    pending: Vec<Pending>,
-    /// Until when ends are written one by one (a batch failed but for an
-    /// outage: a bad one would fail every batch).
-    one_by_one_until: Option<Instant>,
+    /// Ends not written yet.
+    ends: Ends,
     shared: Arc<Mutex<Shared>>,
     /// The connection it writes on, which its heartbeat thread shares.
     link: Link,
@@ -311,13 +115,14 @@ pub struct Supervisor {
     kill_grace: f64,
     /// Who supervises, for the why of a requeue: "the scheduler on h1".
     who: String,
-    rec: &'static Recorder,
+    rec: Recorder,
 }
 
 impl Supervisor {
     /// A supervisor writing with `rec` on `link`, which its heartbeat thread
     /// shares (and so may the rest of its process).
-    pub fn new(link: Link, who: String, kill_grace: f64, rec: &'static Recorder) -> Self {
+    pub fn new(link: Link, who: String, kill_grace: f64, rec: &Recorder) -> Self {
+        let rec = *rec;
         let shared = Arc::new(Mutex::new(Shared::default()));
         let beat_thread = {
             let shared = shared.clone();
@@ -338,8 +143,7 @@ impl Supervisor {
         };
         Supervisor {
             running: Vec::new(),
-            pending: Vec::new(),
-            one_by_one_until: None,
+            ends: Ends::default(),
             shared,
             link,
             beat_thread: Some(beat_thread),
@@ -360,7 +164,10 @@ impl Supervisor {
     pub fn round(&mut self, room: i32) -> Result<Vec<Row>, Fault> {
         self.publish();
         let ends: Vec<&Outcome> = if self.ends_ride() {
-            self.finishes().take(crate::runs::ENDS_AT_ONCE).collect()
+            self.ends
+                .finishes()
+                .take(crate::runs::ENDS_AT_ONCE)
+                .collect()
         } else {
             Vec::new()
         };
@@ -375,12 +182,13 @@ impl Supervisor {
         let mut written: HashSet<(i64, i32)> = HashSet::new();
         for (id, start, state) in result.iter().flat_map(|r| &r.ended) {
             if let Some(o) = ends.iter().find(|o| (o.id, o.start) == (*id, *start)) {
-                say_written(self.rec, o, *state);
+                self.rec.say_written(o, *state);
                 written.insert((*id, *start));
             }
         }
         drop(ends);
-        self.pending
+        self.ends
+            .pending
             .retain(|p| !matches!(p, Pending::Finish(o) if written.contains(&(o.id, o.start))));
         match result {
             Ok(round) => Ok(round.claimed),
@@ -389,7 +197,7 @@ impl Supervisor {
                     log::warn!(
                         "a round with {carried} ends failed: {e}; writing ends on their own for a minute"
                     );
-                    self.one_by_one_until = Some(Instant::now() + Duration::from_secs(60));
+                    self.ends.one_by_one_for_a_minute();
                 }
                 Err(e)
             }
@@ -400,7 +208,7 @@ impl Supervisor {
     /// rather than being written on their own ([`Supervisor::flush`]): a
     /// worker's, but for a minute after a round that carried ends failed.
     pub fn ends_ride(&self) -> bool {
-        self.rec.claims && self.one_by_one_until.is_none_or(|t| Instant::now() >= t)
+        self.rec.claims() && self.ends.batch()
     }
 
     /// How many ends wait for the next round ([`Supervisor::ends_ride`]).
@@ -408,15 +216,7 @@ impl Supervisor {
         if !self.ends_ride() {
             return 0;
         }
-        self.finishes().count()
-    }
-
-    /// The pending attempts' ends (not the attempts to queue again).
-    fn finishes(&self) -> impl Iterator<Item = &Outcome> {
-        self.pending.iter().filter_map(|p| match p {
-            Pending::Finish(o) => Some(o),
-            Pending::Requeue { .. } => None,
-        })
+        self.ends.finishes().count()
     }
 
     /// How often beats are due from now on (a worker's main loop beats
@@ -442,12 +242,12 @@ impl Supervisor {
 
     /// Whether nothing runs and no end waits to be written.
     pub fn idle(&self) -> bool {
-        self.running.is_empty() && self.pending.is_empty()
+        self.running.is_empty() && self.ends.pending.is_empty()
     }
 
     /// How many ends wait to be written.
     pub fn pending(&self) -> usize {
-        self.pending.len()
+        self.ends.pending.len()
     }
 
     /// Starts attempt `(id, start)` of `p` with `args`; a process that can't
@@ -462,7 +262,7 @@ impl Supervisor {
         args: &[String],
         extra: &[(String, String)],
     ) {
-        if self.rec.counts {
+        if self.rec.counts() {
             crate::metrics::add(&crate::metrics::STARTED, &[&p.name], 1.0);
         }
         let mut env: Vec<(String, String)> =
@@ -495,7 +295,7 @@ impl Supervisor {
             }
             Err(e) => {
                 log::error!("run {id} of {}: can't start: {e}", p.name);
-                self.pending.push(Pending::Finish(Outcome::new(
+                self.ends.pending.push(Pending::Finish(Outcome::new(
                     p,
                     id,
                     start,
@@ -512,7 +312,7 @@ impl Supervisor {
     /// Fails attempt `(id, start)` of pipeline `pipeline` without running
     /// it (its end is written like any other).
     pub fn fail(&mut self, id: i64, start: i32, pipeline: &str, why: String) {
-        self.pending.push(Pending::Finish(Outcome {
+        self.ends.pending.push(Pending::Finish(Outcome {
             id,
             start,
             state: RunState::Failed,
@@ -571,7 +371,7 @@ impl Supervisor {
                     continue;
                 }
                 Some((Kill::Stop, _, _)) => {
-                    self.pending.push(Pending::Requeue {
+                    self.ends.pending.push(Pending::Requeue {
                         id: s.id,
                         start: s.start,
                         why: format!("{} stopped", self.who),
@@ -596,7 +396,7 @@ impl Supervisor {
             let mut o = Outcome::new(&s.pipeline, s.id, s.start, state, Some(exit), why, output);
             o.timed_out = matches!(s.kill, Some((Kill::Timeout, _, _)));
             o.ended = Some(ended);
-            self.pending.push(Pending::Finish(o));
+            self.ends.pending.push(Pending::Finish(o));
         }
     }
 
@@ -663,7 +463,7 @@ impl Supervisor {
                 _ => {}
             }
         }
-        if !self.rec.events {
+        if !self.rec.events() {
             return;
         }
         for (id, pipeline, limit) in timed_out {
@@ -682,117 +482,14 @@ impl Supervisor {
 
     /// Writes pending ends; what can't be written now stays pending.
     pub fn flush(&mut self) {
-        self.write_pending(true);
+        self.ends.write(&self.link, self.rec, true);
     }
 
     /// Writes what won't ride the next round: every pending end, or while
     /// [`Supervisor::ends_ride`] only the attempts to queue again.
     pub fn flush_but_riding(&mut self) {
-        self.write_pending(!self.ends_ride());
-    }
-
-    /// Writes pending ends (attempts' ends only with `finishes`; attempts
-    /// to queue again always); what can't be written now stays pending.
-    fn write_pending(&mut self, finishes: bool) {
-        if !self
-            .pending
-            .iter()
-            .any(|p| finishes || matches!(p, Pending::Requeue { .. }))
-        {
-            return;
-        }
-        let link = self.link.clone();
-        let mut db = link.lock();
-        // Ends first all in one statement where the statements allow it;
-        // if that fails but for an outage, one by one (below), so one that
-        // can't be stored holds up no other.
-        let ends: Vec<&Outcome> = self.finishes().collect();
-        let batch = self.one_by_one_until.is_none_or(|t| Instant::now() >= t);
-        if let Some(all) = self
-            .rec
-            .finish_all
-            .filter(|_| finishes && batch && ends.len() > 1)
-        {
-            // At most ENDS_AT_ONCE a statement (what it takes): an outage
-            // may leave more pending.
-            let mut written: HashSet<(i64, i32)> = HashSet::new();
-            let mut down = false;
-            for chunk in ends.chunks(crate::runs::ENDS_AT_ONCE) {
-                match db.prepared(all, |c, s| crate::runs::write_all(c, s, chunk)) {
-                    Ok(states) => {
-                        for (o, (_, state)) in chunk.iter().zip(&states) {
-                            say_written(self.rec, o, *state);
-                        }
-                        written.extend(chunk.iter().map(|o| (o.id, o.start)));
-                    }
-                    Err(Fault::Down | Fault::Refused(_)) => {
-                        down = true;
-                        break;
-                    }
-                    Err(e) => {
-                        log::warn!(
-                            "{} ends in one statement: {e}; writing ends one by one for a minute",
-                            chunk.len()
-                        );
-                        self.one_by_one_until = Some(Instant::now() + Duration::from_secs(60));
-                        break;
-                    }
-                }
-            }
-            self.pending.retain(|p| match p {
-                Pending::Finish(o) => !written.contains(&(o.id, o.start)),
-                Pending::Requeue { .. } => true,
-            });
-            if down {
-                return;
-            }
-        }
-        let mut left = Vec::new();
-        let mut down = false;
-        for p in std::mem::take(&mut self.pending) {
-            if down || (!finishes && matches!(p, Pending::Finish(_))) {
-                left.push(p);
-                continue;
-            }
-            let result = match &p {
-                Pending::Finish(o) => db
-                    .prepared(self.rec.finish, |c, s| o.write(c, s))
-                    .map(|state| say_written(self.rec, o, state)),
-                Pending::Requeue {
-                    id,
-                    start,
-                    why,
-                    output,
-                } => db
-                    .prepared(self.rec.requeue, |c, s| {
-                        c.query_one(s, &[id, start, why, output])
-                    })
-                    .map(|_| ()),
-            };
-            match result {
-                Ok(()) => {}
-                Err(Fault::Down | Fault::Refused(_)) => {
-                    // The rest waits for the next round, not for a timeout each.
-                    left.push(p);
-                    down = true;
-                }
-                Err(e @ (Fault::Sql(_) | Fault::Other(_))) => {
-                    log::error!("{}: can't record its end: {e}", p.named());
-                    left.push(p);
-                }
-                Err(Fault::Data(e)) => {
-                    // What it carried can never be stored: its end is
-                    // recorded without it, or the run would stay running
-                    // (and beaten) for ever.
-                    log::error!(
-                        "{}: its end can't be stored as it is ({e}): recording it without its output",
-                        p.named()
-                    );
-                    left.push(p.stripped(&e.message));
-                }
-            }
-        }
-        self.pending = left;
+        let finishes = !self.ends_ride();
+        self.ends.write(&self.link, self.rec, finishes);
     }
 
     /// Hands the heartbeat thread the attempts to beat: the running ones and
@@ -808,7 +505,7 @@ impl Supervisor {
                 tail: s.child.tail.clone(),
             })
             .collect();
-        for p in &self.pending {
+        for p in &self.ends.pending {
             let (id, start) = p.key();
             beats.push(Beat {
                 id,
@@ -825,7 +522,7 @@ impl Supervisor {
         self.running
             .iter()
             .map(|s| s.id)
-            .chain(self.pending.iter().map(|p| p.key().0))
+            .chain(self.ends.pending.iter().map(|p| p.key().0))
             .collect()
     }
 
@@ -864,12 +561,12 @@ impl Supervisor {
         loop {
             self.flush();
             self.publish();
-            if self.pending.is_empty() || Instant::now() >= deadline {
+            if self.ends.pending.is_empty() || Instant::now() >= deadline {
                 break;
             }
             std::thread::sleep(Duration::from_millis(500));
         }
-        self.pending.len()
+        self.ends.pending.len()
     }
 
     /// Kills every process at once (SIGKILL to everything each command
@@ -890,7 +587,7 @@ impl Supervisor {
                 }
             }
         }
-        self.pending.clear();
+        self.ends.pending.clear();
     }
 }
 
@@ -903,307 +600,5 @@ impl Drop for Supervisor {
         {
             let _ = t.join();
         }
-    }
-}
-
-/// The watchdog thread: every 50 ms, holds the timeouts of the attempts
-/// that have one, with nothing but signals (no I/O that could hang): at
-/// the timeout SIGTERM to the attempt's process group, `grace` later the
-/// keeper asked to kill everything the command started (by token: the
-/// keeper signals only commands it has not reaped).
-fn watchdog_loop(shared: Arc<Mutex<Shared>>, grace: Duration) {
-    loop {
-        {
-            let mut shared = shared.lock().expect("shared");
-            if shared.done {
-                return;
-            }
-            let now = Instant::now();
-            for w in &mut shared.watches {
-                match w.termed {
-                    None if now >= w.deadline => {
-                        log::info!("run {} attempt {}: Timeout: SIGTERM", w.id, w.start);
-                        w.handle.signal(libc::SIGTERM);
-                        w.termed = Some((now, false));
-                    }
-                    Some((at, false)) if now >= at + grace => {
-                        log::info!(
-                            "run {} attempt {}: still alive: SIGKILL to it and everything it started",
-                            w.id,
-                            w.start
-                        );
-                        w.handle.kill_all();
-                        w.termed = Some((at, true));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The appends due in a beat at `now`, given how far each attempt's output
-/// was appended: for each attempt whose process runs, what it printed
-/// since; at once if that is at most [`APPEND_AT_ONCE`] or nothing was
-/// appended yet, else once [`APPEND_EVERY_SECONDS`] have passed since the
-/// last append (only the last 64 KiB of it is kept anyway).
-fn appends(beats: &[Beat], written: &HashMap<(i64, i32), Written>, now: Instant) -> Vec<Append> {
-    let wait = Duration::from_secs_f64(APPEND_EVERY_SECONDS);
-    let mut out = Vec::new();
-    for b in beats.iter().filter(|b| b.pid.is_some()) {
-        let last = written.get(&(b.id, b.start));
-        let upto = last.map_or(0, |w| w.upto);
-        let new = b.tail.total().saturating_sub(upto);
-        if new == 0 {
-            continue;
-        }
-        if new > APPEND_AT_ONCE && last.is_some_and(|w| now.duration_since(w.at) < wait) {
-            continue;
-        }
-        let (at, bytes) = b.tail.since(upto);
-        debug_assert!(bytes.len() <= TAIL_BYTES);
-        out.push(Append {
-            id: b.id,
-            start: b.start,
-            at,
-            bytes,
-        });
-    }
-    out
-}
-
-/// One beat, on `db`, of the attempts `shared` holds, with what they
-/// printed since (and `room` runs claimed, a worker's round): cancels and
-/// lost attempts go back to the main thread, appends that landed are
-/// remembered. Returns the rows of the runs claimed.
-fn beat(
-    db: &mut Db,
-    shared: &Mutex<Shared>,
-    rec: &Recorder,
-    room: i32,
-    ends: &[&Outcome],
-) -> Result<Round, Fault> {
-    let now = Instant::now();
-    let (beats, appends) = {
-        let s = shared.lock().expect("shared");
-        // An attempt whose end this round carries is ended, not beaten.
-        let beats: Vec<Beat> = s
-            .beats
-            .iter()
-            .filter(|b| !ends.iter().any(|o| (o.id, o.start) == (b.id, b.start)))
-            .cloned()
-            .collect();
-        let appends = appends(&beats, &s.written, now);
-        (beats, appends)
-    };
-    if !rec.beat_idle && beats.is_empty() && room == 0 && ends.is_empty() {
-        shared.lock().expect("shared").beaten = Some(now);
-        return Ok(Round::default());
-    }
-    let ids: Vec<i64> = beats.iter().map(|b| b.id).collect();
-    let starts: Vec<i32> = beats.iter().map(|b| b.start).collect();
-    let pids: Vec<i32> = beats.iter().map(|b| b.pid.unwrap_or(0)).collect();
-    let out_ids: Vec<i64> = appends.iter().map(|a| a.id).collect();
-    let out_starts: Vec<i32> = appends.iter().map(|a| a.start).collect();
-    let out_at: Vec<i64> = appends
-        .iter()
-        .map(|a| i64::try_from(a.at).unwrap_or(i64::MAX))
-        .collect();
-    let out_bytes: Vec<&[u8]> = appends.iter().map(|a| a.bytes.as_slice()).collect();
-    let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![
-        &ids,
-        &starts,
-        &pids,
-        &out_ids,
-        &out_starts,
-        &out_at,
-        &out_bytes,
-    ];
-    // A worker's round claims too (`room` runs at most), and writes the
-    // ends it carries.
-    let columns = crate::runs::EndColumns::of(ends);
-    if rec.claims {
-        params.push(&room);
-        params.extend(columns.params());
-    }
-    let rows = db.prepared(rec.beat, |c, statement| c.query(statement, &params))?;
-    let mut round = Round::default();
-    let mut cancels = Vec::new();
-    let mut beaten = HashSet::new();
-    for r in rows {
-        if rec.claims {
-            match r.get::<_, &str>("kind") {
-                "claimed" => {
-                    round.claimed.push(r);
-                    continue;
-                }
-                "ended" => {
-                    let state = r
-                        .try_get("state")
-                        .map_err(|e| Fault::Other(format!("a round's end: {e}")))?;
-                    round.ended.push((r.get("id"), r.get("start"), state));
-                    continue;
-                }
-                _ => {}
-            }
-        }
-        let id: i64 = r.get("id");
-        beaten.insert(id);
-        if r.get::<_, bool>("cancel")
-            && let Some(b) = beats.iter().find(|b| b.id == id)
-        {
-            cancels.push((id, b.start));
-        }
-    }
-    // A process whose attempt is no longer running at its start (queued
-    // again and started elsewhere): the main thread kills it.
-    let lost = beats
-        .iter()
-        .filter(|b| b.pid.is_some() && !beaten.contains(&b.id))
-        .map(|b| (b.id, b.start));
-    let mut s = shared.lock().expect("shared");
-    s.beaten = Some(now);
-    s.cancels.extend(cancels);
-    s.lost.extend(lost);
-    for a in appends.iter().filter(|a| beaten.contains(&a.id)) {
-        let upto = a.at + a.bytes.len() as u64;
-        s.written.insert((a.id, a.start), Written { upto, at: now });
-    }
-    let live: HashSet<(i64, i32)> = s.beats.iter().map(|b| (b.id, b.start)).collect();
-    s.written.retain(|k, _| live.contains(k));
-    Ok(round)
-}
-
-/// What a worker's round came to: the rows of the runs it claimed, and
-/// each end it carried with the state its run is in now (`None`: the
-/// attempt was no longer running there).
-#[derive(Default)]
-struct Round {
-    claimed: Vec<Row>,
-    ended: Vec<(i64, i32, Option<RunState>)>,
-}
-
-/// The heartbeat thread: beats the attempts the main thread supervises
-/// whenever a beat is due (every second; when the main loop beats itself,
-/// a worker's, only once none has landed for a beat and a half: its main
-/// loop stalled, or its rounds fail), which collects cancel requests and
-/// lost attempts and appends their output. It tries at most once a beat.
-fn heartbeat_loop(link: Link, shared: Arc<Mutex<Shared>>, rec: &'static Recorder) {
-    let late = |s: &Shared| {
-        let after = if rec.claims {
-            s.every + s.every / 2
-        } else {
-            s.every
-        };
-        s.beaten.is_none_or(|t| t.elapsed() >= after)
-    };
-    let mut tried: Option<Instant> = None;
-    let mut looked = Instant::now();
-    loop {
-        std::thread::sleep(Duration::from_millis(50));
-        let (due, every) = {
-            let s = shared.lock().expect("shared");
-            if s.done {
-                return;
-            }
-            let any = rec.beat_idle || !s.beats.is_empty();
-            (any && late(&s), s.every)
-        };
-        if due && tried.is_none_or(|t| t.elapsed() >= every) {
-            let mut db = link.lock();
-            // The main loop may have beaten meanwhile, holding the connection.
-            if late(&shared.lock().expect("shared")) {
-                tried = Some(Instant::now());
-                if rec.claims {
-                    log::debug!("no beat landed for a beat and a half: beating");
-                }
-                if db.ensure() {
-                    let _ = beat(&mut db, &shared, rec, 0, &[]);
-                }
-            }
-            looked = Instant::now();
-        } else if looked.elapsed() >= Duration::from_secs_f64(BEAT_SECONDS) {
-            // Reconnect even with nothing to beat, so an outage's end is
-            // seen (and logged) when it ends, not when the next run starts.
-            link.lock().ensure();
-            looked = Instant::now();
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn beating(id: i64, pid: Option<i32>, printed: &[u8]) -> Beat {
-        let tail = Arc::new(Tail::default());
-        tail.push(printed);
-        Beat {
-            id,
-            start: 1,
-            pid,
-            tail,
-        }
-    }
-
-    #[test]
-    fn output_is_appended_from_where_the_last_append_ended() {
-        let now = Instant::now();
-        let mut written = HashMap::new();
-        let beats = [
-            beating(1, Some(7), b"hello world"),
-            beating(2, Some(0), b"quiet"),
-            beating(3, None, b"ended: its end carries it"),
-        ];
-        // Nothing appended yet: everything; an ended process: nothing.
-        let first = appends(&beats, &written, now);
-        let got: Vec<(i64, u64, &[u8])> = first
-            .iter()
-            .map(|a| (a.id, a.at, a.bytes.as_slice()))
-            .collect();
-        assert_eq!(got, [(1, 0, &b"hello world"[..]), (2, 0, &b"quiet"[..])]);
-        // Appended up to byte 6 of 1 and all of 2: the rest of 1 only.
-        written.insert((1, 1), Written { upto: 6, at: now });
-        written.insert((2, 1), Written { upto: 5, at: now });
-        let next = appends(&beats, &written, now);
-        assert_eq!(next.len(), 1);
-        assert_eq!((next[0].id, next[0].at), (1, 6));
-        assert_eq!(next[0].bytes, b"world");
-    }
-
-    #[test]
-    fn a_chatty_attempt_s_output_is_appended_every_few_seconds_its_last_64_kib() {
-        let now = Instant::now();
-        let chatty = [beating(1, Some(7), &vec![b'x'; 200 * 1024])];
-        let mut written = HashMap::new();
-        written.insert((1, 1), Written { upto: 10, at: now });
-        // Much more than a beat's worth since an append a moment ago: later.
-        assert!(appends(&chatty, &written, now).is_empty());
-        let later = now + Duration::from_secs_f64(APPEND_EVERY_SECONDS);
-        let due = appends(&chatty, &written, later);
-        assert_eq!(due.len(), 1);
-        assert_eq!(due[0].at, (200 - 64) * 1024);
-        assert_eq!(due[0].bytes.len(), TAIL_BYTES);
-        // A beat's worth is appended at once, however recent the last.
-        written.insert(
-            (1, 1),
-            Written {
-                upto: 200 * 1024 - 100,
-                at: now,
-            },
-        );
-        assert_eq!(appends(&chatty, &written, now)[0].bytes.len(), 100);
-    }
-
-    #[test]
-    fn an_attempt_is_named_in_words_in_log_lines() {
-        let p = Pending::Requeue {
-            id: 5,
-            start: 1,
-            why: String::new(),
-            output: Vec::new(),
-        };
-        assert_eq!(p.named(), "run 5 attempt 1");
     }
 }

@@ -13,7 +13,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use super::child::Tail;
+use super::tail::Tail;
 
 /// How much of one pipe a turn reads before it goes on to the next.
 const TURN_BYTES: usize = 256 * 1024;

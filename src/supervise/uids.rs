@@ -238,7 +238,7 @@ fn kill_uid(uid: u32) {
         if left.is_empty() {
             break;
         }
-        super::keeper::kill_trees(&left);
+        super::trees::kill_trees(&left);
     }
     // SAFETY: fork(2) of the single-threaded keeper; the child calls only
     // async-signal-safe functions and _exit(2)s.
@@ -260,7 +260,7 @@ fn kill_uid(uid: u32) {
     if pid < 0 {
         return;
     }
-    super::child::reap_or_kill(pid, Duration::from_millis(200), Duration::from_millis(1));
+    super::trees::reap_or_kill(pid, Duration::from_millis(200), Duration::from_millis(1));
 }
 
 /// Removes what `uid` owns at the top of `/tmp`, `/var/tmp`, `/dev/shm`

@@ -46,7 +46,7 @@ pub struct Spawn {
     /// `PATH`, as `execvp(3)` does).
     pub argv: Vec<Vec<u8>>,
     /// `NAME=value` entries set over the keeper's own environment (what of
-    /// orca's a run may have, see `child::passed_on`).
+    /// orca's a run may have, see `env::passed_on`).
     pub vars: Vec<Vec<u8>>,
     /// Who it runs as.
     pub run_as: Identity,

@@ -1,0 +1,119 @@
+//! The machine settings a pool and an EC2 run share (`provider`, `ami`,
+//! `locations`, `capacity`...), read and checked together.
+
+use toml::Spanned;
+use toml::de::DeValue;
+
+use super::checker::{Checker, MAX_CAPACITY, MAX_SHORT_BYTES, Seen};
+use super::text::Problem;
+use crate::config::spec::{MachineSettings, Provider};
+
+impl Checker {
+    /// Reads `key` into `m` if it is one of the machine settings a pool and
+    /// an EC2 run share; false if it isn't one.
+    pub(super) fn machine_key(
+        &mut self,
+        key: &str,
+        v: &Spanned<DeValue>,
+        m: &mut MachineSettings,
+        seen: &mut Seen,
+    ) -> bool {
+        match key {
+            "provider" => match self.string(key, v).as_deref() {
+                Some("local") => m.provider = Provider::Local,
+                Some("ec2") => m.provider = Provider::Ec2,
+                Some(other) => self.say(
+                    v,
+                    format!("bad provider '{other}': want \"local\" or \"ec2\""),
+                ),
+                None => {}
+            },
+            "locations" => {
+                m.locations = self.strings(key, v, true, "strings");
+            }
+            "ami" | "instance_profile" | "region" => {
+                seen.ec2_lines.push(self.line(v.span().start));
+                let value = self.string(key, v);
+                match key {
+                    "ami" => m.ami = value,
+                    "instance_profile" => m.instance_profile = value,
+                    _ => m.region = value,
+                }
+            }
+            "security_groups" => {
+                seen.ec2_lines.push(self.line(v.span().start));
+                m.security_groups = self.strings(key, v, false, "security group ids");
+            }
+            "capacity" => match v.get_ref() {
+                DeValue::Table(t) => {
+                    seen.capacity_at = Some(self.line(v.span().start));
+                    for (ck, cv) in t.iter() {
+                        let loc = ck.get_ref().to_string();
+                        if !self.storable("capacity: a location", ck, &loc, MAX_SHORT_BYTES) {
+                            continue;
+                        }
+                        if let Some(n) =
+                            self.integer(&format!("capacity.{loc}"), cv, 0, MAX_CAPACITY)
+                        {
+                            m.capacity.insert(loc, n as i32);
+                        }
+                    }
+                }
+                _ => self.say(v, "capacity must be a table of location = machines"),
+            },
+            _ => return false,
+        }
+        true
+    }
+
+    /// The checks the machine settings of `what` (at `at`) must pass:
+    /// ec2 settings only with the ec2 provider, which needs an ami; capacity
+    /// only with the local one, naming its locations and `types`.
+    pub(super) fn machine_checks(
+        &mut self,
+        at: &Spanned<impl Sized>,
+        what: &str,
+        m: &MachineSettings,
+        types: &[String],
+        seen: Seen,
+    ) {
+        if m.provider != Provider::Ec2 {
+            for line in seen.ec2_lines {
+                self.problems.push(Problem {
+                    line,
+                    message: "ami, instance_profile, security_groups and region are settings of the ec2 provider".into(),
+                });
+            }
+        } else if m.ami.is_none() {
+            self.say(at, format!("{what}: the ec2 provider needs an ami"));
+        }
+        if let Some(line) = seen.capacity_at {
+            if m.provider != Provider::Local {
+                self.problems.push(Problem {
+                    line,
+                    message: "capacity is a setting of the local provider".into(),
+                });
+            }
+            for key in m.capacity.keys() {
+                // LOCATION, or TYPE@LOCATION for one type there.
+                let (ty, loc) = key
+                    .split_once('@')
+                    .map_or((None, key.as_str()), |(t, l)| (Some(t), l));
+                if !m.locations.iter().any(|l| l == loc) {
+                    self.problems.push(Problem {
+                        line,
+                        message: format!("capacity names '{loc}', which is not in locations"),
+                    });
+                }
+                if let Some(ty) = ty
+                    && !types.iter().any(|t| t == ty)
+                {
+                    self.problems.push(Problem {
+                        line,
+                        message: format!("capacity names type '{ty}', which is not in types"),
+                    });
+                }
+            }
+        }
+    }
+}
