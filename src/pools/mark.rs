@@ -1,8 +1,9 @@
 //! Removals begun off the tick: every `ORCA_POOL_SCALE_SECONDS`, and as the
 //! next machine comes due, while this process leads, on the scheduler's
 //! side connection, every pool's machines idle past its `idle_seconds` (and
-//! a retired pool's idle machines) are marked ending, as the scaler's pass
-//! would mark them. A tick held up (a
+//! a retired pool's idle machines) are marked ending: the one place these
+//! removals are decided (the pass begins only those that need silence
+//! judged, `pools::remove`). A tick held up (a
 //! slow provider call in a pass, a stalled statement) then holds up no
 //! removal's start: a machine marked ending claims nothing more, and the
 //! next pass takes its removal up and finishes it (revoke, delete, end).
@@ -210,7 +211,7 @@ fn mark(link: &Link, m: &Candidate, pid: i32) -> Option<Mark> {
         logins::mark_ending(c, st, m.id, m.seen_busy, &m.why, Some(pid))
     }) {
         Ok(Mark::Marked) => {
-            log::info!("{}", super::say_removing(&m.pool, &m.name, &m.why));
+            log::info!("{}", super::say::say_removing(&m.pool, &m.name, &m.why));
             Some(Mark::Marked)
         }
         Ok(Mark::Held) => {
@@ -243,7 +244,7 @@ fn take(link: &Link, m: &Candidate, pid: i32) {
         .run(|c| logins::take_from_login(c, m.id, &m.name, &m.why, Some(pid)));
     match taken {
         Ok(Some(Mark::Marked)) => {
-            log::info!("{}", super::say_removing(&m.pool, &m.name, &m.why));
+            log::info!("{}", super::say::say_removing(&m.pool, &m.name, &m.why));
         }
         Ok(Some(Mark::Held)) => log::warn!(
             "pool {}: machine {}: its login is shut out, but its row is still held: the pass takes it up",

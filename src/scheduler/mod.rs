@@ -50,7 +50,7 @@ use crate::db::{self, Db, Fault, Link, Target};
 use crate::exit::{self, Failure, Outcome, bad, no};
 use crate::lead::hold::{Instance, Leadership, Supervised};
 use crate::lead::lock;
-use crate::machines::fleet::Deadline;
+use crate::machines::fleet::{Deadline, Fleet};
 use crate::pools::{PoolScaler, mark};
 use crate::runs;
 use crate::settings::{PoolTiming, Timing};
@@ -120,6 +120,9 @@ pub struct Scheduler {
     scaler: PoolScaler,
     /// EC2 runs' instances.
     ec2_runs: Ec2Runs,
+    /// The providers machines and instances are made with, this stack's
+    /// id: one for the scaler and EC2 runs, lent to each.
+    fleet: Fleet,
     /// Schedules, parsed once each.
     schedules: Schedules,
     /// Sensors, by pipeline.
@@ -335,6 +338,7 @@ fn run(
         register,
         unreadable: HashSet::new(),
         sup,
+        fleet: Fleet::new(scaler.timing().try_every),
         scaler,
         ec2_runs,
         schedules: Schedules::default(),
@@ -520,7 +524,10 @@ impl Scheduler {
         let deadline = Deadline::from(Instant::now());
         if self.scaler.due() {
             let judge = self.judge_silence(began);
-            match self.scaler.scale(&mut self.db, session, judge, deadline) {
+            match self
+                .scaler
+                .scale(&mut self.fleet, &mut self.db, session, judge, deadline)
+            {
                 Ok(figures) => {
                     if let Some(stats) = &mut self.stats {
                         stats.pass(figures);
@@ -543,10 +550,13 @@ impl Scheduler {
             }
         };
         if due {
-            self.ec2_runs.begin_tick(deadline);
+            self.ec2_runs.begin_tick(&mut self.fleet, deadline);
             self.start(session, &pipelines, Starts::Ec2);
             let judge = self.judge_silence(began);
-            if let Err(e) = self.ec2_runs.watch(&mut self.db, session, judge) {
+            if let Err(e) = self
+                .ec2_runs
+                .watch(&mut self.fleet, &mut self.db, session, judge)
+            {
                 e.complain();
             }
         }

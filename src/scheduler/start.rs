@@ -56,7 +56,7 @@ impl Scheduler {
                 Err(e) => return e.complain(),
             };
             for s in short {
-                if stops() > 0 || !self.ec2_runs.can_make() {
+                if stops() > 0 || !self.ec2_runs.can_make(&self.fleet) {
                     return;
                 }
                 // A pipeline retired since its run started: its stored spec
@@ -69,6 +69,7 @@ impl Scheduler {
                     },
                 };
                 if let Err(e) = self.ec2_runs.fill(
+                    &mut self.fleet,
                     &mut self.db,
                     session,
                     s.id,
@@ -80,7 +81,7 @@ impl Scheduler {
                     return e.complain();
                 }
             }
-            if !self.ec2_runs.can_make() {
+            if !self.ec2_runs.can_make(&self.fleet) {
                 return;
             }
             // What marks an attempt as an EC2 one to the database
@@ -125,7 +126,7 @@ impl Scheduler {
             return;
         }
         for row in rows {
-            if stops() > 0 || !self.ec2_runs.can_make() {
+            if stops() > 0 || !self.ec2_runs.can_make(&self.fleet) {
                 return;
             }
             let id: i64 = row.get("id");
@@ -142,7 +143,10 @@ impl Scheduler {
             let Some(start) = claimed.first().map(|r| r.get::<_, i32>("start")) else {
                 continue;
             };
-            if let Err(e) = self.ec2_runs.start(&mut self.db, session, id, start, p) {
+            if let Err(e) =
+                self.ec2_runs
+                    .start(&mut self.fleet, &mut self.db, session, id, start, p)
+            {
                 return e.complain();
             }
         }

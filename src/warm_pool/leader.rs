@@ -33,23 +33,14 @@
 //!   the new one.
 
 use crate::config::Pipeline;
-use crate::config::spec::Ec2Spec;
 use crate::db::sql;
 use crate::db::{Db, Fault};
-use crate::machines::fleet::{self, AtProvider, Deadline, Fleet};
+use crate::machines::fleet::{self, AtProvider, Deadline, Failed, Fleet};
 use crate::machines::logins;
-use crate::machines::walk::try_locations;
-use crate::providers::{Make, MakeError};
+use crate::machines::make::Unmade;
 use crate::settings::PoolTiming;
-use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget, Role, Source};
-use serde::Serialize;
-
-/// The instance script, embedded after the machine prelude
-/// (`scripts/machine-prelude.sh`), as [`crate::machines::boot::BOOT_SCRIPT`].
-pub const INSTANCE_SCRIPT: &str = concat!(
-    include_str!("../../scripts/machine-prelude.sh"),
-    include_str!("../../scripts/instance.sh")
-);
+use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget, Source};
+use crate::warm_pool::order::{GROUP, Want};
 
 /// An idle instance is handed over only if it polled this recently (s).
 const POLL_FRESH: f64 = 5.0;
@@ -57,17 +48,12 @@ const POLL_FRESH: f64 = 5.0;
 /// An idle instance that hasn't polled for this long (s) is gone.
 const POLL_GONE: f64 = 15.0;
 
-/// The provider label of EC2 runs' instances.
-/// (A colon: no pool can have that name, so no pool takes them for its own.)
-const GROUP: &str = "orca:ec2-runs";
-
-/// The scheduler's EC2 runs: providers, and this stack's id.
+/// The scheduler's EC2 runs (the providers are the scheduler's [`Fleet`],
+/// lent to each step).
 pub struct Ec2Runs {
     timing: PoolTiming,
     /// `ORCA_EC2_POOL_SECONDS`: how long an instance stays warm (0: none).
     pool_seconds: f64,
-    /// Providers by kind and region, and this stack's id.
-    fleet: Fleet,
     /// When strays were last looked for (every `ORCA_POOL_SCALE_SECONDS`).
     strays_at: Option<std::time::Instant>,
     /// New instances this tick may still make.
@@ -95,42 +81,6 @@ pub struct Short {
     pub spec: serde_json::Value,
 }
 
-/// An instance a run needs made.
-struct Want<'a> {
-    /// The run's pipeline.
-    pipeline: &'a Pipeline,
-    /// Its `[ec2]` table.
-    ec2: &'a Ec2Spec,
-    /// The run.
-    run: i64,
-    /// Its attempt.
-    start: i32,
-    /// The instance's part in it.
-    role: Role,
-    /// The head's address (`-` for the head itself, not known yet).
-    head: &'a str,
-    /// Whether it may take new code (`orca.instances.fresh_code`).
-    fresh: bool,
-}
-
-/// A new instance's row, as `sql/instance_add.sql` reads it: one JSON
-/// object, each field by its column's name.
-#[derive(Serialize)]
-struct NewInstance<'a> {
-    instance: &'a str,
-    pipeline: &'a str,
-    run: i64,
-    start: i32,
-    role: &'a str,
-    login: &'a str,
-    address: &'a str,
-    host: &'a str,
-    provider: &'a str,
-    provider_id: &'a str,
-    region: Option<&'a str>,
-    fresh_code: bool,
-}
-
 impl Ec2Runs {
     /// Reads `ORCA_EC2_POOL_SECONDS` and `ORCA_EC2_MAKE_PER_TICK`.
     pub fn new(timing: PoolTiming) -> Result<Ec2Runs, String> {
@@ -138,7 +88,6 @@ impl Ec2Runs {
             budget: MakeBudget::new(decide::make_per_tick(
                 std::env::var("ORCA_EC2_MAKE_PER_TICK").ok().as_deref(),
             )?),
-            fleet: Fleet::new(timing.try_every),
             timing,
             pool_seconds: crate::settings::EC2_POOL.read()?,
             strays_at: None,
@@ -172,16 +121,16 @@ impl Ec2Runs {
     /// A new tick: its budget of new instances is whole again, and its
     /// provider work has until `deadline` (the tick's, shared with the pool
     /// scaler: a hung provider costs the tick that much at most).
-    pub fn begin_tick(&mut self, deadline: Deadline) {
+    pub fn begin_tick(&mut self, fleet: &mut Fleet, deadline: Deadline) {
         self.budget.refill();
-        self.fleet.until(Some(deadline));
+        fleet.until(Some(deadline));
     }
 
     /// Whether this tick may still make a new instance: some of its budget
     /// is left and so is its time for provider calls (else no new run is
     /// claimed: it would wait for its instances anyway).
-    pub fn can_make(&self) -> bool {
-        self.budget.any_left() && !self.fleet.late()
+    pub fn can_make(&self, fleet: &Fleet) -> bool {
+        self.budget.any_left() && !fleet.late()
     }
 
     /// Runs started before with instances still to make, oldest first.
@@ -204,13 +153,14 @@ impl Ec2Runs {
     /// [`Ec2Runs::fill`]).
     pub fn start(
         &mut self,
+        fleet: &mut Fleet,
         db: &mut Db,
         session: u64,
         id: i64,
         start: i32,
         p: &Pipeline,
     ) -> Result<(), Fault> {
-        self.fill(db, session, id, start, p, 0, "")
+        self.fill(fleet, db, session, id, start, p, 0, "")
     }
 
     /// Gives run `(id, start)` of `p`, which has `made` instance rows (its
@@ -221,6 +171,7 @@ impl Ec2Runs {
     #[allow(clippy::too_many_arguments)]
     pub fn fill(
         &mut self,
+        fleet: &mut Fleet,
         db: &mut Db,
         session: u64,
         id: i64,
@@ -242,7 +193,7 @@ impl Ec2Runs {
                     &[&p.name, &id, &start, &role, address, &fresh, &POLL_FRESH],
                 )
             })?;
-            if self.fleet.late() {
+            if fleet.late() {
                 // The tick's time for provider calls is spent: the rest
                 // are made on the next ticks.
                 self.budget.spend();
@@ -262,6 +213,7 @@ impl Ec2Runs {
                     return Ok(());
                 }
                 Source::Make => match self.make(
+                    fleet,
                     db,
                     session,
                     &Want {
@@ -272,10 +224,13 @@ impl Ec2Runs {
                         role: need.role,
                         head: address,
                         fresh,
+                        pool_seconds: self.pool_seconds,
                     },
-                )? {
+                ) {
                     Ok(host) => host,
-                    Err(why) => {
+                    Err(Unmade::Db(e)) => return Err(e),
+                    Err(Unmade::NotMade { tried, .. }) => {
+                        let why = tried.why();
                         log::error!("run {id}: no {role} instance: {why}; queued again");
                         let why = format!("no {role} instance: {why}");
                         db.run_fenced(session, |c| {
@@ -284,7 +239,7 @@ impl Ec2Runs {
                         let ended = db.run_fenced(session, |c| {
                             c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why])
                         })?;
-                        self.delete(db, session, ended.iter().map(ended_of).collect())?;
+                        self.delete(fleet, db, session, ended.iter().map(ended_of).collect())?;
                         return Ok(());
                     }
                 },
@@ -294,92 +249,33 @@ impl Ec2Runs {
         Ok(())
     }
 
-    /// Makes the instance `w` wants: its login, then the provider's
-    /// instance, trying the locations in turn, then its row. Its own
-    /// address, or why none could be made.
+    /// Makes the instance `w` wants ([`Fleet::make`]): its own address.
     fn make(
         &mut self,
+        fleet: &mut Fleet,
         db: &mut Db,
         session: u64,
         w: &Want,
-    ) -> Result<Result<String, String>, Fault> {
-        let (id, start, settings) = (w.run, w.start, &w.ec2.machines);
-        let stack = self.fleet.stack(db, session)?.id;
-        let n: i64 = db
-            .run_fenced(session, |c| c.query_one(sql::INSTANCE_NEXT_ID, &[]))?
-            .get("id");
-        let name = format!("orca-i-{n}");
-        let login = format!("orca_i_{stack}_{n}");
-        let token = db
-            .run_fenced(session, |c| {
-                Ok(logins::make_login(c, &login, sql::INSTANCE_ROLE_MAKE))
-            })?
-            .map_err(Fault::Other)?;
-        let env = vec![
-            ("ORCA_INSTANCE".to_string(), name.clone()),
-            ("ORCA_RUN".to_string(), id.to_string()),
-            ("ORCA_START".to_string(), start.to_string()),
-            ("ORCA_TOKEN".to_string(), token.reveal()),
-            (
-                "ORCA_DATABASE_URL".to_string(),
-                crate::machines::boot::machine_database_url().map_err(Fault::Other)?,
-            ),
-            (
-                "ORCA_EC2_POOL_SECONDS".to_string(),
-                self.pool_seconds.to_string(),
-            ),
-        ];
-        let region = settings.region.clone();
-        let tried = try_locations::<_, Fault>(&settings.locations, |location, _| {
-            let provider = match self.fleet.provider(&settings.provider, region.as_deref()) {
-                Ok(pr) => pr,
-                Err(e) => return Ok(Err(MakeError::Failed(e))),
-            };
-            let req = Make {
-                group: GROUP,
-                settings,
-                name: &name,
-                type_: &w.ec2.type_,
-                location,
-                stack: &stack,
-                script: INSTANCE_SCRIPT,
-                env: &env,
-            };
-            Ok(provider.make(&req).map(|m| (m, provider.region())))
-        })?;
-        let Some((_, (m, made_in))) = tried.made else {
-            db.run_fenced(session, |c| fleet::revoke_and_drop(c, &login))?;
-            return Ok(Err(tried.why()));
-        };
-        let row = NewInstance {
-            instance: &name,
-            pipeline: &w.pipeline.name,
-            run: id,
-            start,
-            role: w.role.as_str(),
-            login: &login,
-            address: w.head,
-            host: &m.address,
-            provider: fleet::stored_kind(&settings.provider),
-            provider_id: &m.id,
-            region: made_in.as_deref(),
-            fresh_code: w.fresh,
-        };
-        let written = serde_json::to_value(&row)
-            .map_err(|e| Fault::Other(e.to_string()))
-            .and_then(|row| db.run_fenced(session, |c| c.execute(sql::INSTANCE_ADD, &[&row])));
-        if let Err(e) = written {
-            // A stray now: a later pass deletes it and drops its login.
-            log::error!("run {id}: instance {name} was made but its row was not written: {e}");
-            return Err(e);
-        }
-        log::info!("run {id}: made instance {name} as its {}", w.role);
-        Ok(Ok(m.address))
+    ) -> Result<String, Unmade> {
+        let made = fleet.make(db, session, w)?;
+        log::info!(
+            "run {}: made instance {} as its {}",
+            w.run,
+            made.name,
+            w.role
+        );
+        Ok(made.made.address)
     }
 
     /// Ends what is over (see the module's doc); `judge_silence` false just
     /// after taking the lead or after a stalled tick.
-    pub fn watch(&mut self, db: &mut Db, session: u64, judge_silence: bool) -> Result<(), Fault> {
+    pub fn watch(
+        &mut self,
+        fleet: &mut Fleet,
+        db: &mut Db,
+        session: u64,
+        judge_silence: bool,
+    ) -> Result<(), Fault> {
         if judge_silence {
             let lost = db.run_fenced(session, |c| {
                 c.query(sql::EC2_LOST_HEADS, &[&self.timing.boot, &self.timing.lost])
@@ -427,13 +323,13 @@ impl Ec2Runs {
                 let ended = db.run_fenced(session, |c| {
                     c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why])
                 })?;
-                self.delete(db, session, ended.iter().map(ended_of).collect())?;
+                self.delete(fleet, db, session, ended.iter().map(ended_of).collect())?;
             }
         }
         // What is over is ended and deleted only with time left for the
         // deletes (a row ended whose delete is not sent leaves a stray till
         // the strays' scan): else on the next tick.
-        if self.fleet.late() {
+        if fleet.late() {
             return Ok(());
         }
         let rows = db.run_fenced(session, |c| {
@@ -447,7 +343,7 @@ impl Ec2Runs {
             log::warn!("instance {name}: its login holds its row: revoking the login first");
             db.run_fenced(session, |c| logins::revoke(c, &login))?;
         }
-        self.delete(db, session, trim.delete)?;
+        self.delete(fleet, db, session, trim.delete)?;
         // Strays: instances with this stack's label that no live row holds
         // (made, but the row wasn't written), at every provider in use here
         // (sql/ec2_providers.sql), from the lead's first pass.
@@ -457,7 +353,7 @@ impl Ec2Runs {
         );
         if due {
             self.strays_at = Some(std::time::Instant::now());
-            let stack = self.fleet.stack(db, session)?.id;
+            let stack = fleet.stack(db, session)?;
             // Every provider in use here, whether or not this process made
             // anything: a leader that only hands over warm instances still
             // finds what its crashed predecessor made and never recorded.
@@ -467,31 +363,24 @@ impl Ec2Runs {
                 .iter()
                 .map(|r| r.get("instance"))
                 .collect();
-            self.fleet.begin_pass();
+            fleet.begin_pass();
             let mut strays = Vec::new();
             for row in providers {
                 let kind = fleet::kind_of_stored(row.get("provider"));
                 let region: Option<String> = row.get("region");
-                let pr = match self.fleet.provider(&kind, region.as_deref()) {
-                    Ok(pr) => pr,
+                let found = match fleet.listed(&kind, region.as_deref(), GROUP, &stack) {
+                    Ok(found) => found,
                     Err(e) => {
                         log::warn!("can't list EC2 runs' instances: {e}");
                         continue;
                     }
                 };
-                match pr.list(GROUP, &stack) {
-                    Ok(found) => {
-                        let held = |name: &str| live.contains(name);
-                        for f in crate::machines::walk::strays(found, |f| &f.name, held) {
-                            match pr.delete(&f.id, &f.name) {
-                                Ok(()) => strays.push(f.name),
-                                Err(e) => {
-                                    log::error!("stray instance {}: can't delete it: {e}", f.name)
-                                }
-                            }
-                        }
+                let held = |name: &str| live.contains(name);
+                for (f, deleted) in fleet.delete_strays(&kind, region.as_deref(), found, held) {
+                    match deleted {
+                        Ok(()) => strays.push(f.name),
+                        Err(e) => log::error!("stray instance {}: can't delete it: {e}", f.name),
                     }
-                    Err(e) => log::warn!("can't list EC2 runs' instances: {e}"),
                 }
             }
             // Logins no live row holds (made for an instance never made, or not
@@ -518,7 +407,13 @@ impl Ec2Runs {
     }
 
     /// Deletes ended instances and revokes their logins.
-    fn delete(&mut self, db: &mut Db, session: u64, ended: Vec<Ended>) -> Result<(), Fault> {
+    fn delete(
+        &mut self,
+        fleet: &mut Fleet,
+        db: &mut Db,
+        session: u64,
+        ended: Vec<Ended>,
+    ) -> Result<(), Fault> {
         for Ended {
             name,
             provider,
@@ -533,8 +428,10 @@ impl Ec2Runs {
                 id: provider_id.as_deref(),
                 name: &name,
             };
-            if let Err(e) = self.fleet.revoke_and_delete(db, session, &login, &at)? {
-                log::error!("instance {name}: can't delete it: {e}");
+            match fleet.end(db, session, &login, &at) {
+                Ok(()) => {}
+                Err(Failed::Db(e)) => return Err(e),
+                Err(Failed::Provider(e)) => log::error!("instance {name}: can't delete it: {e}"),
             }
             fleet::drop_login(db, session, &login);
             log::info!("instance {name} ended");
