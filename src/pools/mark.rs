@@ -193,14 +193,22 @@ fn retry_held(
                 false
             }
             Some(Mark::Held) => {
-                h.gap *= 2;
-                h.again = (now + h.gap).min(h.first + logins::HELD_FOR_GOOD);
+                (h.gap, h.again) = back_off(h.first, now, h.gap);
                 true
             }
             // Marked, gone or busy (or no database): the next look says.
             _ => false,
         }
     });
+}
+
+/// A held mark asked again at `now` and held still, first skipped at
+/// `first`, last after `gap`: the next gap (twice as long) and when it is
+/// asked again, never later than [`logins::HELD_FOR_GOOD`] after `first`
+/// (when a row held still is taken from its login).
+fn back_off(first: Instant, now: Instant, gap: Duration) -> (Duration, Instant) {
+    let gap = gap * 2;
+    (gap, (now + gap).min(first + logins::HELD_FOR_GOOD))
 }
 
 /// Marks `m` ending on `link`, fenced on the lead of session `pid`, and
@@ -356,6 +364,27 @@ mod tests {
         assert!(!begins(&Removal::Resumed));
         assert!(!begins(&Removal::NeverBooted { boot: 900.0 }));
         assert!(!begins(&Removal::Silent { silent: 400.0 }));
+    }
+
+    #[test]
+    fn a_held_mark_is_asked_again_twice_as_late_each_time_until_held_for_good() {
+        let first = Instant::now();
+        let mut gap = HELD_AGAIN;
+        let mut at = first + gap;
+        let mut asks = vec![at];
+        while at < first + logins::HELD_FOR_GOOD {
+            let (g, again) = back_off(first, at, gap);
+            assert_eq!(g, gap * 2);
+            assert!(again > at, "each ask later than the last");
+            (gap, at) = (g, again);
+            asks.push(at);
+        }
+        // 25 ms, 75, 175, 375, 775, 1575, then the last at 2 s: about seven
+        // marks a hold, the last when it is taken from its login.
+        assert_eq!(asks.len(), 7, "{asks:?}");
+        assert_eq!(*asks.last().unwrap(), first + logins::HELD_FOR_GOOD);
+        assert!(logins::held_for_good(first, *asks.last().unwrap()));
+        assert!(!logins::held_for_good(first, asks[asks.len() - 2]));
     }
 
     #[test]
