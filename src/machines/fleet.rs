@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use postgres::Client;
 
 use crate::config::Provider as Kind;
-use crate::db::{Db, Fault};
+use crate::db::Fault;
+use crate::lead::{DutyError, Term};
 use crate::machines::{logins, walk};
 use crate::providers::{Listed, Provider, ec2::Ec2, local::Local};
 
@@ -164,14 +165,8 @@ impl Fleet {
     /// more logins, its sessions ended), then the machine deleted where it
     /// was made, if the provider ever gave it an id. Its login is dropped
     /// after ([`drop_login`]), once nothing holds it.
-    pub fn end(
-        &mut self,
-        db: &mut Db,
-        session: u64,
-        login: &str,
-        m: &AtProvider,
-    ) -> Result<(), Failed> {
-        db.run_fenced(session, |c| logins::revoke(c, login))?;
+    pub fn end(&mut self, term: &mut Term, login: &str, m: &AtProvider) -> Result<(), Failed> {
+        term.run(|c| logins::revoke(c, login))?;
         let Some(id) = m.id else {
             return Ok(());
         };
@@ -214,14 +209,14 @@ impl Fleet {
             .collect()
     }
 
-    /// This stack's id, read (or made) once on session `session`; said in
+    /// This stack's id, read (or made) once, on the lead (`term`); said in
     /// the log the first time.
-    pub fn stack(&mut self, db: &mut Db, session: u64) -> Result<String, Fault> {
+    pub fn stack(&mut self, term: &mut Term) -> Result<String, DutyError> {
         if let Some(id) = &self.stack {
             return Ok(id.clone());
         }
-        let id = db
-            .run_fenced(session, |c| Ok(crate::machines::stack::stack_id(c)))?
+        let id = term
+            .run(|c| Ok(crate::machines::stack::stack_id(c)))?
             .map_err(Fault::Other)?;
         log::info!("this stack's id is {id} (it labels this stack's machines)");
         self.stack = Some(id.clone());
@@ -235,13 +230,19 @@ pub enum Failed {
     /// The provider's answer (a machine not deleted): revoked, but not
     /// deleted.
     Provider(String),
-    /// The database's: nothing deleted.
-    Db(Fault),
+    /// The database's (or a lost lead): nothing deleted.
+    Db(DutyError),
+}
+
+impl From<DutyError> for Failed {
+    fn from(e: DutyError) -> Failed {
+        Failed::Db(e)
+    }
 }
 
 impl From<Fault> for Failed {
     fn from(f: Fault) -> Failed {
-        Failed::Db(f)
+        Failed::Db(f.into())
     }
 }
 
@@ -274,8 +275,8 @@ pub fn revoke_and_drop(client: &mut Client, role: &str) -> Result<bool, postgres
 
 /// Drops revoked login `login`, best effort: one that can't be dropped now
 /// stays shut out, an orphan dropped on a later pass.
-pub fn drop_login(db: &mut Db, session: u64, login: &str) {
-    let _ = db.run_fenced(session, |c| logins::drop_role(c, login));
+pub fn drop_login(term: &mut Term, login: &str) {
+    let _ = term.run(|c| logins::drop_role(c, login));
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@
 //!   once (one that can't be dropped now is an orphan, dropped later).
 
 use crate::config::MachineSettings;
-use crate::db::{Db, Fault};
+use crate::db::Fault;
+use crate::lead::{DutyError, Term};
 use crate::machines::fleet::{self, Fleet};
 use crate::machines::logins::{self, Token};
 use crate::machines::walk::{Tried, try_locations};
@@ -81,13 +82,19 @@ pub enum Unmade {
         tried: Tried<()>,
     },
     /// The database (or a step beside it) failed; a machine made whose row
-    /// was not written is a stray now (said).
-    Db(Fault),
+    /// was not written is a stray now (said). Or the lead was lost.
+    Db(DutyError),
+}
+
+impl From<DutyError> for Unmade {
+    fn from(e: DutyError) -> Unmade {
+        Unmade::Db(e)
+    }
 }
 
 impl From<Fault> for Unmade {
     fn from(f: Fault) -> Unmade {
-        Unmade::Db(f)
+        Unmade::Db(f.into())
     }
 }
 
@@ -95,23 +102,14 @@ impl From<Fault> for Unmade {
 pub const LATE: &str = "this tick's time for provider calls is spent: the next pass goes on";
 
 impl Fleet {
-    /// Makes the machine `order` asks for, every write fenced on session
-    /// `session`: its id, its login, the locations in turn, then its row.
-    pub fn make(
-        &mut self,
-        db: &mut Db,
-        session: u64,
-        order: &impl Order,
-    ) -> Result<Placed, Unmade> {
-        let stack = self.stack(db, session)?;
-        let id: i64 = db
-            .run_fenced(session, |c| c.query_one(order.next_id(), &[]))?
-            .get("id");
+    /// Makes the machine `order` asks for, every write fenced on the lead
+    /// (`term`): its id, its login, the locations in turn, then its row.
+    pub fn make(&mut self, term: &mut Term, order: &impl Order) -> Result<Placed, Unmade> {
+        let stack = self.stack(term)?;
+        let id: i64 = term.run(|c| c.query_one(order.next_id(), &[]))?.get("id");
         let (name, login) = order.names(&stack, id);
-        let token = db
-            .run_fenced(session, |c| {
-                Ok(logins::make_login(c, &login, order.login_statement()))
-            })?
+        let token = term
+            .run(|c| Ok(logins::make_login(c, &login, order.login_statement())))?
             .map_err(Fault::Other)?;
         let env = order.env(&name, &token).map_err(Fault::Other)?;
         drop(token);
@@ -137,7 +135,7 @@ impl Fleet {
         let Some((location, (made, region))) = tried.made else {
             // Its login goes at once (one that can't be dropped now is an
             // orphan, dropped later).
-            db.run_fenced(session, |c| fleet::revoke_and_drop(c, &login))?;
+            term.run(|c| fleet::revoke_and_drop(c, &login))?;
             return Err(Unmade::NotMade {
                 name,
                 tried: Tried {
@@ -158,8 +156,8 @@ impl Fleet {
         let statement = order.add_statement();
         let written = order
             .row(&placed)
-            .map_err(Fault::Other)
-            .and_then(|row| db.run_fenced(session, |c| c.execute(statement, &[&row])));
+            .map_err(|e| DutyError::Db(Fault::Other(e)))
+            .and_then(|row| term.run(|c| c.execute(statement, &[&row])));
         if let Err(e) = written {
             // A stray now: a later scan deletes it and drops its login.
             log::error!(

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use crate::db::{Db, Fault};
+use crate::lead::{DutyError, Term};
 use crate::machines::fleet::Fleet;
 use crate::machines::make::Unmade;
 use crate::pools::decide::{self, PoolView, TypeWalk, say_no_capacity};
@@ -44,11 +44,10 @@ impl PoolScaler {
     pub(super) fn attempt(
         &mut self,
         fleet: &mut Fleet,
-        db: &mut Db,
-        session: u64,
+        term: &mut Term,
         v: &PoolView,
         walk: &mut TypeWalk,
-    ) -> Result<String, Fault> {
+    ) -> Result<String, DutyError> {
         let p = &v.pool;
         let arches = p.image.as_deref().map(|i| (i, self.arches(i)));
         let mut notes = Vec::new();
@@ -79,12 +78,7 @@ impl PoolScaler {
                     ty.name
                 ),
             };
-            event(
-                db,
-                session,
-                "type skipped",
-                &format!("pool {}: {why}", p.name),
-            )?;
+            event(term, "type skipped", &format!("pool {}: {why}", p.name))?;
             log::warn!("pool {}: {why}", p.name);
             notes.push(why);
             if !walk.skip(p.types.len()) {
@@ -97,7 +91,7 @@ impl PoolScaler {
             type_: &ty.name,
             arch: &arch,
         };
-        let made = match fleet.make(db, session, &order) {
+        let made = match fleet.make(term, &order) {
             Ok(made) => made,
             Err(Unmade::Db(e)) => return Err(e),
             Err(Unmade::NotMade { name, tried }) => {
@@ -110,12 +104,7 @@ impl PoolScaler {
                     // pass).
                     let said = self.refused.get(&p.name).map(String::as_str);
                     if !fleet.late() && decide::refusal_is_news(said, &why) {
-                        event(
-                            db,
-                            session,
-                            "machine not made",
-                            &format!("pool {}: {why}", p.name),
-                        )?;
+                        event(term, "machine not made", &format!("pool {}: {why}", p.name))?;
                         self.refused.insert(p.name.clone(), why.clone());
                     }
                     notes.push(format!("{name} not made: {why}"));
@@ -127,12 +116,7 @@ impl PoolScaler {
                 let next = say_no_capacity(&ty, waited, &next_walk, &tried.full);
                 log::info!("{}", say_unavailable(&p.name, &ty, waited, &next_walk));
                 // The event says what the walk does next, as the status does.
-                event(
-                    db,
-                    session,
-                    "no capacity",
-                    &format!("pool {}: {next}", p.name),
-                )?;
+                event(term, "no capacity", &format!("pool {}: {next}", p.name))?;
                 notes.push(next);
                 return Ok(notes.join("; "));
             }

@@ -31,7 +31,7 @@
 //! [`say`].
 //!
 //! Invariants:
-//! * Every write is fenced on the leading session ([`Db::run_fenced`]).
+//! * Every write is fenced on the leading session ([`Term`]).
 //! * Removal is: credentials revoked, machine deleted, row ended (with its
 //!   runs queued again), in that order; a step that fails is redone on the
 //!   next pass, since the row stays live until the last step.
@@ -53,8 +53,9 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use crate::config::Pool;
+use crate::db::Fault;
 use crate::db::sql;
-use crate::db::{Db, Fault};
+use crate::lead::{DutyError, Term};
 use crate::machines::fleet::{self, Deadline, Failed, Fleet};
 use crate::machines::logins::{self, Machine};
 use crate::pools::decide::{Decided, Grow, PoolView, TypeWalk};
@@ -109,8 +110,8 @@ fn view_of(row: &postgres::Row) -> Option<PoolView> {
 }
 
 /// Records a scaler decision of `kind` that has no other write, with `why`.
-fn event(db: &mut Db, session: u64, kind: &str, why: &str) -> Result<(), Fault> {
-    db.run_fenced(session, |c| {
+fn event(term: &mut Term, kind: &str, why: &str) -> Result<(), DutyError> {
+    term.run(|c| {
         c.execute(
             sql::EVENT_ADD,
             &[&None::<i64>, &None::<String>, &kind, &why],
@@ -165,7 +166,7 @@ impl PoolScaler {
                 .is_none_or(|t| t.elapsed().as_secs_f64() >= self.timing.scale)
     }
 
-    /// One pass over every pool, writing on session `session` only, its
+    /// One pass over every pool, writing on the lead (`term`) only, its
     /// provider work through `fleet` within this tick's `deadline`. With
     /// `judge_silence` false (just after taking the lead, or after a tick
     /// that stalled: workers' beats may not have landed yet), no machine is
@@ -174,22 +175,21 @@ impl PoolScaler {
     pub fn scale(
         &mut self,
         fleet: &mut Fleet,
-        db: &mut Db,
-        session: u64,
+        term: &mut Term,
         judge_silence: bool,
         deadline: Deadline,
-    ) -> Result<(f64, u64), Fault> {
-        let (began, calls) = (Instant::now(), db.calls);
+    ) -> Result<(f64, u64), DutyError> {
+        let (began, calls) = (Instant::now(), term.calls());
         self.last = Some(Instant::now());
-        let stack = fleet.stack(db, session)?;
+        let stack = fleet.stack(term)?;
         fleet.begin_pass();
         let grow_after = self.timing.grow_after;
-        let rows = db.run_fenced(session, |c| c.query(sql::POOLS_VIEW, &[&grow_after]))?;
-        let machines = db.run_fenced(session, logins::live)?;
-        for role in db.run_fenced(session, |c| logins::orphaned_roles(c, &stack))? {
+        let rows = term.run(|c| c.query(sql::POOLS_VIEW, &[&grow_after]))?;
+        let machines = term.run(logins::live)?;
+        for role in term.run(|c| logins::orphaned_roles(c, &stack))? {
             // Best effort: a role that can't be dropped yet is shut out and
             // tried again on the next pass.
-            let dropped = db.run_fenced(session, |c| fleet::revoke_and_drop(c, &role));
+            let dropped = term.run(|c| fleet::revoke_and_drop(c, &role));
             match dropped {
                 Ok(true) => log::debug!("dropped role {role}: no live machine holds it"),
                 Ok(false) => {
@@ -199,7 +199,7 @@ impl PoolScaler {
                         );
                     }
                 }
-                Err(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_))) => {
+                Err(DutyError::Db(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_)))) => {
                     log::error!("role {role}: {e}")
                 }
                 Err(down) => return Err(down),
@@ -221,7 +221,7 @@ impl PoolScaler {
         let mut shrinks = Vec::with_capacity(pools.len());
         for (view, mine) in &pools {
             let shrink = decide::shrink(view, mine, &self.timing, judge_silence);
-            shrinks.push(self.begin_removals(db, session, &view.pool, shrink)?);
+            shrinks.push(self.begin_removals(term, &view.pool, shrink)?);
         }
         // 2. Each pool's provider work (deletes, a make, strays), in turn
         // and within the tick's deadline: no pool's step begins after its
@@ -243,10 +243,10 @@ impl PoolScaler {
             }
             let (view, mine) = &pools[i];
             let shrunk = std::mem::take(&mut shrinks[i]);
-            let decided = self.step(fleet, db, session, view, mine, shrunk)?;
+            let decided = self.step(fleet, term, view, mine, shrunk)?;
             if decided.changes(view) {
                 let name = &view.pool.name;
-                db.run_fenced(session, |c| {
+                term.run(|c| {
                     c.execute(
                         sql::POOL_STATUS,
                         &[
@@ -262,7 +262,7 @@ impl PoolScaler {
             }
         }
         fleet.until(None);
-        Ok((began.elapsed().as_secs_f64() * 1000.0, db.calls - calls))
+        Ok((began.elapsed().as_secs_f64() * 1000.0, term.calls() - calls))
     }
 
     /// One pool's step, its removals begun (`shrunk`): they are finished,
@@ -270,21 +270,20 @@ impl PoolScaler {
     fn step(
         &mut self,
         fleet: &mut Fleet,
-        db: &mut Db,
-        session: u64,
+        term: &mut Term,
         v: &PoolView,
         machines: &[&Machine],
         shrunk: Shrunk,
-    ) -> Result<Decided, Fault> {
+    ) -> Result<Decided, DutyError> {
         let p = &v.pool;
         let (live, demand) = (shrunk.live, shrunk.demand);
         let mut problem = shrunk.problem;
         // Machines still there: kept, busy after all, or not removed yet.
         let mut standing = live.len() + shrunk.kept;
         for (m, why) in shrunk.ending {
-            match remove::finish_removal(fleet, db, session, p, m, &why) {
+            match remove::finish_removal(fleet, term, p, m, &why) {
                 Ok(()) => {}
-                Err(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_))) => {
+                Err(DutyError::Db(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_)))) => {
                     problem = Some(e.to_string());
                     standing += 1;
                 }
@@ -302,7 +301,7 @@ impl PoolScaler {
             },
             Grow::Attempt(mut d) => {
                 let mut walk = TypeWalk::begin(v);
-                d.status = self.attempt(fleet, db, session, v, &mut walk)?;
+                d.status = self.attempt(fleet, term, v, &mut walk)?;
                 (d.walk_type, d.walk_since) = (walk.ty, walk.since);
                 d
             }
@@ -311,7 +310,7 @@ impl PoolScaler {
         // pool's and stack's labels that no live row holds. Not in a step
         // that tried a make: its machine's row is newer than what was read.
         if !d.tried && !fleet.late() {
-            match self.strays(fleet, db, session, p, machines) {
+            match self.strays(fleet, term, p, machines) {
                 Ok(()) => {}
                 Err(Failed::Provider(e)) => d.status = format!("can't list its machines: {e}"),
                 Err(Failed::Db(e)) => return Err(e),

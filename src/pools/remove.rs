@@ -10,7 +10,8 @@
 //! on the next pass, since the row stays live (ending) until the last step.
 
 use crate::config::Pool;
-use crate::db::{Db, Fault, sql};
+use crate::db::{Fault, sql};
+use crate::lead::{DutyError, Term};
 use crate::machines::fleet::{self, AtProvider, Failed, Fleet};
 use crate::machines::logins::{self, Machine};
 use crate::pools::decide::{self, Removal};
@@ -52,11 +53,10 @@ impl PoolScaler {
     /// the pool's step finishes.
     pub(super) fn begin_removals<'a>(
         &mut self,
-        db: &mut Db,
-        session: u64,
+        term: &mut Term,
         p: &Pool,
         shrink: decide::Shrink<'a>,
-    ) -> Result<Shrunk<'a>, Fault> {
+    ) -> Result<Shrunk<'a>, DutyError> {
         let mut shrunk = Shrunk {
             live: shrink.live,
             demand: shrink.demand,
@@ -76,14 +76,12 @@ impl PoolScaler {
             let marked = if m.ending {
                 Ok(logins::Mark::Marked)
             } else {
-                db.run_fenced(session, |c| {
-                    logins::mark_ending(c, sql::MACHINE_ENDING, m.id, None, &why, None)
-                })
+                term.run(|c| logins::mark_ending(c, sql::MACHINE_ENDING, m.id, None, &why, None))
             };
             // Held: lost or never booted, it goes whatever it does (marking
             // it would have revoked it all the same): taken from its login.
             let marked = match marked {
-                Ok(logins::Mark::Held) => take(db, session, m, &why),
+                Ok(logins::Mark::Held) => take(term, m, &why),
                 other => other,
             };
             match marked {
@@ -95,7 +93,7 @@ impl PoolScaler {
                     shrunk.kept += 1;
                     continue;
                 }
-                Err(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_))) => {
+                Err(DutyError::Db(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_)))) => {
                     log::error!("pool {}: machine {}: {e}", p.name, m.name);
                     shrunk.problem = Some(e.to_string());
                     shrunk.kept += 1;
@@ -121,12 +119,11 @@ impl PoolScaler {
     pub(super) fn strays(
         &mut self,
         fleet: &mut Fleet,
-        db: &mut Db,
-        session: u64,
+        term: &mut Term,
         p: &Pool,
         machines: &[&Machine],
     ) -> Result<(), Failed> {
-        let stack = fleet.stack(db, session)?;
+        let stack = fleet.stack(term)?;
         let (kind, region) = (&p.machines.provider, p.machines.region.as_deref());
         let found = fleet
             .listed(kind, region, &p.name, &stack)
@@ -143,17 +140,16 @@ impl PoolScaler {
             decide::ended_unseen(machines, |name| found.iter().any(|f| f.name == name), grace);
         for m in gone {
             let why = Removal::EndedUnseen.why();
-            let marked = db.run_fenced(session, |c| {
-                logins::mark_ending(c, sql::MACHINE_ENDING, m.id, None, &why, None)
-            })?;
+            let marked =
+                term.run(|c| logins::mark_ending(c, sql::MACHINE_ENDING, m.id, None, &why, None))?;
             if marked != logins::Mark::Marked {
                 continue;
             }
             log::warn!("{}", say_removing(&p.name, &m.name, &why));
-            match finish_removal(fleet, db, session, p, m, &why) {
+            match finish_removal(fleet, term, p, m, &why) {
                 Ok(()) => {}
                 // Marked ending: the next pass takes it up again.
-                Err(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_))) => {
+                Err(DutyError::Db(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_)))) => {
                     log::error!("pool {}: machine {}: {e}", p.name, m.name);
                 }
                 Err(down) => return Err(down.into()),
@@ -175,7 +171,7 @@ impl PoolScaler {
                 "{} ({}) of pool {}: no live row held it",
                 s.name, s.id, p.name
             );
-            event(db, session, "stray deleted", &why)?;
+            event(term, "stray deleted", &why)?;
         }
         Ok(())
     }
@@ -183,10 +179,8 @@ impl PoolScaler {
 
 /// Machine `m`'s removal (for `why`: lost, never booted) skipped for its
 /// held row: taken from its login ([`logins::take_from_login`]).
-fn take(db: &mut Db, session: u64, m: &Machine, why: &str) -> Result<logins::Mark, Fault> {
-    let taken = db.run_fenced(session, |c| {
-        logins::take_from_login(c, m.id, &m.name, why, None)
-    })?;
+fn take(term: &mut Term, m: &Machine, why: &str) -> Result<logins::Mark, DutyError> {
+    let taken = term.run(|c| logins::take_from_login(c, m.id, &m.name, why, None))?;
     Ok(taken.unwrap_or(logins::Mark::Not))
 }
 
@@ -196,12 +190,11 @@ fn take(db: &mut Db, session: u64, m: &Machine, why: &str) -> Result<logins::Mar
 /// pass (the row stays ending).
 pub(super) fn finish_removal(
     fleet: &mut Fleet,
-    db: &mut Db,
-    session: u64,
+    term: &mut Term,
     p: &Pool,
     m: &Machine,
     why: &str,
-) -> Result<(), Fault> {
+) -> Result<(), DutyError> {
     // Where it was made: the pool's region may have changed since.
     let at = AtProvider {
         kind: &p.machines.provider,
@@ -209,17 +202,17 @@ pub(super) fn finish_removal(
         id: m.provider_id.as_deref(),
         name: &m.name,
     };
-    match fleet.end(db, session, &m.role, &at) {
+    match fleet.end(term, &m.role, &at) {
         Ok(()) => {}
         Err(Failed::Db(e)) => return Err(e),
         Err(Failed::Provider(e)) => {
-            return Err(Fault::Other(format!("{}: can't delete it: {e}", m.name)));
+            return Err(Fault::Other(format!("{}: can't delete it: {e}", m.name)).into());
         }
     }
-    let requeued = db.run_fenced(session, |c| c.query(sql::MACHINE_END, &[&m.id, &why]))?;
+    let requeued = term.run(|c| c.query(sql::MACHINE_END, &[&m.id, &why]))?;
     log::info!("{}", say_removed(&p.name, &m.name, requeued.len()));
     // A role that can't be dropped now is an orphan: dropped on a later pass.
-    fleet::drop_login(db, session, &m.role);
+    fleet::drop_login(term, &m.role);
     Ok(())
 }
 

@@ -34,7 +34,7 @@
 
 use crate::config::Pipeline;
 use crate::db::sql;
-use crate::db::{Db, Fault};
+use crate::lead::{DutyError, Term};
 use crate::machines::fleet::{self, AtProvider, Deadline, Failed, Fleet};
 use crate::machines::logins;
 use crate::machines::make::Unmade;
@@ -96,25 +96,20 @@ impl Ec2Runs {
     }
 
     /// Whether the upkeep ([`Ec2Runs::watch`], and instances for runs
-    /// started before) runs this tick of lead `session`: while an EC2
+    /// started before) runs this tick of lead `term`: while an EC2
     /// pipeline is `registered`, and after the last one is retired while
     /// an EC2 run is running or an instance row is live, whatever their
     /// pipeline (asked of the database only then: see [`decide::upkeep`]).
-    pub fn upkeep_due(
-        &mut self,
-        db: &mut Db,
-        session: u64,
-        registered: bool,
-    ) -> Result<bool, Fault> {
-        let new_lead = self.upkeep.0 != Some(session);
+    pub fn upkeep_due(&mut self, term: &mut Term, registered: bool) -> Result<bool, DutyError> {
+        let new_lead = self.upkeep.0 != Some(term.session());
         let live = match decide::upkeep(registered, new_lead, self.upkeep.1) {
             decide::Upkeep::Run => true,
             decide::Upkeep::Skip => false,
-            decide::Upkeep::Ask => db
-                .run_fenced(session, |c| c.query_one(sql::EC2_UPKEEP_LIVE, &[]))?
+            decide::Upkeep::Ask => term
+                .run(|c| c.query_one(sql::EC2_UPKEEP_LIVE, &[]))?
                 .get("live"),
         };
-        self.upkeep = (Some(session), live);
+        self.upkeep = (Some(term.session()), live);
         Ok(live)
     }
 
@@ -134,9 +129,9 @@ impl Ec2Runs {
     }
 
     /// Runs started before with instances still to make, oldest first.
-    pub fn short(&mut self, db: &mut Db, session: u64) -> Result<Vec<Short>, Fault> {
-        Ok(db
-            .run_fenced(session, |c| c.query(sql::EC2_RUNS_SHORT, &[]))?
+    pub fn short(&mut self, term: &mut Term) -> Result<Vec<Short>, DutyError> {
+        Ok(term
+            .run(|c| c.query(sql::EC2_RUNS_SHORT, &[]))?
             .iter()
             .map(|r| Short {
                 id: r.get("id"),
@@ -154,13 +149,12 @@ impl Ec2Runs {
     pub fn start(
         &mut self,
         fleet: &mut Fleet,
-        db: &mut Db,
-        session: u64,
+        term: &mut Term,
         id: i64,
         start: i32,
         p: &Pipeline,
-    ) -> Result<(), Fault> {
-        self.fill(fleet, db, session, id, start, p, 0, "")
+    ) -> Result<(), DutyError> {
+        self.fill(fleet, term, id, start, p, 0, "")
     }
 
     /// Gives run `(id, start)` of `p`, which has `made` instance rows (its
@@ -172,14 +166,13 @@ impl Ec2Runs {
     pub fn fill(
         &mut self,
         fleet: &mut Fleet,
-        db: &mut Db,
-        session: u64,
+        term: &mut Term,
         id: i64,
         start: i32,
         p: &Pipeline,
         made: usize,
         head_host: &str,
-    ) -> Result<(), Fault> {
+    ) -> Result<(), DutyError> {
         let Some(ec2) = p.ec2.clone() else {
             return Ok(());
         };
@@ -187,7 +180,7 @@ impl Ec2Runs {
         let mut fill = Fill::new(made, ec2.workers, head_host);
         while let Some(need) = fill.next_need() {
             let (role, address) = (need.role.as_str(), &need.address);
-            let warm = db.run_fenced(session, |c| {
+            let warm = term.run(|c| {
                 c.query_opt(
                     sql::INSTANCE_HAND_OVER,
                     &[&p.name, &id, &start, &role, address, &fresh, &POLL_FRESH],
@@ -214,8 +207,7 @@ impl Ec2Runs {
                 }
                 Source::Make => match self.make(
                     fleet,
-                    db,
-                    session,
+                    term,
                     &Want {
                         pipeline: p,
                         ec2: &ec2,
@@ -233,13 +225,12 @@ impl Ec2Runs {
                         let why = tried.why();
                         log::error!("run {id}: no {role} instance: {why}; queued again");
                         let why = format!("no {role} instance: {why}");
-                        db.run_fenced(session, |c| {
+                        term.run(|c| {
                             c.query_one(sql::RUN_REQUEUE, &[&id, &start, &why, &Vec::<u8>::new()])
                         })?;
-                        let ended = db.run_fenced(session, |c| {
-                            c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why])
-                        })?;
-                        self.delete(fleet, db, session, ended.iter().map(ended_of).collect())?;
+                        let ended =
+                            term.run(|c| c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why]))?;
+                        self.delete(fleet, term, ended.iter().map(ended_of).collect())?;
                         return Ok(());
                     }
                 },
@@ -250,14 +241,8 @@ impl Ec2Runs {
     }
 
     /// Makes the instance `w` wants ([`Fleet::make`]): its own address.
-    fn make(
-        &mut self,
-        fleet: &mut Fleet,
-        db: &mut Db,
-        session: u64,
-        w: &Want,
-    ) -> Result<String, Unmade> {
-        let made = fleet.make(db, session, w)?;
+    fn make(&mut self, fleet: &mut Fleet, term: &mut Term, w: &Want) -> Result<String, Unmade> {
+        let made = fleet.make(term, w)?;
         log::info!(
             "run {}: made instance {} as its {}",
             w.run,
@@ -272,14 +257,12 @@ impl Ec2Runs {
     pub fn watch(
         &mut self,
         fleet: &mut Fleet,
-        db: &mut Db,
-        session: u64,
+        term: &mut Term,
         judge_silence: bool,
-    ) -> Result<(), Fault> {
+    ) -> Result<(), DutyError> {
         if judge_silence {
-            let lost = db.run_fenced(session, |c| {
-                c.query(sql::EC2_LOST_HEADS, &[&self.timing.boot, &self.timing.lost])
-            })?;
+            let lost = term
+                .run(|c| c.query(sql::EC2_LOST_HEADS, &[&self.timing.boot, &self.timing.lost]))?;
             for row in lost {
                 let (id, start, pipeline, served): (i64, i32, String, bool) = (
                     row.get("id"),
@@ -291,7 +274,7 @@ impl Ec2Runs {
                 let why = if let LostHead::Requeue(why) = &lost {
                     // Lost under a run it served: the run is queued again
                     // (failed, for on_lost = "fail": migration 22).
-                    let state: Option<String> = db.run_fenced(session, |c| {
+                    let state: Option<String> = term.run(|c| {
                         c.query_one(sql::RUN_REQUEUE, &[&id, &start, why, &Vec::<u8>::new()])?;
                         Ok(c.query_opt(sql::RUN_STATE, &[&id])?.map(|r| r.get("state")))
                     })?;
@@ -317,13 +300,12 @@ impl Ec2Runs {
                         // No process ended: the end is when it is written.
                         ended: None,
                     };
-                    db.run_fenced(session, |c| outcome.write(c, sql::RUN_FINISH))?;
+                    term.run(|c| outcome.write(c, sql::RUN_FINISH))?;
                     why
                 };
-                let ended = db.run_fenced(session, |c| {
-                    c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why])
-                })?;
-                self.delete(fleet, db, session, ended.iter().map(ended_of).collect())?;
+                let ended =
+                    term.run(|c| c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why]))?;
+                self.delete(fleet, term, ended.iter().map(ended_of).collect())?;
             }
         }
         // What is over is ended and deleted only with time left for the
@@ -332,7 +314,7 @@ impl Ec2Runs {
         if fleet.late() {
             return Ok(());
         }
-        let rows = db.run_fenced(session, |c| {
+        let rows = term.run(|c| {
             c.query(
                 sql::INSTANCES_TO_END,
                 &[&self.pool_seconds, &POLL_GONE, &self.timing.lost],
@@ -341,9 +323,9 @@ impl Ec2Runs {
         let trim = decide::trim(rows.iter().map(|r| (ended_of(r), r.get("ended"))).collect());
         for (name, login) in trim.revoke_first {
             log::warn!("instance {name}: its login holds its row: revoking the login first");
-            db.run_fenced(session, |c| logins::revoke(c, &login))?;
+            term.run(|c| logins::revoke(c, &login))?;
         }
-        self.delete(fleet, db, session, trim.delete)?;
+        self.delete(fleet, term, trim.delete)?;
         // Strays: instances with this stack's label that no live row holds
         // (made, but the row wasn't written), at every provider in use here
         // (sql/ec2_providers.sql), from the lead's first pass.
@@ -353,13 +335,13 @@ impl Ec2Runs {
         );
         if due {
             self.strays_at = Some(std::time::Instant::now());
-            let stack = fleet.stack(db, session)?;
+            let stack = fleet.stack(term)?;
             // Every provider in use here, whether or not this process made
             // anything: a leader that only hands over warm instances still
             // finds what its crashed predecessor made and never recorded.
-            let providers = db.run_fenced(session, |c| c.query(sql::EC2_PROVIDERS, &[]))?;
-            let live: std::collections::HashSet<String> = db
-                .run_fenced(session, |c| c.query(sql::INSTANCES_LIVE_NAMES, &[]))?
+            let providers = term.run(|c| c.query(sql::EC2_PROVIDERS, &[]))?;
+            let live: std::collections::HashSet<String> = term
+                .run(|c| c.query(sql::INSTANCES_LIVE_NAMES, &[]))?
                 .iter()
                 .map(|r| r.get("instance"))
                 .collect();
@@ -386,16 +368,14 @@ impl Ec2Runs {
             // Logins no live row holds (made for an instance never made, or not
             // dropped yet): revoked and dropped.
             let prefix = format!("orca_i_{stack}_");
-            for row in db.run_fenced(session, |c| {
-                c.query(sql::INSTANCE_LOGINS_ORPHANED, &[&prefix])
-            })? {
+            for row in term.run(|c| c.query(sql::INSTANCE_LOGINS_ORPHANED, &[&prefix]))? {
                 let login: String = row.get("rolname");
-                let _ = db.run_fenced(session, |c| fleet::revoke_and_drop(c, &login));
+                let _ = term.run(|c| fleet::revoke_and_drop(c, &login));
             }
             for name in strays {
                 log::warn!("deleted stray instance {name}: no live row held it");
                 let why = format!("{name}: no live row held it");
-                db.run_fenced(session, |c| {
+                term.run(|c| {
                     c.execute(
                         sql::EVENT_ADD,
                         &[&None::<i64>, &None::<String>, &"stray deleted", &why],
@@ -410,10 +390,9 @@ impl Ec2Runs {
     fn delete(
         &mut self,
         fleet: &mut Fleet,
-        db: &mut Db,
-        session: u64,
+        term: &mut Term,
         ended: Vec<Ended>,
-    ) -> Result<(), Fault> {
+    ) -> Result<(), DutyError> {
         for Ended {
             name,
             provider,
@@ -428,12 +407,12 @@ impl Ec2Runs {
                 id: provider_id.as_deref(),
                 name: &name,
             };
-            match fleet.end(db, session, &login, &at) {
+            match fleet.end(term, &login, &at) {
                 Ok(()) => {}
                 Err(Failed::Db(e)) => return Err(e),
                 Err(Failed::Provider(e)) => log::error!("instance {name}: can't delete it: {e}"),
             }
-            fleet::drop_login(db, session, &login);
+            fleet::drop_login(term, &login);
             log::info!("instance {name} ended");
         }
         Ok(())
