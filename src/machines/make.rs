@@ -115,10 +115,10 @@ impl Fleet {
         drop(token);
         let settings = order.settings();
         let (kind, region) = (&settings.provider, settings.region.as_deref());
-        let tried = try_locations::<_, Fault>(&settings.locations, |location, next| {
+        let tried = try_locations(&settings.locations, |location, next| {
             // A make sent late would get too little time for its answer.
             if order.stops_when_late() && self.late() {
-                return Ok(Err(MakeError::Failed(LATE.into())));
+                return Err(MakeError::Failed(LATE.into()));
             }
             // A provider that can't be made (no region, no credentials
             // chain) refuses the make as EC2 would.
@@ -129,8 +129,8 @@ impl Fleet {
                 Err(why) => Err(MakeError::Failed(why)),
             };
             order.answered(location, next, &made.clone().map(|(m, _)| m));
-            Ok(made)
-        })?;
+            made
+        });
         drop(env);
         let Some((location, (made, region))) = tried.made else {
             // Its login goes at once (one that can't be dropped now is an
