@@ -17,7 +17,7 @@
 use std::time::Instant;
 
 use crate::db::{Db, sql};
-use crate::lead::{Term, lock};
+use crate::lead::{Known, Term, lock};
 use crate::plural::count;
 
 /// This process as a scheduler instance (overlap on).
@@ -65,6 +65,10 @@ pub struct Leadership {
     pub instance: Option<Instance>,
     /// The instance drained and ended its row: time to exit 0.
     pub ended: bool,
+    /// Who leads, as this process's other threads see it.
+    known: Known,
+    /// The session whose backend pid `known` has (`None`: not leading).
+    told: Option<u64>,
 }
 
 /// Why an instance drains, if it should: `stopping` (it got SIGTERM or
@@ -135,7 +139,14 @@ impl Leadership {
             lost_to: None,
             instance,
             ended: false,
+            known: Known::default(),
+            told: None,
         }
+    }
+
+    /// Who leads, for this process's other threads (told each step).
+    pub fn known(&self) -> Known {
+        self.known.clone()
     }
 
     /// The lead as held on `db`'s session now, if it is (a process that
@@ -203,9 +214,36 @@ impl Leadership {
         stopping: fn() -> bool,
         sup: Supervised,
     ) -> Option<Term<'a>> {
-        let session = self.lead_session(db, stale, stopping, sup)?;
+        let session = self.lead_session(db, stale, stopping, sup);
+        self.tell(db, session);
         let instance = self.instance.as_ref().map(|i| i.id);
-        Some(Term::new(db, session, &mut self.held, instance))
+        Some(Term::new(db, session?, &mut self.held, instance))
+    }
+
+    /// Tells this process's other threads who leads ([`Known`]): whether
+    /// it leads, each step; the leading session's backend pid, read once a
+    /// session (one that can't be read is not known meanwhile: no removal
+    /// begun off the tick; read again next step).
+    fn tell(&mut self, db: &mut Db, session: Option<u64>) {
+        self.known.set_leads(session.is_some());
+        if session == self.told {
+            return;
+        }
+        let pid = match session {
+            Some(s) => match db.run_fenced(s, |c| {
+                c.query_one(sql::BACKEND_PID, &[])
+                    .map(|r| r.get::<_, i32>("pid"))
+            }) {
+                Ok(pid) => Some(pid),
+                Err(e) => {
+                    self.known.set_pid(None);
+                    return e.complain();
+                }
+            },
+            None => None,
+        };
+        self.known.set_pid(pid);
+        self.told = session;
     }
 
     /// This tick's step: the session that leads, or `None`.

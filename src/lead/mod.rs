@@ -34,9 +34,11 @@
 //!   ended by the next instance; a live instance's session never is.
 
 pub mod hold;
+pub mod known;
 pub mod lock;
 pub mod term;
 
+pub use known::Known;
 pub use term::{DutyError, Term};
 
 use postgres::Client;

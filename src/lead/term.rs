@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use postgres::{Client, Statement};
 
-use crate::db::{Db, Fault, sql};
+use crate::db::{Db, Fault};
 
 /// Why a leader's duty's statement did not land.
 #[derive(Debug)]
@@ -113,15 +113,6 @@ impl<'a> Term<'a> {
     /// new one is a new lead.
     pub fn session(&self) -> u64 {
         self.session
-    }
-
-    /// The leading session's backend pid (what the removals thread fences
-    /// its marks on).
-    pub fn pid(&mut self) -> Result<i32, DutyError> {
-        self.run(|c| {
-            c.query_one(sql::BACKEND_PID, &[])
-                .map(|r| r.get::<_, i32>("pid"))
-        })
     }
 
     /// How long this process has led (s), by its monotonic clock.

@@ -18,31 +18,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::db::{Fault, Link, sql};
+use crate::lead::Known;
 use crate::machines::logins::{self, Machine, Mark};
 use crate::pools::decide::{self, Removal};
 use crate::settings::PoolTiming;
-
-/// The leading session's backend pid, as the tick tells it (0: this
-/// process doesn't lead).
-#[derive(Clone, Default)]
-pub struct Leader(Arc<AtomicI32>);
-
-impl Leader {
-    /// This process leads on the session whose backend pid is `pid`, or
-    /// (`None`) not.
-    pub fn set(&self, pid: Option<i32>) {
-        self.0.store(pid.unwrap_or(0), Ordering::SeqCst);
-    }
-
-    /// The leading session's backend pid, if this process leads.
-    pub fn get(&self) -> Option<i32> {
-        Some(self.0.load(Ordering::SeqCst)).filter(|p| *p > 0)
-    }
-}
 
 /// Whether this thread begins removal `r`: an idle or a retired pool's
 /// machine (one taken up again, lost or never booted is the pass's).
@@ -57,7 +40,7 @@ pub fn begins(r: &Removal) -> bool {
 /// begins within a look's time of `idle_seconds`, not a pass later; and a
 /// mark skipped for a held row ([`Mark::Held`]) is asked again between
 /// looks ([`Held`]), not only at the next.
-pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>) {
+pub fn run(link: Link, timing: PoolTiming, leader: Known, done: Arc<AtomicBool>) {
     let every = Duration::from_secs_f64(timing.scale.max(0.1));
     let mut next = Instant::now();
     let mut held: HashMap<i64, Held> = HashMap::new();
@@ -75,7 +58,7 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
         let began = now;
         // Not leading: asked again soon, so that a lead just taken is
         // looked after at once, not a pass later.
-        let Some(pid) = leader.get() else {
+        let Some(pid) = leader.pid() else {
             next = began + MIN_LOOK_GAP;
             continue;
         };
@@ -117,7 +100,7 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
         // held keeps the time it is given up at.
         let mut still: HashMap<i64, Held> = HashMap::new();
         for m in candidates.into_iter().take(MARKS_PER_ROUND) {
-            if leader.get() != Some(pid) || done.load(Ordering::SeqCst) {
+            if leader.pid() != Some(pid) || done.load(Ordering::SeqCst) {
                 break;
             }
             match mark(&link, &m, pid) {
@@ -171,12 +154,12 @@ struct Held {
 /// forgets them all if the lead moved.
 fn retry_held(
     link: &Link,
-    leader: &Leader,
+    leader: &Known,
     done: &AtomicBool,
     held: &mut HashMap<i64, Held>,
     now: Instant,
 ) {
-    let Some(pid) = leader.get() else {
+    let Some(pid) = leader.pid() else {
         held.clear();
         return;
     };
@@ -385,15 +368,5 @@ mod tests {
         assert_eq!(*asks.last().unwrap(), first + logins::HELD_FOR_GOOD);
         assert!(logins::held_for_good(first, *asks.last().unwrap()));
         assert!(!logins::held_for_good(first, asks[asks.len() - 2]));
-    }
-
-    #[test]
-    fn the_leader_is_known_only_while_set() {
-        let l = Leader::default();
-        assert_eq!(l.get(), None);
-        l.set(Some(4242));
-        assert_eq!(l.get(), Some(4242));
-        l.set(None);
-        assert_eq!(l.get(), None);
     }
 }

@@ -12,7 +12,8 @@
 //! ([`crate::lead::hold::Leadership::step`], each tick).
 //!
 //! The parts, by duty: this file (`main`, the loop, the tick, stopping);
-//! [`fire`] (schedules: what to fire, pure, then the writes); [`sense`]
+//! [`duties`] (a leading tick's duties in their order, pure); [`fire`]
+//! (schedules: what to fire, pure, then the writes); [`sense`]
 //! (sensors); [`start`] (queued local and EC2 runs); [`sweep`] (stale runs,
 //! and when silence may be judged at all); [`prune`] (history past
 //! `ORCA_KEEP_DAYS`, deleted in small batches); [`stats`] (`ORCA_TICK_STATS`);
@@ -108,8 +109,6 @@ pub struct Scheduler {
     db: Db,
     timing: Timing,
     host: String,
-    /// Whether this process leads now (the alert thread sends only then).
-    leads_now: Arc<AtomicBool>,
     /// Whether this process leads, on which session, since when; its
     /// instance row with overlap on.
     lead: Leadership,
@@ -138,11 +137,6 @@ pub struct Scheduler {
     /// statements it made, when `ORCA_TICK_STATS` names a file to write
     /// their summary to at exit.
     stats: Option<TickStats>,
-    /// The leading session's backend pid, for the thread that begins
-    /// removals off the tick ([`crate::pools::mark`]), and the session it
-    /// was read on.
-    leader: mark::Leader,
-    leader_session: Option<u64>,
     /// The metrics read from the database (`ORCA_METRICS_ADDR`).
     gauges: gauges::Gauges,
     /// Pruning history past the keep (the leader's).
@@ -280,10 +274,13 @@ fn run(
     );
     let side_for_mark = side.clone();
     let alert_done = Arc::new(AtomicBool::new(false));
-    let leads_now = Arc::new(AtomicBool::new(false));
+    // Who leads, as the lead's step tells it each tick: the alert thread
+    // sends only while this process leads; the removals thread fences its
+    // marks on the leading session's backend pid.
+    let known = lead.known();
     let alert_thread = {
         let done = alert_done.clone();
-        let leads = leads_now.clone();
+        let leads = known.clone();
         let db = side.clone();
         std::thread::Builder::new()
             .name("alerts".into())
@@ -291,12 +288,11 @@ fn run(
             .expect("spawn alert thread")
     };
     // Removals begin off the tick, on the side connection too.
-    let leader = mark::Leader::default();
     let mark_thread = {
         let (link, timing, leader, done) = (
             side_for_mark,
             scaler.timing().clone(),
-            leader.clone(),
+            known,
             alert_done.clone(),
         );
         std::thread::Builder::new()
@@ -319,7 +315,6 @@ fn run(
         prune: prune::Prune::new(keep, timing.tick),
         timing,
         host,
-        leads_now,
         lead,
         register,
         unreadable: HashSet::new(),
@@ -332,8 +327,6 @@ fn run(
         stuck_checked: Instant::now(),
         objects_swept: Instant::now(),
         stats: TickStats::from_env(),
-        leader,
-        leader_session: None,
         gauges: gauges::Gauges::default(),
     };
     let code = s.run_loop();
@@ -420,14 +413,12 @@ impl Scheduler {
         let mut lead = self
             .lead
             .step(&mut self.db, self.timing.stale, || stops() > 0, sup);
-        self.leads_now.store(lead.is_some(), Ordering::SeqCst);
         crate::metrics::set(
             &crate::metrics::LEADER,
             &[],
             f64::from(u8::from(lead.is_some())),
         );
         self.gauges.step(lead.as_mut());
-        tell_leader(&self.leader, &mut self.leader_session, lead.as_mut());
         let Some(mut term) = lead else {
             // Sensors are decisions: only the leader runs them.
             self.sensors.stop();
@@ -609,27 +600,4 @@ fn pipelines(
 /// begun at `began`, on the lead (`term`; see [`sweep::judge_silence`]).
 fn judge_silence(term: &Term, began: Instant, stale: f64) -> bool {
     sweep::judge_silence(began.elapsed().as_secs_f64(), Some(term.led_for()), stale)
-}
-
-/// Tells the removals thread (`leader`) the leading session's backend pid
-/// (read once a session: `told` is the session it was read on), or that
-/// this process doesn't lead.
-fn tell_leader(leader: &mark::Leader, told: &mut Option<u64>, lead: Option<&mut Term>) {
-    let session = lead.as_ref().map(|t| t.session());
-    if session == *told {
-        return;
-    }
-    let pid = match lead {
-        Some(term) => match term.pid() {
-            Ok(pid) => Some(pid),
-            Err(e) => {
-                // Unknown: no removal begun off the tick meanwhile.
-                leader.set(None);
-                return e.complain();
-            }
-        },
-        None => None,
-    };
-    leader.set(pid);
-    *told = session;
 }
