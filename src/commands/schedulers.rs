@@ -117,7 +117,7 @@ pub fn deploy_check(opts: &DbOpts) -> Outcome {
 pub fn deploy_wait(timeout: f64, opts: &DbOpts) -> Outcome {
     let stale = stale()?;
     let mut client = connect(opts)?;
-    if lead::wait_for_lead(&mut client, stale, timeout).map_err(pg)? {
+    if lead::deploy_wait(&mut client, stale, timeout).map_err(pg)? {
         Ok(())
     } else {
         Err(no(format!(

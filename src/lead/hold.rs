@@ -16,8 +16,8 @@
 
 use std::time::Instant;
 
-use crate::db::Db;
-use crate::lead::lock;
+use crate::db::{Db, sql};
+use crate::lead::{Known, Term, lock};
 use crate::plural::count;
 
 /// This process as a scheduler instance (overlap on).
@@ -65,6 +65,10 @@ pub struct Leadership {
     pub instance: Option<Instance>,
     /// The instance drained and ended its row: time to exit 0.
     pub ended: bool,
+    /// Who leads, as this process's other threads see it.
+    known: Known,
+    /// The session whose backend pid `known` has (`None`: not leading).
+    told: Option<u64>,
 }
 
 /// Why an instance drains, if it should: `stopping` (it got SIGTERM or
@@ -77,6 +81,39 @@ pub fn drain_why(stopping: bool, drain_asked: bool, newer: Option<i64>) -> Optio
         Some("asked to drain (orca scheduler drain)".to_string())
     } else {
         newer.map(|n| format!("a newer instance ({n}) is live"))
+    }
+}
+
+/// Whether a leader stops deciding by itself: it leads (`leads`) and no
+/// beat of its landed for over the stale limit (`since_beat` s, by its
+/// monotonic clock): another instance may have taken over meanwhile.
+pub fn beat_late(leads: bool, since_beat: f64, stale: f64) -> bool {
+    leads && since_beat > stale
+}
+
+/// What an instance's step does once it has beaten (and stepped down, if
+/// a drain was due).
+#[derive(Debug, PartialEq)]
+pub enum Then {
+    /// Draining with nothing left to supervise: its row ends (it exits 0).
+    End,
+    /// Draining: it supervises its runs to their end, deciding nothing.
+    Drain,
+    /// It holds the lead on this session: it leads on.
+    Lead,
+    /// It tries to take the lead (free, or its holder gone).
+    Try,
+}
+
+/// What an instance's step does next ([`Then`]): `draining`, supervising
+/// nothing (`idle`), holding the lead on this session (`holds`, asked only
+/// when not draining).
+pub fn overlap_then(draining: bool, idle: bool, holds: impl FnOnce() -> bool) -> Then {
+    match (draining, idle) {
+        (true, true) => Then::End,
+        (true, false) => Then::Drain,
+        (false, _) if holds() => Then::Lead,
+        (false, _) => Then::Try,
     }
 }
 
@@ -102,12 +139,23 @@ impl Leadership {
             lost_to: None,
             instance,
             ended: false,
+            known: Known::default(),
+            told: None,
         }
     }
 
-    /// Since when the lead is held, if it is.
-    pub fn since(&self) -> Option<Instant> {
-        self.held.map(|(_, since)| since)
+    /// Who leads, for this process's other threads (told each step).
+    pub fn known(&self) -> Known {
+        self.known.clone()
+    }
+
+    /// The lead as held on `db`'s session now, if it is (a process that
+    /// took it before its first tick: `orca scheduler -c` registers its
+    /// file on it).
+    pub fn term<'a>(&'a mut self, db: &'a mut Db) -> Option<Term<'a>> {
+        let session = db.sessions;
+        let instance = self.instance.as_ref().map(|i| i.id);
+        holds(&mut self.held, session).then(|| Term::new(db, session, &mut self.held, instance))
     }
 
     /// Whether this instance waits for a lead another instance holds (its
@@ -134,7 +182,14 @@ impl Leadership {
             return Some(false);
         }
         let (id, session) = (inst.id, db.sessions);
-        match db.run_fenced(session, |c| super::wait_lead(c, id, wait)) {
+        let waited = db.run_fenced(session, |c| {
+            let taken = lock::wait_take(c, wait)?;
+            if taken {
+                c.execute(sql::SCHEDULER_LEAD, &[&id])?;
+            }
+            Ok(taken)
+        });
+        match waited {
             Ok(true) => {
                 log::info!("instance {id} leads (the lead was handed over)");
                 inst.said_waiting = false;
@@ -149,17 +204,50 @@ impl Leadership {
         }
     }
 
-    /// Counts the lead as taken now (a stalled tick: what looked stale may
-    /// not be, so silence is judged only a stale limit from here).
-    pub fn restart_clock(&mut self) {
-        if let Some((s, _)) = self.held {
-            self.held = Some((s, Instant::now()));
-        }
+    /// This tick's step: the lead as this tick holds it, for the leader's
+    /// duties ([`Term`]), or `None`. `stopping`: whether a SIGTERM or
+    /// SIGINT came (asked when the step needs to know).
+    pub fn step<'a>(
+        &'a mut self,
+        db: &'a mut Db,
+        stale: f64,
+        stopping: fn() -> bool,
+        sup: Supervised,
+    ) -> Option<Term<'a>> {
+        let session = self.lead_session(db, stale, stopping, sup);
+        self.tell(db, session);
+        let instance = self.instance.as_ref().map(|i| i.id);
+        Some(Term::new(db, session?, &mut self.held, instance))
     }
 
-    /// This tick's step: the session that leads, or `None`. `stopping`: whether
-    /// a SIGTERM or SIGINT came (asked when the step needs to know).
-    pub fn step(
+    /// Tells this process's other threads who leads ([`Known`]): whether
+    /// it leads, each step; the leading session's backend pid, read once a
+    /// session (one that can't be read is not known meanwhile: no removal
+    /// begun off the tick; read again next step).
+    fn tell(&mut self, db: &mut Db, session: Option<u64>) {
+        self.known.set_leads(session.is_some());
+        if session == self.told {
+            return;
+        }
+        let pid = match session {
+            Some(s) => match db.run_fenced(s, |c| {
+                c.query_one(sql::BACKEND_PID, &[])
+                    .map(|r| r.get::<_, i32>("pid"))
+            }) {
+                Ok(pid) => Some(pid),
+                Err(e) => {
+                    self.known.set_pid(None);
+                    return e.complain();
+                }
+            },
+            None => None,
+        };
+        self.known.set_pid(pid);
+        self.told = session;
+    }
+
+    /// This tick's step: the session that leads, or `None`.
+    fn lead_session(
         &mut self,
         db: &mut Db,
         stale: f64,
@@ -224,7 +312,11 @@ impl Leadership {
         let id = inst.id;
         // A leader that could not beat for the stale limit stops deciding by
         // itself: another instance may have taken over meanwhile.
-        if self.held.is_some() && inst.last_beat.elapsed().as_secs_f64() > stale {
+        if beat_late(
+            self.held.is_some(),
+            inst.last_beat.elapsed().as_secs_f64(),
+            stale,
+        ) {
             log::warn!("no beat landed for over {stale}s: giving up the lead");
             self.held = None;
             let _ = db.run(lock::release);
@@ -263,18 +355,18 @@ impl Leadership {
                 }
             }
         }
-        if inst.draining {
-            if sup.idle {
+        let session = db.sessions;
+        match overlap_then(inst.draining, sup.idle, || holds(&mut self.held, session)) {
+            Then::End => {
                 match db.run(|c| super::end(c, id)) {
                     Ok(()) => self.ended = true,
                     Err(e) => e.complain(),
                 }
+                return None;
             }
-            return None;
-        }
-        let session = db.sessions;
-        if holds(&mut self.held, session) {
-            return Some(session);
+            Then::Drain => return None,
+            Then::Lead => return Some(session),
+            Then::Try => {}
         }
         let app = self.app.clone();
         match db.run_fenced(session, |c| {
@@ -325,6 +417,25 @@ mod tests {
     }
 
     #[test]
+    fn a_leader_whose_beats_fail_for_the_stale_limit_stops_deciding() {
+        assert!(!beat_late(true, 30.0, 30.0), "at the limit, not past it");
+        assert!(beat_late(true, 30.1, 30.0));
+        assert!(!beat_late(false, 300.0, 30.0), "no lead to give up");
+        assert!(!beat_late(true, 0.5, 30.0));
+    }
+
+    #[test]
+    fn a_draining_instance_ends_once_idle_and_never_leads_again() {
+        let never = || panic!("a draining instance doesn't ask whether it holds the lead");
+        assert_eq!(overlap_then(true, true, never), Then::End);
+        assert_eq!(overlap_then(true, false, never), Then::Drain);
+        assert_eq!(overlap_then(false, true, || true), Then::Lead);
+        assert_eq!(overlap_then(false, false, || true), Then::Lead);
+        assert_eq!(overlap_then(false, false, || false), Then::Try);
+        assert_eq!(overlap_then(false, true, || false), Then::Try);
+    }
+
+    #[test]
     fn a_lead_on_an_older_session_is_forgotten() {
         let mut held = Some((3, Instant::now()));
         assert!(holds(&mut held, 3));
@@ -334,15 +445,64 @@ mod tests {
         assert!(!holds(&mut held, 3), "a forgotten lead is not held again");
     }
 
+    fn db(sessions: u64) -> Db {
+        let target = crate::db::Target::parse("postgres://orca@localhost/orca").unwrap();
+        let mut db = Db::new(target, "test");
+        db.sessions = sessions;
+        db
+    }
+
     #[test]
     fn the_clock_restarts_only_for_a_held_lead() {
         let mut l = Leadership::new("orca scheduler host h".into(), None, None);
-        l.restart_clock();
-        assert!(l.since().is_none());
+        assert!(l.term(&mut db(1)).is_none(), "no lead, no term");
         let mut l = Leadership::new("orca scheduler host h".into(), Some(1), None);
-        let before = l.since().expect("held");
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        l.restart_clock();
-        assert!(l.since().expect("held") > before);
+        let mut db = db(1);
+        let mut term = l.term(&mut db).expect("held");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let before = term.led_for();
+        assert!(before >= 0.02);
+        term.restart_clock();
+        assert!(term.led_for() < before);
+    }
+
+    #[test]
+    fn a_term_is_given_only_on_the_session_that_holds_the_lead() {
+        let mut l = Leadership::new("orca scheduler host h".into(), Some(1), None);
+        let mut db = db(1);
+        assert_eq!(l.term(&mut db).expect("held").session(), 1);
+        // A reconnect: the lock went with session 1.
+        db.sessions = 2;
+        assert!(l.term(&mut db).is_none(), "a lead on an older session");
+        db.sessions = 1;
+        assert!(
+            l.term(&mut db).is_none(),
+            "a forgotten lead is not held again"
+        );
+    }
+
+    #[test]
+    fn a_term_of_a_lost_lead_sends_nothing_and_says_so() {
+        let mut db = db(2);
+        let mut held = Some((1, Instant::now()));
+        let mut term = Term::new(&mut db, 1, &mut held, None);
+        let sent = std::cell::Cell::new(false);
+        let ran = term.run(|_| {
+            sent.set(true);
+            Ok(())
+        });
+        assert!(
+            matches!(ran, Err(crate::lead::DutyError::LostLead)),
+            "{ran:?}"
+        );
+        let ran = term.prepared("SELECT 1", |_, _| {
+            sent.set(true);
+            Ok(())
+        });
+        assert!(
+            matches!(ran, Err(crate::lead::DutyError::LostLead)),
+            "{ran:?}"
+        );
+        assert!(!sent.get());
     }
 }

@@ -9,6 +9,9 @@
 //! * A session of this process is told apart from any other by its whole
 //!   `application_name` ([`application_name`]: host, pid and a random tag).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
 use postgres::Client;
 
 use crate::db::Db;
@@ -103,6 +106,70 @@ pub fn end_intruders(client: &mut Client) -> Result<bool, postgres::Error> {
 /// Tries `LEAD_LOCK` once on this session: whether it holds it now.
 pub fn try_take(client: &mut Client) -> Result<bool, postgres::Error> {
     Ok(client.query_one(sql::LEAD_TRY, &[&LEAD_LOCK])?.get("held"))
+}
+
+/// Whether this process polls for the lead instead of waiting on the lock:
+/// set once orca's role was refused `pg_advisory_lock` (an administrator's
+/// hardening that revoked it, `docs/security.md`).
+static POLLS_FOR_LEAD: AtomicBool = AtomicBool::new(false);
+
+/// How often a standby that may not wait on the lock tries it instead.
+const LEAD_POLL: Duration = Duration::from_millis(100);
+
+/// Waits up to `wait` for `LEAD_LOCK` on this session: taken the moment
+/// its holder gives it up (a deploy's hand-over); false if the time passed
+/// first. Where orca's role may not execute `pg_advisory_lock`, it tries
+/// the lock every [`LEAD_POLL`] instead (said once; the scheduler's start
+/// warned why).
+pub fn wait_take(client: &mut Client, wait: Duration) -> Result<bool, postgres::Error> {
+    let taken = if POLLS_FOR_LEAD.load(Ordering::Relaxed) {
+        poll_lead(client, wait)?
+    } else {
+        match block_on_lead(client, wait) {
+            Err(e) if e.code() == Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => {
+                POLLS_FOR_LEAD.store(true, Ordering::Relaxed);
+                // The start's hardening warnings said why, at warn.
+                log::info!(
+                    "this standby tries the lead every {:.1} s (it may not wait on the lock)",
+                    LEAD_POLL.as_secs_f64()
+                );
+                poll_lead(client, wait)?
+            }
+            other => other?,
+        }
+    };
+    Ok(taken)
+}
+
+/// Waits on the lead lock for up to `wait` (`lock_timeout`).
+fn block_on_lead(client: &mut Client, wait: Duration) -> Result<bool, postgres::Error> {
+    let mut tx = client.transaction()?;
+    let ms = format!("{}ms", wait.as_millis().max(1));
+    tx.query_one(sql::LOCK_TIMEOUT_LOCAL, &[&ms])?;
+    match tx.query_one(sql::LEAD_WAIT, &[&LEAD_LOCK]) {
+        Ok(_) => {}
+        Err(e) if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+            return Ok(false);
+        }
+        Err(e) => return Err(e),
+    }
+    tx.commit()?;
+    Ok(true)
+}
+
+/// Tries the lead lock every [`LEAD_POLL`] for up to `wait`.
+fn poll_lead(client: &mut Client, wait: Duration) -> Result<bool, postgres::Error> {
+    let until = Instant::now() + wait;
+    loop {
+        if try_take(client)? {
+            return Ok(true);
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        std::thread::sleep(left.min(LEAD_POLL));
+    }
 }
 
 /// Takes `LEAD_LOCK` on this session if it is free, or held by an older

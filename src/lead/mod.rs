@@ -17,7 +17,9 @@
 //! The parts: [`lock`] is the lock itself (its key, taking it, who holds it,
 //! freeing one held by a session that can't lead); [`hold`] is a
 //! scheduler's hold on it tick by tick (taking it again after a reconnect,
-//! the instance's beat, when to drain); this file is the instance rows
+//! the instance's beat, when to drain), which gives a leader's duties the
+//! lead as a [`Term`] (`term`: the fenced session, the only way a duty
+//! reaches the database); this file is the instance rows
 //! (`orca.schedulers`) and `orca instances`, `orca deploy check` / `wait`.
 //! The scheduler calls into this part; it never calls the scheduler.
 //!
@@ -32,12 +34,15 @@
 //!   ended by the next instance; a live instance's session never is.
 
 pub mod hold;
+pub mod known;
 pub mod lock;
+pub mod term;
+
+pub use known::Known;
+pub use term::{DutyError, Term};
 
 use postgres::Client;
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 use crate::db::sql;
 use crate::plural::count;
@@ -126,74 +131,6 @@ pub fn step_down(client: &mut Client, id: i64, why: &str) -> Result<(), postgres
         .map(|_| ());
     lock::release(client)?;
     recorded
-}
-
-/// Whether this process polls for the lead instead of waiting on the lock:
-/// set once orca's role was refused `pg_advisory_lock` (an administrator's
-/// hardening that revoked it, `docs/security.md`).
-static POLLS_FOR_LEAD: AtomicBool = AtomicBool::new(false);
-
-/// How often a standby that may not wait on the lock tries it instead.
-const LEAD_POLL: Duration = Duration::from_millis(100);
-
-/// Waits up to `wait` for the lead lock on this session, for instance `id`
-/// whose lead a live instance holds: taken the moment that one gives it up
-/// (a deploy's hand-over) and recorded as the lead; false if the time
-/// passed first. Where orca's role may not execute `pg_advisory_lock`, it
-/// tries the lock every [`LEAD_POLL`] instead (said once; the scheduler's
-/// start warned why).
-pub fn wait_lead(client: &mut Client, id: i64, wait: Duration) -> Result<bool, postgres::Error> {
-    let taken = if POLLS_FOR_LEAD.load(Ordering::Relaxed) {
-        poll_lead(client, wait)?
-    } else {
-        match block_on_lead(client, wait) {
-            Err(e) if e.code() == Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => {
-                POLLS_FOR_LEAD.store(true, Ordering::Relaxed);
-                // The start's hardening warnings said why, at warn.
-                log::info!(
-                    "this standby tries the lead every {:.1} s (it may not wait on the lock)",
-                    LEAD_POLL.as_secs_f64()
-                );
-                poll_lead(client, wait)?
-            }
-            other => other?,
-        }
-    };
-    if taken {
-        client.execute(sql::SCHEDULER_LEAD, &[&id])?;
-    }
-    Ok(taken)
-}
-
-/// Waits on the lead lock for up to `wait` (`lock_timeout`).
-fn block_on_lead(client: &mut Client, wait: Duration) -> Result<bool, postgres::Error> {
-    let mut tx = client.transaction()?;
-    let ms = format!("{}ms", wait.as_millis().max(1));
-    tx.query_one(sql::LOCK_TIMEOUT_LOCAL, &[&ms])?;
-    match tx.query_one(sql::LEAD_WAIT, &[&LEAD_LOCK]) {
-        Ok(_) => {}
-        Err(e) if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
-            return Ok(false);
-        }
-        Err(e) => return Err(e),
-    }
-    tx.commit()?;
-    Ok(true)
-}
-
-/// Tries the lead lock every [`LEAD_POLL`] for up to `wait`.
-fn poll_lead(client: &mut Client, wait: Duration) -> Result<bool, postgres::Error> {
-    let until = Instant::now() + wait;
-    loop {
-        if lock::try_take(client)? {
-            return Ok(true);
-        }
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Ok(false);
-        }
-        std::thread::sleep(left.min(LEAD_POLL));
-    }
 }
 
 /// Instance `id` has ended: gone at once.
@@ -403,14 +340,10 @@ pub fn deploy_check(
     ))
 }
 
-/// Waits up to `timeout` seconds for the newest live instance to lead (a
-/// handover over); true at once with no instance live. With `ORCA_IMAGE`
-/// set, that instance must run that image.
-pub fn wait_for_lead(
-    client: &mut Client,
-    stale: f64,
-    timeout: f64,
-) -> Result<bool, postgres::Error> {
+/// `orca deploy wait`: waits up to `timeout` seconds for the newest live
+/// instance to lead (a handover over); true at once with no instance live.
+/// With `ORCA_IMAGE` set, that instance must run that image.
+pub fn deploy_wait(client: &mut Client, stale: f64, timeout: f64) -> Result<bool, postgres::Error> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout);
     let image = image();
     loop {

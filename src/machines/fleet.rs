@@ -1,7 +1,10 @@
-//! The providers a leader's machines come from, as the pool scaler and EC2
-//! runs both keep them: one local provider, EC2 clients by region (made
-//! once; one that can't be made is tried again only after a back-off), this
-//! stack's id (read once), and the steps of retiring a machine's login.
+//! The providers a leader's machines come from, one `Fleet` the scheduler
+//! owns and lends to the pool scaler and to EC2 runs alike: one local
+//! provider, EC2 clients by region (made once; one that can't be made is
+//! tried again only after one back-off), this stack's id (read once), and
+//! the one way to make a machine ([`Fleet::make`], `machines::make`), to
+//! end one ([`Fleet::end`]) and to find and delete strays
+//! ([`Fleet::listed`], [`Fleet::delete_strays`]).
 //!
 //! Invariants:
 //! * A login is revoked (no more logins, its sessions ended) before it is
@@ -15,9 +18,10 @@ use std::time::{Duration, Instant};
 use postgres::Client;
 
 use crate::config::Provider as Kind;
-use crate::db::{Db, Fault};
-use crate::machines::logins;
-use crate::providers::{Provider, ec2::Ec2, local::Local};
+use crate::db::Fault;
+use crate::lead::{DutyError, Term};
+use crate::machines::{logins, walk};
+use crate::providers::{Listed, Provider, ec2::Ec2, local::Local};
 
 /// When a tick's provider work is over: no new step (a pool's, a make, a
 /// scan for strays) begins after `soft`, and no provider call is sent after
@@ -73,14 +77,6 @@ pub struct AtProvider<'a> {
     pub id: Option<&'a str>,
     /// Its name.
     pub name: &'a str,
-}
-
-/// This stack's id, and whether it was read just now (the first time).
-pub struct Stack {
-    /// The id.
-    pub id: String,
-    /// Read from the database by this call.
-    pub fresh: bool,
 }
 
 impl Fleet {
@@ -165,40 +161,88 @@ impl Fleet {
         all
     }
 
-    /// Retiring machine `m` begins: its login `login` revoked (no more
-    /// logins, its sessions ended), then the machine deleted where it was
-    /// made, if the provider ever gave it an id. Err: the database's fault
-    /// (nothing deleted); `Ok(Err(why))`: revoked, but not deleted. Its
-    /// login is dropped after ([`drop_login`]), once nothing holds it.
-    pub fn revoke_and_delete(
-        &mut self,
-        db: &mut Db,
-        session: u64,
-        login: &str,
-        m: &AtProvider,
-    ) -> Result<Result<(), String>, Fault> {
-        db.run_fenced(session, |c| logins::revoke(c, login))?;
+    /// Ends machine `m` at its provider: its login `login` revoked (no
+    /// more logins, its sessions ended), then the machine deleted where it
+    /// was made, if the provider ever gave it an id. Its login is dropped
+    /// after ([`drop_login`]), once nothing holds it.
+    pub fn end(&mut self, term: &mut Term, login: &str, m: &AtProvider) -> Result<(), Failed> {
+        term.run(|c| logins::revoke(c, login))?;
         let Some(id) = m.id else {
-            return Ok(Ok(()));
+            return Ok(());
         };
-        Ok(self
-            .provider(m.kind, m.region)
-            .and_then(|pr| pr.delete(id, m.name)))
+        self.provider(m.kind, m.region)
+            .and_then(|pr| pr.delete(id, m.name))
+            .map_err(Failed::Provider)
     }
 
-    /// This stack's id, read (or made) once on session `session`.
-    pub fn stack(&mut self, db: &mut Db, session: u64) -> Result<Stack, Fault> {
+    /// The machines of `kind` in `region` labelled with `group` and this
+    /// stack (`stack`); Err: the provider can't be made, or can't list them.
+    pub fn listed(
+        &mut self,
+        kind: &Kind,
+        region: Option<&str>,
+        group: &str,
+        stack: &str,
+    ) -> Result<Vec<Listed>, String> {
+        self.provider(kind, region)?.list(group, stack)
+    }
+
+    /// Of the machines `found` at the provider of `kind` in `region`
+    /// ([`Fleet::listed`]), deletes those no live row holds (`held` says
+    /// which it does, [`walk::strays`]): each stray, with what its delete
+    /// came to.
+    pub fn delete_strays(
+        &mut self,
+        kind: &Kind,
+        region: Option<&str>,
+        found: Vec<Listed>,
+        held: impl Fn(&str) -> bool,
+    ) -> Vec<(Listed, Result<(), String>)> {
+        walk::strays(found, |f| &f.name, held)
+            .into_iter()
+            .map(|s| {
+                let deleted = self
+                    .provider(kind, region)
+                    .and_then(|pr| pr.delete(&s.id, &s.name));
+                (s, deleted)
+            })
+            .collect()
+    }
+
+    /// This stack's id, read (or made) once, on the lead (`term`); said in
+    /// the log the first time.
+    pub fn stack(&mut self, term: &mut Term) -> Result<String, DutyError> {
         if let Some(id) = &self.stack {
-            return Ok(Stack {
-                id: id.clone(),
-                fresh: false,
-            });
+            return Ok(id.clone());
         }
-        let id = db
-            .run_fenced(session, |c| Ok(crate::machines::stack::stack_id(c)))?
+        let id = term
+            .run(|c| Ok(crate::machines::stack::stack_id(c)))?
             .map_err(Fault::Other)?;
+        log::info!("this stack's id is {id} (it labels this stack's machines)");
         self.stack = Some(id.clone());
-        Ok(Stack { id, fresh: true })
+        Ok(id)
+    }
+}
+
+/// Why a fleet's step did not come to its end.
+#[derive(Debug)]
+pub enum Failed {
+    /// The provider's answer (a machine not deleted): revoked, but not
+    /// deleted.
+    Provider(String),
+    /// The database's (or a lost lead): nothing deleted.
+    Db(DutyError),
+}
+
+impl From<DutyError> for Failed {
+    fn from(e: DutyError) -> Failed {
+        Failed::Db(e)
+    }
+}
+
+impl From<Fault> for Failed {
+    fn from(f: Fault) -> Failed {
+        Failed::Db(f.into())
     }
 }
 
@@ -231,8 +275,8 @@ pub fn revoke_and_drop(client: &mut Client, role: &str) -> Result<bool, postgres
 
 /// Drops revoked login `login`, best effort: one that can't be dropped now
 /// stays shut out, an orphan dropped on a later pass.
-pub fn drop_login(db: &mut Db, session: u64, login: &str) {
-    let _ = db.run_fenced(session, |c| logins::drop_role(c, login));
+pub fn drop_login(term: &mut Term, login: &str) {
+    let _ = term.run(|c| logins::drop_role(c, login));
 }
 
 #[cfg(test)]

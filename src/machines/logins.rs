@@ -126,15 +126,6 @@ pub fn role_prefix(stack: &str) -> String {
     format!("orca_m_{stack}_")
 }
 
-/// Makes the login role of machine `id` of stack `stack`.
-pub fn make_role(client: &mut Client, stack: &str, id: i64) -> Result<Token, String> {
-    make_login(
-        client,
-        &format!("{}{id}", role_prefix(stack)),
-        sql::MACHINE_ROLE_MAKE,
-    )
-}
-
 /// Makes login role `role` with `statement` (`sql::MACHINE_ROLE_MAKE`,
 /// `sql::INSTANCE_ROLE_MAKE`: it decides the role's group) and a random
 /// secret, sent as a SCRAM verifier.
@@ -265,23 +256,6 @@ pub fn held_for_good(first: std::time::Instant, now: std::time::Instant) -> bool
     now.saturating_duration_since(first) >= HELD_FOR_GOOD
 }
 
-/// Since when a machine's row counts as held at every pass, found held by
-/// pass number `pass` at `now`: `prev` (when it was first found held, and
-/// the last pass that found it so) holds only if that was this pass or the
-/// one before; else from `now`, so that two brief holds far apart (a
-/// worker's slow rounds, the machine busy in between) are no hold for good.
-/// Returns it with `pass`, to be kept for the next.
-pub fn held_since(
-    prev: Option<(std::time::Instant, u64)>,
-    pass: u64,
-    now: std::time::Instant,
-) -> (std::time::Instant, u64) {
-    match prev {
-        Some((first, last)) if last + 1 >= pass => (first, pass),
-        _ => (now, pass),
-    }
-}
-
 /// The `intruder` event's words for login `role`, which held machine
 /// `name`'s row while its removal (`why`) was due.
 pub fn say_taken(role: &str, name: &str, why: &str) -> String {
@@ -314,18 +288,6 @@ mod tests {
         assert!(held_for_good(first, at(60_000)));
         // A clock read before `first` (another thread's) is no hold.
         assert!(!held_for_good(at(10), first));
-    }
-
-    #[test]
-    fn a_row_is_held_since_its_first_hold_only_while_every_pass_finds_it_held() {
-        let t0 = std::time::Instant::now();
-        let later = t0 + std::time::Duration::from_secs(60);
-        assert_eq!(held_since(None, 3, t0), (t0, 3));
-        // Held on the pass before, or again on this one: still since t0.
-        assert_eq!(held_since(Some((t0, 3)), 4, later), (t0, 4));
-        assert_eq!(held_since(Some((t0, 4)), 4, later), (t0, 4));
-        // A pass in between did not find it held: from now.
-        assert_eq!(held_since(Some((t0, 3)), 5, later), (later, 5));
     }
 
     #[test]

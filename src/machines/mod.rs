@@ -4,8 +4,9 @@
 //! boots with (`boot`: the boot script and its settings), the stack id
 //! that labels every machine this stack makes (`stack`), and the providers
 //! the pool scaler and EC2 runs make and delete them with, by kind and
-//! region (`fleet`), and the decisions they share, pure: the location walk
-//! and strays (`walk`); what logins made, removed (`objects`).
+//! region, one for both (`fleet`), the one way a machine is made
+//! (`make`), and the decisions they share, pure: the location walk and
+//! strays (`walk`); what logins made, removed (`objects`).
 //!
 //! Invariant: a machine's secret exists in clear only in the scheduler's
 //! memory and the machine's user-data; the database holds its verifier.
@@ -13,6 +14,7 @@
 pub mod boot;
 pub mod fleet;
 pub mod logins;
+pub mod make;
 pub mod objects;
 pub mod stack;
 pub mod walk;

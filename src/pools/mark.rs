@@ -1,8 +1,9 @@
 //! Removals begun off the tick: every `ORCA_POOL_SCALE_SECONDS`, and as the
 //! next machine comes due, while this process leads, on the scheduler's
 //! side connection, every pool's machines idle past its `idle_seconds` (and
-//! a retired pool's idle machines) are marked ending, as the scaler's pass
-//! would mark them. A tick held up (a
+//! a retired pool's idle machines) are marked ending: the one place these
+//! removals are decided (the pass begins only those that need silence
+//! judged, `pools::remove`). A tick held up (a
 //! slow provider call in a pass, a stalled statement) then holds up no
 //! removal's start: a machine marked ending claims nothing more, and the
 //! next pass takes its removal up and finishes it (revoke, delete, end).
@@ -17,31 +18,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::db::{Fault, Link, sql};
+use crate::lead::Known;
 use crate::machines::logins::{self, Machine, Mark};
 use crate::pools::decide::{self, Removal};
 use crate::settings::PoolTiming;
-
-/// The leading session's backend pid, as the tick tells it (0: this
-/// process doesn't lead).
-#[derive(Clone, Default)]
-pub struct Leader(Arc<AtomicI32>);
-
-impl Leader {
-    /// This process leads on the session whose backend pid is `pid`, or
-    /// (`None`) not.
-    pub fn set(&self, pid: Option<i32>) {
-        self.0.store(pid.unwrap_or(0), Ordering::SeqCst);
-    }
-
-    /// The leading session's backend pid, if this process leads.
-    pub fn get(&self) -> Option<i32> {
-        Some(self.0.load(Ordering::SeqCst)).filter(|p| *p > 0)
-    }
-}
 
 /// Whether this thread begins removal `r`: an idle or a retired pool's
 /// machine (one taken up again, lost or never booted is the pass's).
@@ -56,7 +40,7 @@ pub fn begins(r: &Removal) -> bool {
 /// begins within a look's time of `idle_seconds`, not a pass later; and a
 /// mark skipped for a held row ([`Mark::Held`]) is asked again between
 /// looks ([`Held`]), not only at the next.
-pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>) {
+pub fn run(link: Link, timing: PoolTiming, leader: Known, done: Arc<AtomicBool>) {
     let every = Duration::from_secs_f64(timing.scale.max(0.1));
     let mut next = Instant::now();
     let mut held: HashMap<i64, Held> = HashMap::new();
@@ -74,7 +58,7 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
         let began = now;
         // Not leading: asked again soon, so that a lead just taken is
         // looked after at once, not a pass later.
-        let Some(pid) = leader.get() else {
+        let Some(pid) = leader.pid() else {
             next = began + MIN_LOOK_GAP;
             continue;
         };
@@ -116,7 +100,7 @@ pub fn run(link: Link, timing: PoolTiming, leader: Leader, done: Arc<AtomicBool>
         // held keeps the time it is given up at.
         let mut still: HashMap<i64, Held> = HashMap::new();
         for m in candidates.into_iter().take(MARKS_PER_ROUND) {
-            if leader.get() != Some(pid) || done.load(Ordering::SeqCst) {
+            if leader.pid() != Some(pid) || done.load(Ordering::SeqCst) {
                 break;
             }
             match mark(&link, &m, pid) {
@@ -170,12 +154,12 @@ struct Held {
 /// forgets them all if the lead moved.
 fn retry_held(
     link: &Link,
-    leader: &Leader,
+    leader: &Known,
     done: &AtomicBool,
     held: &mut HashMap<i64, Held>,
     now: Instant,
 ) {
-    let Some(pid) = leader.get() else {
+    let Some(pid) = leader.pid() else {
         held.clear();
         return;
     };
@@ -192,14 +176,22 @@ fn retry_held(
                 false
             }
             Some(Mark::Held) => {
-                h.gap *= 2;
-                h.again = (now + h.gap).min(h.first + logins::HELD_FOR_GOOD);
+                (h.gap, h.again) = back_off(h.first, now, h.gap);
                 true
             }
             // Marked, gone or busy (or no database): the next look says.
             _ => false,
         }
     });
+}
+
+/// A held mark asked again at `now` and held still, first skipped at
+/// `first`, last after `gap`: the next gap (twice as long) and when it is
+/// asked again, never later than [`logins::HELD_FOR_GOOD`] after `first`
+/// (when a row held still is taken from its login).
+fn back_off(first: Instant, now: Instant, gap: Duration) -> (Duration, Instant) {
+    let gap = gap * 2;
+    (gap, (now + gap).min(first + logins::HELD_FOR_GOOD))
 }
 
 /// Marks `m` ending on `link`, fenced on the lead of session `pid`, and
@@ -210,7 +202,7 @@ fn mark(link: &Link, m: &Candidate, pid: i32) -> Option<Mark> {
         logins::mark_ending(c, st, m.id, m.seen_busy, &m.why, Some(pid))
     }) {
         Ok(Mark::Marked) => {
-            log::info!("{}", super::say_removing(&m.pool, &m.name, &m.why));
+            log::info!("{}", super::say::say_removing(&m.pool, &m.name, &m.why));
             Some(Mark::Marked)
         }
         Ok(Mark::Held) => {
@@ -243,7 +235,7 @@ fn take(link: &Link, m: &Candidate, pid: i32) {
         .run(|c| logins::take_from_login(c, m.id, &m.name, &m.why, Some(pid)));
     match taken {
         Ok(Some(Mark::Marked)) => {
-            log::info!("{}", super::say_removing(&m.pool, &m.name, &m.why));
+            log::info!("{}", super::say::say_removing(&m.pool, &m.name, &m.why));
         }
         Ok(Some(Mark::Held)) => log::warn!(
             "pool {}: machine {}: its login is shut out, but its row is still held: the pass takes it up",
@@ -358,12 +350,23 @@ mod tests {
     }
 
     #[test]
-    fn the_leader_is_known_only_while_set() {
-        let l = Leader::default();
-        assert_eq!(l.get(), None);
-        l.set(Some(4242));
-        assert_eq!(l.get(), Some(4242));
-        l.set(None);
-        assert_eq!(l.get(), None);
+    fn a_held_mark_is_asked_again_twice_as_late_each_time_until_held_for_good() {
+        let first = Instant::now();
+        let mut gap = HELD_AGAIN;
+        let mut at = first + gap;
+        let mut asks = vec![at];
+        while at < first + logins::HELD_FOR_GOOD {
+            let (g, again) = back_off(first, at, gap);
+            assert_eq!(g, gap * 2);
+            assert!(again > at, "each ask later than the last");
+            (gap, at) = (g, again);
+            asks.push(at);
+        }
+        // 25 ms, 75, 175, 375, 775, 1575, then the last at 2 s: about seven
+        // marks a hold, the last when it is taken from its login.
+        assert_eq!(asks.len(), 7, "{asks:?}");
+        assert_eq!(*asks.last().unwrap(), first + logins::HELD_FOR_GOOD);
+        assert!(logins::held_for_good(first, *asks.last().unwrap()));
+        assert!(!logins::held_for_good(first, asks[asks.len() - 2]));
     }
 }

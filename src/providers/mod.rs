@@ -47,7 +47,7 @@ pub struct Listed {
 }
 
 /// Why a machine was not made.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum MakeError {
     /// This location doesn't have the type now: try the next.
     NoCapacity(String),

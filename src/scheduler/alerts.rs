@@ -13,18 +13,19 @@ use std::time::{Duration, Instant};
 
 use crate::db::Link;
 use crate::db::sql;
+use crate::lead::Known;
 
 /// How many times an alert is tried before orca gives up on it.
 pub const MAX_ATTEMPTS: i32 = 10;
 
 /// Sends due alerts every second, while `leads` (alerts are the leader's to
 /// send), until `done` is set.
-pub fn run(db: Link, leads: Arc<AtomicBool>, done: Arc<AtomicBool>) {
+pub fn run(db: Link, leads: Known, done: Arc<AtomicBool>) {
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(10))
         .build();
     while !done.load(Ordering::SeqCst) {
-        let rows = if leads.load(Ordering::SeqCst) {
+        let rows = if leads.leads() {
             db.lock()
                 .prepared(sql::ALERTS_CLAIM, |c, s| c.query(s, &[]))
         } else {

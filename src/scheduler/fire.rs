@@ -2,7 +2,7 @@
 //! pipelines (each one's schedule, its next slot `orca.pipelines.next_fire`,
 //! whether it is paused) and the database's `now()`, which slots to fire and
 //! which first slots to set ([`decide`], pure, unit-tested below); then it
-//! writes each ([`Scheduler::fire`]).
+//! writes each ([`Schedules::fire`]).
 //!
 //! Invariants:
 //! * Schedules are UTC: a cron time is a UTC time, whatever a local clock
@@ -25,7 +25,8 @@ use chrono::{DateTime, Utc};
 
 use crate::config;
 use crate::db::sql;
-use crate::scheduler::{Scheduler, Views};
+use crate::lead::Term;
+use crate::scheduler::Views;
 
 /// Missed slots counted at most after the one fired (a schedule every
 /// second, down for a day, is not walked slot by slot beyond this).
@@ -215,11 +216,11 @@ pub fn decide<'a>(
     out
 }
 
-impl Scheduler {
+impl Schedules {
     /// Fires due schedules of `pipelines` at `now` (see [`decide`]), each
-    /// write fenced on `session`; one that fails is said and the others
-    /// still written.
-    pub(super) fn fire(&mut self, session: u64, now: DateTime<Utc>, pipelines: &Views) {
+    /// write fenced on the lead (`term`); one that fails is said and the
+    /// others still written.
+    pub(super) fn fire(&mut self, term: &mut Term, now: DateTime<Utc>, pipelines: &Views) {
         let scheduled = pipelines.iter().filter_map(|(name, v)| {
             Some(Scheduled {
                 name,
@@ -228,13 +229,10 @@ impl Scheduler {
                 paused: v.paused,
             })
         });
-        for firing in decide(now, scheduled, &mut self.schedules) {
+        for firing in decide(now, scheduled, self) {
             match &firing {
                 Firing::First { name, next } => {
-                    if let Err(e) = self
-                        .db
-                        .run_fenced(session, |c| c.execute(sql::NEXT_FIRE_SET, &[name, next]))
-                    {
+                    if let Err(e) = term.run(|c| c.execute(sql::NEXT_FIRE_SET, &[name, next])) {
                         e.complain();
                     }
                 }
@@ -242,9 +240,7 @@ impl Scheduler {
                     name, slot, next, ..
                 } => {
                     let why = firing.why().unwrap_or_default();
-                    match self.db.run_fenced(session, |c| {
-                        c.query_opt(sql::FIRE, &[name, slot, next, &why])
-                    }) {
+                    match term.run(|c| c.query_opt(sql::FIRE, &[name, slot, next, &why])) {
                         Ok(Some(row)) => {
                             log::info!("fired {name}: run {} ({why})", row.get::<_, i64>("id"))
                         }

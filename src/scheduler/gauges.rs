@@ -13,7 +13,8 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use crate::db::{Db, sql};
+use crate::db::sql;
+use crate::lead::Term;
 use crate::metrics::{self, Def, ENDED, MACHINES, QUEUE_OLDEST, RETRIED, RUNS, STARTED};
 
 /// How often the leader reads them (s).
@@ -79,13 +80,13 @@ pub fn tally(rows: Vec<EndRow>) -> Vec<(&'static Def, Vec<String>, f64)> {
 }
 
 impl Gauges {
-    /// Reads them when due, on the leading session `lead`; a follower's
-    /// (`None`) are cleared once.
-    pub fn step(&mut self, db: &mut Db, lead: Option<u64>) {
+    /// Reads them when due, on the lead (`lead`); a follower's (`None`)
+    /// are cleared once.
+    pub fn step(&mut self, lead: Option<&mut Term>) {
         if !metrics::on() {
             return;
         }
-        let Some(session) = lead else {
+        let Some(term) = lead else {
             if !self.cleared {
                 for def in [&RUNS, &MACHINES] {
                     metrics::replace(def, Vec::new());
@@ -104,7 +105,7 @@ impl Gauges {
             return;
         }
         self.read_at = Some(Instant::now());
-        let rows = match db.prepared_fenced(session, sql::METRICS_READ, |c, s| {
+        let rows = match term.prepared(sql::METRICS_READ, |c, s| {
             c.query(s, &[]).map(|rows| {
                 rows.iter()
                     .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
@@ -127,14 +128,14 @@ impl Gauges {
         metrics::replace(&RUNS, runs);
         metrics::replace(&MACHINES, machines);
         metrics::set(&QUEUE_OLDEST, &[], oldest);
-        self.count_ends(db, session);
+        self.count_ends(term);
     }
 
     /// Counts the settled events past the last one counted (the first time:
     /// only finds where to start).
-    fn count_ends(&mut self, db: &mut Db, session: u64) {
+    fn count_ends(&mut self, term: &mut Term) {
         let counted = self.counted;
-        let (settled, rows) = match db.prepared_fenced(session, sql::METRICS_ENDS, |c, s| {
+        let (settled, rows) = match term.prepared(sql::METRICS_ENDS, |c, s| {
             c.query(s, &[&counted]).map(|rows| {
                 let settled = rows.first().map(|r| r.get::<_, i64>("settled"));
                 let ends: Vec<EndRow> = rows

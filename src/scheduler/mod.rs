@@ -12,7 +12,8 @@
 //! ([`crate::lead::hold::Leadership::step`], each tick).
 //!
 //! The parts, by duty: this file (`main`, the loop, the tick, stopping);
-//! [`fire`] (schedules: what to fire, pure, then the writes); [`sense`]
+//! [`duties`] (a leading tick's duties in their order, pure); [`fire`]
+//! (schedules: what to fire, pure, then the writes); [`sense`]
 //! (sensors); [`start`] (queued local and EC2 runs); [`sweep`] (stale runs,
 //! and when silence may be judged at all); [`prune`] (history past
 //! `ORCA_KEEP_DAYS`, deleted in small batches); [`stats`] (`ORCA_TICK_STATS`);
@@ -20,8 +21,9 @@
 //! `warm_pool`, `supervise`, `config` and `db`; none of them imports it.
 //!
 //! Invariants:
-//! * Decisions are written with [`Db::run_fenced`] on the session that took
-//!   the lock: if Postgres ends that session, nothing decided after it lands.
+//! * Decisions are written through the lead's [`crate::lead::Term`], the
+//!   only way a duty reaches the database: on the session that took the
+//!   lock, so if Postgres ends that session, nothing decided after it lands.
 //! * A run is claimed (`queued` → `running`, `start` + 1) before its process
 //!   is spawned; an attempt's end is written only if the run is still
 //!   `running` at that `start`, so it is recorded once.
@@ -29,6 +31,7 @@
 //!   ([`crate::supervise::keeper`]): they can't outlive the scheduler.
 
 pub mod alerts;
+pub mod duties;
 pub mod fire;
 pub mod gauges;
 pub mod prune;
@@ -50,15 +53,16 @@ use crate::db::{self, Db, Fault, Link, Target};
 use crate::exit::{self, Failure, Outcome, bad, no};
 use crate::lead::hold::{Instance, Leadership, Supervised};
 use crate::lead::lock;
-use crate::machines::fleet::Deadline;
+use crate::lead::{DutyError, Term};
+use crate::machines::fleet::{Deadline, Fleet};
 use crate::pools::{PoolScaler, mark};
 use crate::runs;
 use crate::settings::{PoolTiming, Timing};
 use crate::supervise::{self, Supervisor};
 use crate::warm_pool::leader::Ec2Runs;
+use duties::{Duty, Facts};
 use fire::Schedules;
-use sense::Sensor;
-use start::Starts;
+use sense::Sensors;
 use stats::TickStats;
 
 /// How many SIGTERM/SIGINT arrived. With overlap on, the first means drain
@@ -105,8 +109,6 @@ pub struct Scheduler {
     db: Db,
     timing: Timing,
     host: String,
-    /// Whether this process leads now (the alert thread sends only then).
-    leads_now: Arc<AtomicBool>,
     /// Whether this process leads, on which session, since when; its
     /// instance row with overlap on.
     lead: Leadership,
@@ -120,10 +122,13 @@ pub struct Scheduler {
     scaler: PoolScaler,
     /// EC2 runs' instances.
     ec2_runs: Ec2Runs,
+    /// The providers machines and instances are made with, this stack's
+    /// id: one for the scaler and EC2 runs, lent to each.
+    fleet: Fleet,
     /// Schedules, parsed once each.
     schedules: Schedules,
     /// Sensors, by pipeline.
-    sensors: HashMap<String, Sensor>,
+    sensors: Sensors,
     /// When machine logins stuck in a transaction were last looked for.
     stuck_checked: Instant,
     /// When what logins made was last swept (`machines::objects`).
@@ -132,11 +137,6 @@ pub struct Scheduler {
     /// statements it made, when `ORCA_TICK_STATS` names a file to write
     /// their summary to at exit.
     stats: Option<TickStats>,
-    /// The leading session's backend pid, for the thread that begins
-    /// removals off the tick ([`crate::pools::mark`]), and the session it
-    /// was read on.
-    leader: mark::Leader,
-    leader_session: Option<u64>,
     /// The metrics read from the database (`ORCA_METRICS_ADDR`).
     gauges: gauges::Gauges,
     /// Pruning history past the keep (the leader's).
@@ -214,19 +214,9 @@ pub fn main(config_path: Option<&str>) -> Outcome {
             crate::lead::image(),
             target.shown()
         );
-        let instance = Instance::new(id);
+        let lead = Leadership::new(app, None, Some(Instance::new(id)));
         return exit::status(run(
-            db,
-            target,
-            timing,
-            scaler,
-            ec2_runs,
-            host,
-            app,
-            None,
-            Some(instance),
-            config,
-            keep,
+            db, target, timing, scaler, ec2_runs, host, lead, config, keep,
         ));
     }
     let session = db.sessions;
@@ -240,10 +230,15 @@ pub fn main(config_path: Option<&str>) -> Outcome {
         }
         Err(e) => return Err(no(e.to_string())),
     }
-    if let Some(config) = &config
-        && let Err(e) = db.run_fenced(session, |c| config::register::register(c, config))
-    {
-        return Err(no(format!("register: {e}")));
+    let mut lead = Leadership::new(app, Some(session), None);
+    if let Some(config) = &config {
+        let registered = match lead.term(&mut db) {
+            Some(mut term) => term.run(|c| config::register::register(c, config)),
+            None => Err(DutyError::LostLead),
+        };
+        if let Err(e) = registered {
+            return Err(no(format!("register: {e}")));
+        }
     }
     log::info!(
         "scheduler on {host} (pid {}) leads; database {}",
@@ -251,17 +246,7 @@ pub fn main(config_path: Option<&str>) -> Outcome {
         target.shown()
     );
     exit::status(run(
-        db,
-        target,
-        timing,
-        scaler,
-        ec2_runs,
-        host,
-        app,
-        Some(session),
-        None,
-        None,
-        keep,
+        db, target, timing, scaler, ec2_runs, host, lead, None, keep,
     ))
 }
 
@@ -274,9 +259,7 @@ fn run(
     scaler: PoolScaler,
     ec2_runs: Ec2Runs,
     host: String,
-    app: String,
-    lead_session: Option<u64>,
-    instance: Option<Instance>,
+    lead: Leadership,
     register: Option<config::Config>,
     keep: f64,
 ) -> i32 {
@@ -291,10 +274,13 @@ fn run(
     );
     let side_for_mark = side.clone();
     let alert_done = Arc::new(AtomicBool::new(false));
-    let leads_now = Arc::new(AtomicBool::new(false));
+    // Who leads, as the lead's step tells it each tick: the alert thread
+    // sends only while this process leads; the removals thread fences its
+    // marks on the leading session's backend pid.
+    let known = lead.known();
     let alert_thread = {
         let done = alert_done.clone();
-        let leads = leads_now.clone();
+        let leads = known.clone();
         let db = side.clone();
         std::thread::Builder::new()
             .name("alerts".into())
@@ -302,12 +288,11 @@ fn run(
             .expect("spawn alert thread")
     };
     // Removals begin off the tick, on the side connection too.
-    let leader = mark::Leader::default();
     let mark_thread = {
         let (link, timing, leader, done) = (
             side_for_mark,
             scaler.timing().clone(),
-            leader.clone(),
+            known,
             alert_done.clone(),
         );
         std::thread::Builder::new()
@@ -330,20 +315,18 @@ fn run(
         prune: prune::Prune::new(keep, timing.tick),
         timing,
         host,
-        leads_now,
-        lead: Leadership::new(app, lead_session, instance),
+        lead,
         register,
         unreadable: HashSet::new(),
         sup,
+        fleet: Fleet::new(scaler.timing().try_every),
         scaler,
         ec2_runs,
         schedules: Schedules::default(),
-        sensors: HashMap::new(),
+        sensors: Sensors::default(),
         stuck_checked: Instant::now(),
         objects_swept: Instant::now(),
         stats: TickStats::from_env(),
-        leader,
-        leader_session: None,
         gauges: gauges::Gauges::default(),
     };
     let code = s.run_loop();
@@ -361,30 +344,6 @@ fn run(
 }
 
 impl Scheduler {
-    /// Tells the removals thread the leading session's backend pid (read
-    /// once a session), or that this process doesn't lead.
-    fn tell_leader(&mut self, lead: Option<u64>) {
-        if lead == self.leader_session {
-            return;
-        }
-        let pid = match lead {
-            Some(session) => match self.db.run_fenced(session, |c| {
-                c.query_one(sql::BACKEND_PID, &[])
-                    .map(|r| r.get::<_, i32>("pid"))
-            }) {
-                Ok(pid) => Some(pid),
-                Err(e) => {
-                    // Unknown: no removal begun off the tick meanwhile.
-                    self.leader.set(None);
-                    return e.complain();
-                }
-            },
-            None => None,
-        };
-        self.leader.set(pid);
-        self.leader_session = lead;
-    }
-
     fn run_loop(&mut self) -> i32 {
         let tick = Duration::from_secs_f64(self.timing.tick);
         let mut next = Instant::now();
@@ -451,28 +410,25 @@ impl Scheduler {
             running: self.sup.running(),
             idle: self.sup.idle(),
         };
-        let lead = self
+        let mut lead = self
             .lead
             .step(&mut self.db, self.timing.stale, || stops() > 0, sup);
-        self.leads_now.store(lead.is_some(), Ordering::SeqCst);
         crate::metrics::set(
             &crate::metrics::LEADER,
             &[],
             f64::from(u8::from(lead.is_some())),
         );
-        self.gauges.step(&mut self.db, lead);
-        self.tell_leader(lead);
-        let Some(session) = lead else {
+        self.gauges.step(lead.as_mut());
+        let Some(mut term) = lead else {
             // Sensors are decisions: only the leader runs them.
-            self.stop_sensors();
+            self.sensors.stop();
             self.sup.publish();
             return;
         };
+        let term = &mut term;
+        // Registered first: the pipelines read next are the file's.
         if let Some(config) = self.register.take() {
-            match self
-                .db
-                .run_fenced(session, |c| config::register::register(c, &config))
-            {
+            match term.run(|c| config::register::register(c, &config)) {
                 Ok(retired) => log::info!(
                     "registered {}; retired {retired:?}",
                     crate::plural::count(config.pipelines.len() as i64, "pipeline")
@@ -483,7 +439,7 @@ impl Scheduler {
                 }
             }
         }
-        let (now, pipelines) = match self.pipelines(session) {
+        let (now, pipelines) = match pipelines(term, &mut self.unreadable) {
             Ok(read) => read,
             Err(e) => {
                 e.complain();
@@ -491,127 +447,93 @@ impl Scheduler {
                 return;
             }
         };
-        if self.stuck_checked.elapsed().as_secs_f64() >= self.timing.login_xact / 2.0 {
-            self.stuck_checked = Instant::now();
-            let secs = self.timing.login_xact;
-            if let Err(e) = self
-                .db
-                .run_fenced(session, |c| crate::db::locks::end_stuck_logins(c, secs))
-            {
-                e.complain();
-            }
-        }
-        // What logins made (large objects, default privileges) lasts at
-        // most about as long as a stuck login's transaction.
-        if self.objects_swept.elapsed().as_secs_f64() >= self.timing.login_xact / 2.0 {
-            self.objects_swept = Instant::now();
-            if let Err(e) = self.db.run_fenced(session, crate::machines::objects::sweep) {
-                e.complain();
-            }
-        }
-        if let Some(now) = now {
-            self.fire(session, now, &pipelines);
-        }
-        self.sense(session, &pipelines);
-        self.start(session, &pipelines, Starts::Local);
+        let every = self.timing.login_xact / 2.0;
+        let plan = duties::plan(Facts {
+            stuck_logins: self.stuck_checked.elapsed().as_secs_f64() >= every,
+            objects: self.objects_swept.elapsed().as_secs_f64() >= every,
+            clock: now.is_some(),
+            scale: self.scaler.due(),
+        });
+        let stale = self.timing.stale;
         // Provider work (the pool scaler's pass, EC2 runs' instances) shares
-        // one deadline a tick; the pass, every ORCA_POOL_SCALE_SECONDS, goes
-        // first.
-        let deadline = Deadline::from(Instant::now());
-        if self.scaler.due() {
-            let judge = self.judge_silence(began);
-            match self.scaler.scale(&mut self.db, session, judge, deadline) {
-                Ok(figures) => {
-                    if let Some(stats) = &mut self.stats {
-                        stats.pass(figures);
+        // one deadline a tick, from the first of them.
+        let mut deadline = None;
+        for duty in plan {
+            match duty {
+                Duty::StuckLogins => {
+                    self.stuck_checked = Instant::now();
+                    let secs = self.timing.login_xact;
+                    if let Err(e) = term.run(|c| crate::db::locks::end_stuck_logins(c, secs)) {
+                        e.complain();
                     }
                 }
-                Err(e) => e.complain(),
-            }
-        }
-        // EC2 runs' upkeep: while an EC2 pipeline is registered, and while
-        // a retired one's run or instances live on (else a lost head would
-        // leave its run running and its instances billed for ever).
-        let registered = pipelines
-            .values()
-            .any(|v| v.p.placement == config::Placement::Ec2);
-        let due = match self.ec2_runs.upkeep_due(&mut self.db, session, registered) {
-            Ok(due) => due,
-            Err(e) => {
-                e.complain();
-                false
-            }
-        };
-        if due {
-            self.ec2_runs.begin_tick(deadline);
-            self.start(session, &pipelines, Starts::Ec2);
-            let judge = self.judge_silence(began);
-            if let Err(e) = self.ec2_runs.watch(&mut self.db, session, judge) {
-                e.complain();
-            }
-        }
-        // A tick the database stalled under sweeps nothing: beats of others
-        // may have waited as long, so what looks stale now may not be.
-        self.sweep(session, began.elapsed().as_secs_f64());
-        self.sup.publish();
-        // Last: what is left of the tick's time, within its budget.
-        self.prune.step(&mut self.db, session);
-    }
-
-    /// This tick's pipelines, those whose stored spec this binary reads (one
-    /// it can't read is said once and skipped), and the database's clock
-    /// (`None` when there is no pipeline).
-    fn pipelines(&mut self, session: u64) -> Result<(Option<DateTime<Utc>>, Views), Fault> {
-        let rows = self
-            .db
-            .prepared_fenced(session, sql::TICK_PIPELINES, |c, s| c.query(s, &[]))?;
-        let mut now: Option<DateTime<Utc>> = None;
-        let mut pipelines = HashMap::new();
-        for row in &rows {
-            now = Some(row.get("now"));
-            let name: String = row.get("name");
-            let spec: serde_json::Value = row.get("spec");
-            let next_fire: Option<DateTime<Utc>> = row.get("next_fire");
-            let paused: bool = row.get("paused");
-            match serde_json::from_value::<Pipeline>(spec) {
-                Ok(p) => {
-                    pipelines.insert(
-                        name,
-                        View {
-                            p: Arc::new(p),
-                            next_fire,
-                            paused,
-                        },
-                    );
-                }
-                Err(e) => {
-                    if self.unreadable.insert(name.clone()) {
-                        log::error!(
-                            "pipeline {name}: its stored spec is not one this binary reads \
-                             (registered by another version?); skipping it: {:?} error",
-                            e.classify()
-                        );
+                // What logins made (large objects, default privileges) lasts
+                // at most about as long as a stuck login's transaction.
+                Duty::Objects => {
+                    self.objects_swept = Instant::now();
+                    if let Err(e) = term.run(crate::machines::objects::sweep) {
+                        e.complain();
                     }
                 }
+                Duty::Fire => {
+                    if let Some(now) = now {
+                        self.schedules.fire(term, now, &pipelines);
+                    }
+                }
+                Duty::Sense => self.sensors.sense(term, &pipelines),
+                Duty::StartLocal => start::start_local(term, &mut self.sup, &self.host, &pipelines),
+                Duty::Scale => {
+                    let deadline = *deadline.get_or_insert_with(|| Deadline::from(Instant::now()));
+                    let judge = judge_silence(term, began, stale);
+                    match self.scaler.scale(&mut self.fleet, term, judge, deadline) {
+                        Ok(figures) => {
+                            if let Some(stats) = &mut self.stats {
+                                stats.pass(figures);
+                            }
+                        }
+                        Err(e) => e.complain(),
+                    }
+                }
+                // EC2 runs' upkeep: while an EC2 pipeline is registered, and
+                // while a retired one's run or instances live on (else a lost
+                // head would leave its run running and its instances billed
+                // for ever).
+                Duty::Ec2 => {
+                    let deadline = *deadline.get_or_insert_with(|| Deadline::from(Instant::now()));
+                    let registered = duties::ec2_registered(&pipelines);
+                    let due = match self.ec2_runs.upkeep_due(term, registered) {
+                        Ok(due) => due,
+                        Err(e) => {
+                            e.complain();
+                            false
+                        }
+                    };
+                    if due {
+                        self.ec2_runs.begin_tick(&mut self.fleet, deadline);
+                        start::start_ec2(term, &mut self.ec2_runs, &mut self.fleet, &pipelines);
+                        let judge = judge_silence(term, began, stale);
+                        if let Err(e) = self.ec2_runs.watch(&mut self.fleet, term, judge) {
+                            e.complain();
+                        }
+                    }
+                }
+                // A tick the database stalled under sweeps nothing: beats of
+                // others may have waited as long, so what looks stale now may
+                // not be.
+                Duty::Sweep => {
+                    sweep::sweep(term, &self.sup, stale, began.elapsed().as_secs_f64());
+                    self.sup.publish();
+                }
+                // Last: what is left of the tick's time, within its budget.
+                Duty::Prune => self.prune.step(term),
             }
         }
-        Ok((now, pipelines))
-    }
-
-    /// Whether machines' and instances' silence may be judged now, in a
-    /// tick begun at `began` (see [`sweep::judge_silence`]).
-    fn judge_silence(&self, began: Instant) -> bool {
-        sweep::judge_silence(
-            began.elapsed().as_secs_f64(),
-            self.lead_for(),
-            self.timing.stale,
-        )
     }
 
     /// SIGTERM or SIGINT: start nothing more, SIGTERM the children, wait up
     /// to the stop grace, SIGKILL what is left, queue their runs again.
     fn stop(&mut self) -> i32 {
-        self.stop_sensors();
+        self.sensors.stop();
         // What can't be written within a stale limit is left to the sweep
         // (its heartbeat goes stale once this process is gone).
         let left = self.sup.stop_all(self.timing.stop_grace, self.timing.stale);
@@ -631,4 +553,51 @@ impl Scheduler {
         }
         0
     }
+}
+
+/// This tick's pipelines, those whose stored spec this binary reads (one
+/// it can't read is said once and skipped), and the database's clock
+/// (`None` when there is no pipeline), read on the lead (`term`).
+fn pipelines(
+    term: &mut Term,
+    unreadable: &mut HashSet<String>,
+) -> Result<(Option<DateTime<Utc>>, Views), DutyError> {
+    let rows = term.prepared(sql::TICK_PIPELINES, |c, s| c.query(s, &[]))?;
+    let mut now: Option<DateTime<Utc>> = None;
+    let mut pipelines = HashMap::new();
+    for row in &rows {
+        now = Some(row.get("now"));
+        let name: String = row.get("name");
+        let spec: serde_json::Value = row.get("spec");
+        let next_fire: Option<DateTime<Utc>> = row.get("next_fire");
+        let paused: bool = row.get("paused");
+        match serde_json::from_value::<Pipeline>(spec) {
+            Ok(p) => {
+                pipelines.insert(
+                    name,
+                    View {
+                        p: Arc::new(p),
+                        next_fire,
+                        paused,
+                    },
+                );
+            }
+            Err(e) => {
+                if unreadable.insert(name.clone()) {
+                    log::error!(
+                        "pipeline {name}: its stored spec is not one this binary reads \
+                         (registered by another version?); skipping it: {:?} error",
+                        e.classify()
+                    );
+                }
+            }
+        }
+    }
+    Ok((now, pipelines))
+}
+
+/// Whether machines' and instances' silence may be judged now, in a tick
+/// begun at `began`, on the lead (`term`; see [`sweep::judge_silence`]).
+fn judge_silence(term: &Term, began: Instant, stale: f64) -> bool {
+    sweep::judge_silence(began.elapsed().as_secs_f64(), Some(term.led_for()), stale)
 }

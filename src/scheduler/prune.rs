@@ -24,7 +24,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::db::{Db, sql};
+use crate::db::sql;
+use crate::lead::Term;
 
 /// A table's pruning: what it is called and its statement, which takes the
 /// keep in seconds (`$1`, float8) and a batch (`$2`, bigint), and returns
@@ -110,11 +111,11 @@ impl Prune {
         }
     }
 
-    /// A pass, when due, on the leading session `session`: statements in
+    /// A pass, when due, on the lead (`term`): statements in
     /// turn within the budget, then one log line if it deleted anything.
     /// A statement that fails ends the pass (said as any tick's fault is;
     /// tried again at the next).
-    pub fn step(&mut self, db: &mut Db, session: u64) {
+    pub fn step(&mut self, term: &mut Term) {
         if !due(self.last.map(|l| l.elapsed()), self.backlog) {
             return;
         }
@@ -138,7 +139,7 @@ impl Prune {
             let batch = self.batches[i];
             let keep = self.keep;
             let t = Instant::now();
-            let rows = match db.run_fenced(session, |c| c.query(statement, &[&keep, &batch])) {
+            let rows = match term.run(|c| c.query(statement, &[&keep, &batch])) {
                 Ok(rows) => rows,
                 Err(e) => {
                     e.complain();

@@ -1,7 +1,7 @@
 //! Sensors: a pipeline's `sensor` command, run every `sensor_every` seconds
 //! by the leader; exit 0 queues a run (`sql/sensor_queue.sql`). Which
 //! sensors stop ([`gone`]) and which start now ([`starts_now`]) are pure
-//! decisions, unit-tested below; [`Scheduler::sense`] looks at the
+//! decisions, unit-tested below; [`Sensors::sense`] looks at the
 //! children, queues and spawns.
 //!
 //! Invariants:
@@ -16,11 +16,13 @@
 //!   line and a `sensor` event, not once every `sensor_every`; so is its
 //!   running again ([`failure`], [`change`]).
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::db::sql;
+use crate::lead::Term;
 use crate::runs::Exit;
-use crate::scheduler::{Scheduler, View, Views};
+use crate::scheduler::{View, Views};
 use crate::supervise::child::Child;
 
 /// A pipeline's sensor between ticks.
@@ -94,20 +96,24 @@ pub fn starts_now(running: bool, paused: bool, now: Instant, next: Instant) -> b
     !running && !paused && now >= next
 }
 
-impl Scheduler {
+/// The leader's sensors, by pipeline.
+#[derive(Default)]
+pub(super) struct Sensors(HashMap<String, Sensor>);
+
+impl Sensors {
     /// Runs due sensors (never waiting on one) and queues a run for each
-    /// that said yes.
-    pub(super) fn sense(&mut self, session: u64, pipelines: &Views) {
+    /// that said yes, on the lead (`term`).
+    pub(super) fn sense(&mut self, term: &mut Term, pipelines: &Views) {
         let has_sensor = |name: &str| pipelines.get(name).is_some_and(|v| v.p.sensor.is_some());
-        for name in gone(self.sensors.keys(), has_sensor) {
-            if let Some(s) = self.sensors.remove(&name) {
+        for name in gone(self.0.keys(), has_sensor) {
+            if let Some(s) = self.0.remove(&name) {
                 s.stop();
             }
         }
         for (name, View { p, paused, .. }) in pipelines {
             let Some(sensor) = &p.sensor else { continue };
             let every = Duration::from_secs_f64(p.sensor_every);
-            let s = self.sensors.entry(name.clone()).or_insert(Sensor {
+            let s = self.0.entry(name.clone()).or_insert(Sensor {
                 next: Instant::now(),
                 child: None,
                 yes: false,
@@ -137,19 +143,14 @@ impl Scheduler {
             }
             if let Some(why) = &s.unrecorded {
                 let none: Option<i64> = None;
-                match self.db.run_fenced(session, |c| {
-                    c.execute(sql::EVENT_ADD, &[&none, name, &"sensor", why])
-                }) {
+                match term.run(|c| c.execute(sql::EVENT_ADD, &[&none, name, &"sensor", why])) {
                     Ok(_) => s.unrecorded = None,
                     Err(e) => e.complain(),
                 }
             }
             if s.yes {
                 let why = "sensor said yes (exit 0)".to_string();
-                match self
-                    .db
-                    .run_fenced(session, |c| c.query_opt(sql::SENSOR_QUEUE, &[name, &why]))
-                {
+                match term.run(|c| c.query_opt(sql::SENSOR_QUEUE, &[name, &why])) {
                     Ok(row) => {
                         s.yes = false;
                         if let Some(row) = row {
@@ -173,8 +174,8 @@ impl Scheduler {
 
     /// Stops every sensor (this process no longer leads, or stops).
     /// (Their failures are forgotten: a new leader says them again.)
-    pub(super) fn stop_sensors(&mut self) {
-        for (_, s) in self.sensors.drain() {
+    pub(super) fn stop(&mut self) {
+        for (_, s) in self.0.drain() {
             s.stop();
         }
     }

@@ -14,7 +14,8 @@
 //!   lists, are never swept.
 
 use crate::db::sql;
-use crate::scheduler::Scheduler;
+use crate::lead::Term;
+use crate::supervise::Supervisor;
 
 /// What the end of a leading tick does about stale runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,37 +49,29 @@ pub fn judge_silence(took: f64, lead_for: Option<f64>, stale: f64) -> bool {
     lead_for.is_some_and(|age| age >= stale) && took <= stale / 2.0
 }
 
-impl Scheduler {
-    /// How long this process has led (s), if it leads.
-    pub(super) fn lead_for(&self) -> Option<f64> {
-        self.lead.since().map(|since| since.elapsed().as_secs_f64())
-    }
-
-    /// The sweep at the end of a leading tick that took `took` seconds: see
-    /// [`sweep_step`].
-    pub(super) fn sweep(&mut self, session: u64, took: f64) {
-        match sweep_step(took, self.lead_for(), self.timing.stale) {
-            SweepStep::Stalled => {
-                log::warn!("a tick took {took:.1}s: no sweep for one stale limit");
-                self.lead.restart_clock();
-            }
-            SweepStep::TooSoon => {}
-            SweepStep::Sweep => {
-                let ours = self.sup.ours();
-                match self.db.prepared_fenced(session, sql::SWEEP, |c, s| {
-                    c.query(s, &[&self.timing.stale, &ours])
-                }) {
-                    Ok(rows) => {
-                        for r in rows {
-                            let (id, state): (i64, String) = (r.get("id"), r.get("state"));
-                            log::warn!(
-                                "run {id}: heartbeat stale and no process supervises it: {}",
-                                crate::runs::lost_outcome(&state)
-                            );
-                        }
+/// The sweep at the end of a leading tick that took `took` seconds, on the
+/// lead (`term`), leaving alone the runs `sup` supervises: see
+/// [`sweep_step`].
+pub(super) fn sweep(term: &mut Term, sup: &Supervisor, stale: f64, took: f64) {
+    match sweep_step(took, Some(term.led_for()), stale) {
+        SweepStep::Stalled => {
+            log::warn!("a tick took {took:.1}s: no sweep for one stale limit");
+            term.restart_clock();
+        }
+        SweepStep::TooSoon => {}
+        SweepStep::Sweep => {
+            let ours = sup.ours();
+            match term.prepared(sql::SWEEP, |c, s| c.query(s, &[&stale, &ours])) {
+                Ok(rows) => {
+                    for r in rows {
+                        let (id, state): (i64, String) = (r.get("id"), r.get("state"));
+                        log::warn!(
+                            "run {id}: heartbeat stale and no process supervises it: {}",
+                            crate::runs::lost_outcome(&state)
+                        );
                     }
-                    Err(e) => e.complain(),
                 }
+                Err(e) => e.complain(),
             }
         }
     }

@@ -33,23 +33,14 @@
 //!   the new one.
 
 use crate::config::Pipeline;
-use crate::config::spec::Ec2Spec;
 use crate::db::sql;
-use crate::db::{Db, Fault};
-use crate::machines::fleet::{self, AtProvider, Deadline, Fleet};
+use crate::lead::{DutyError, Term};
+use crate::machines::fleet::{self, AtProvider, Deadline, Failed, Fleet};
 use crate::machines::logins;
-use crate::machines::walk::try_locations;
-use crate::providers::{Make, MakeError};
+use crate::machines::make::Unmade;
 use crate::settings::PoolTiming;
-use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget, Role, Source};
-use serde::Serialize;
-
-/// The instance script, embedded after the machine prelude
-/// (`scripts/machine-prelude.sh`), as [`crate::machines::boot::BOOT_SCRIPT`].
-pub const INSTANCE_SCRIPT: &str = concat!(
-    include_str!("../../scripts/machine-prelude.sh"),
-    include_str!("../../scripts/instance.sh")
-);
+use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget, Source};
+use crate::warm_pool::order::{GROUP, Want};
 
 /// An idle instance is handed over only if it polled this recently (s).
 const POLL_FRESH: f64 = 5.0;
@@ -57,17 +48,12 @@ const POLL_FRESH: f64 = 5.0;
 /// An idle instance that hasn't polled for this long (s) is gone.
 const POLL_GONE: f64 = 15.0;
 
-/// The provider label of EC2 runs' instances.
-/// (A colon: no pool can have that name, so no pool takes them for its own.)
-const GROUP: &str = "orca:ec2-runs";
-
-/// The scheduler's EC2 runs: providers, and this stack's id.
+/// The scheduler's EC2 runs (the providers are the scheduler's [`Fleet`],
+/// lent to each step).
 pub struct Ec2Runs {
     timing: PoolTiming,
     /// `ORCA_EC2_POOL_SECONDS`: how long an instance stays warm (0: none).
     pool_seconds: f64,
-    /// Providers by kind and region, and this stack's id.
-    fleet: Fleet,
     /// When strays were last looked for (every `ORCA_POOL_SCALE_SECONDS`).
     strays_at: Option<std::time::Instant>,
     /// New instances this tick may still make.
@@ -95,42 +81,6 @@ pub struct Short {
     pub spec: serde_json::Value,
 }
 
-/// An instance a run needs made.
-struct Want<'a> {
-    /// The run's pipeline.
-    pipeline: &'a Pipeline,
-    /// Its `[ec2]` table.
-    ec2: &'a Ec2Spec,
-    /// The run.
-    run: i64,
-    /// Its attempt.
-    start: i32,
-    /// The instance's part in it.
-    role: Role,
-    /// The head's address (`-` for the head itself, not known yet).
-    head: &'a str,
-    /// Whether it may take new code (`orca.instances.fresh_code`).
-    fresh: bool,
-}
-
-/// A new instance's row, as `sql/instance_add.sql` reads it: one JSON
-/// object, each field by its column's name.
-#[derive(Serialize)]
-struct NewInstance<'a> {
-    instance: &'a str,
-    pipeline: &'a str,
-    run: i64,
-    start: i32,
-    role: &'a str,
-    login: &'a str,
-    address: &'a str,
-    host: &'a str,
-    provider: &'a str,
-    provider_id: &'a str,
-    region: Option<&'a str>,
-    fresh_code: bool,
-}
-
 impl Ec2Runs {
     /// Reads `ORCA_EC2_POOL_SECONDS` and `ORCA_EC2_MAKE_PER_TICK`.
     pub fn new(timing: PoolTiming) -> Result<Ec2Runs, String> {
@@ -138,7 +88,6 @@ impl Ec2Runs {
             budget: MakeBudget::new(decide::make_per_tick(
                 std::env::var("ORCA_EC2_MAKE_PER_TICK").ok().as_deref(),
             )?),
-            fleet: Fleet::new(timing.try_every),
             timing,
             pool_seconds: crate::settings::EC2_POOL.read()?,
             strays_at: None,
@@ -147,47 +96,42 @@ impl Ec2Runs {
     }
 
     /// Whether the upkeep ([`Ec2Runs::watch`], and instances for runs
-    /// started before) runs this tick of lead `session`: while an EC2
+    /// started before) runs this tick of lead `term`: while an EC2
     /// pipeline is `registered`, and after the last one is retired while
     /// an EC2 run is running or an instance row is live, whatever their
     /// pipeline (asked of the database only then: see [`decide::upkeep`]).
-    pub fn upkeep_due(
-        &mut self,
-        db: &mut Db,
-        session: u64,
-        registered: bool,
-    ) -> Result<bool, Fault> {
-        let new_lead = self.upkeep.0 != Some(session);
+    pub fn upkeep_due(&mut self, term: &mut Term, registered: bool) -> Result<bool, DutyError> {
+        let new_lead = self.upkeep.0 != Some(term.session());
         let live = match decide::upkeep(registered, new_lead, self.upkeep.1) {
             decide::Upkeep::Run => true,
             decide::Upkeep::Skip => false,
-            decide::Upkeep::Ask => db
-                .run_fenced(session, |c| c.query_one(sql::EC2_UPKEEP_LIVE, &[]))?
+            decide::Upkeep::Ask => term
+                .run(|c| c.query_one(sql::EC2_UPKEEP_LIVE, &[]))?
                 .get("live"),
         };
-        self.upkeep = (Some(session), live);
+        self.upkeep = (Some(term.session()), live);
         Ok(live)
     }
 
     /// A new tick: its budget of new instances is whole again, and its
     /// provider work has until `deadline` (the tick's, shared with the pool
     /// scaler: a hung provider costs the tick that much at most).
-    pub fn begin_tick(&mut self, deadline: Deadline) {
+    pub fn begin_tick(&mut self, fleet: &mut Fleet, deadline: Deadline) {
         self.budget.refill();
-        self.fleet.until(Some(deadline));
+        fleet.until(Some(deadline));
     }
 
     /// Whether this tick may still make a new instance: some of its budget
     /// is left and so is its time for provider calls (else no new run is
     /// claimed: it would wait for its instances anyway).
-    pub fn can_make(&self) -> bool {
-        self.budget.any_left() && !self.fleet.late()
+    pub fn can_make(&self, fleet: &Fleet) -> bool {
+        self.budget.any_left() && !fleet.late()
     }
 
     /// Runs started before with instances still to make, oldest first.
-    pub fn short(&mut self, db: &mut Db, session: u64) -> Result<Vec<Short>, Fault> {
-        Ok(db
-            .run_fenced(session, |c| c.query(sql::EC2_RUNS_SHORT, &[]))?
+    pub fn short(&mut self, term: &mut Term) -> Result<Vec<Short>, DutyError> {
+        Ok(term
+            .run(|c| c.query(sql::EC2_RUNS_SHORT, &[]))?
             .iter()
             .map(|r| Short {
                 id: r.get("id"),
@@ -204,13 +148,13 @@ impl Ec2Runs {
     /// [`Ec2Runs::fill`]).
     pub fn start(
         &mut self,
-        db: &mut Db,
-        session: u64,
+        fleet: &mut Fleet,
+        term: &mut Term,
         id: i64,
         start: i32,
         p: &Pipeline,
-    ) -> Result<(), Fault> {
-        self.fill(db, session, id, start, p, 0, "")
+    ) -> Result<(), DutyError> {
+        self.fill(fleet, term, id, start, p, 0, "")
     }
 
     /// Gives run `(id, start)` of `p`, which has `made` instance rows (its
@@ -221,14 +165,14 @@ impl Ec2Runs {
     #[allow(clippy::too_many_arguments)]
     pub fn fill(
         &mut self,
-        db: &mut Db,
-        session: u64,
+        fleet: &mut Fleet,
+        term: &mut Term,
         id: i64,
         start: i32,
         p: &Pipeline,
         made: usize,
         head_host: &str,
-    ) -> Result<(), Fault> {
+    ) -> Result<(), DutyError> {
         let Some(ec2) = p.ec2.clone() else {
             return Ok(());
         };
@@ -236,13 +180,13 @@ impl Ec2Runs {
         let mut fill = Fill::new(made, ec2.workers, head_host);
         while let Some(need) = fill.next_need() {
             let (role, address) = (need.role.as_str(), &need.address);
-            let warm = db.run_fenced(session, |c| {
+            let warm = term.run(|c| {
                 c.query_opt(
                     sql::INSTANCE_HAND_OVER,
                     &[&p.name, &id, &start, &role, address, &fresh, &POLL_FRESH],
                 )
             })?;
-            if self.fleet.late() {
+            if fleet.late() {
                 // The tick's time for provider calls is spent: the rest
                 // are made on the next ticks.
                 self.budget.spend();
@@ -262,8 +206,8 @@ impl Ec2Runs {
                     return Ok(());
                 }
                 Source::Make => match self.make(
-                    db,
-                    session,
+                    fleet,
+                    term,
                     &Want {
                         pipeline: p,
                         ec2: &ec2,
@@ -272,19 +216,21 @@ impl Ec2Runs {
                         role: need.role,
                         head: address,
                         fresh,
+                        pool_seconds: self.pool_seconds,
                     },
-                )? {
+                ) {
                     Ok(host) => host,
-                    Err(why) => {
+                    Err(Unmade::Db(e)) => return Err(e),
+                    Err(Unmade::NotMade { tried, .. }) => {
+                        let why = tried.why();
                         log::error!("run {id}: no {role} instance: {why}; queued again");
                         let why = format!("no {role} instance: {why}");
-                        db.run_fenced(session, |c| {
+                        term.run(|c| {
                             c.query_one(sql::RUN_REQUEUE, &[&id, &start, &why, &Vec::<u8>::new()])
                         })?;
-                        let ended = db.run_fenced(session, |c| {
-                            c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why])
-                        })?;
-                        self.delete(db, session, ended.iter().map(ended_of).collect())?;
+                        let ended =
+                            term.run(|c| c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why]))?;
+                        self.delete(fleet, term, ended.iter().map(ended_of).collect())?;
                         return Ok(());
                     }
                 },
@@ -294,96 +240,29 @@ impl Ec2Runs {
         Ok(())
     }
 
-    /// Makes the instance `w` wants: its login, then the provider's
-    /// instance, trying the locations in turn, then its row. Its own
-    /// address, or why none could be made.
-    fn make(
-        &mut self,
-        db: &mut Db,
-        session: u64,
-        w: &Want,
-    ) -> Result<Result<String, String>, Fault> {
-        let (id, start, settings) = (w.run, w.start, &w.ec2.machines);
-        let stack = self.fleet.stack(db, session)?.id;
-        let n: i64 = db
-            .run_fenced(session, |c| c.query_one(sql::INSTANCE_NEXT_ID, &[]))?
-            .get("id");
-        let name = format!("orca-i-{n}");
-        let login = format!("orca_i_{stack}_{n}");
-        let token = db
-            .run_fenced(session, |c| {
-                Ok(logins::make_login(c, &login, sql::INSTANCE_ROLE_MAKE))
-            })?
-            .map_err(Fault::Other)?;
-        let env = vec![
-            ("ORCA_INSTANCE".to_string(), name.clone()),
-            ("ORCA_RUN".to_string(), id.to_string()),
-            ("ORCA_START".to_string(), start.to_string()),
-            ("ORCA_TOKEN".to_string(), token.reveal()),
-            (
-                "ORCA_DATABASE_URL".to_string(),
-                crate::machines::boot::machine_database_url().map_err(Fault::Other)?,
-            ),
-            (
-                "ORCA_EC2_POOL_SECONDS".to_string(),
-                self.pool_seconds.to_string(),
-            ),
-        ];
-        let region = settings.region.clone();
-        let tried = try_locations::<_, Fault>(&settings.locations, |location, _| {
-            let provider = match self.fleet.provider(&settings.provider, region.as_deref()) {
-                Ok(pr) => pr,
-                Err(e) => return Ok(Err(MakeError::Failed(e))),
-            };
-            let req = Make {
-                group: GROUP,
-                settings,
-                name: &name,
-                type_: &w.ec2.type_,
-                location,
-                stack: &stack,
-                script: INSTANCE_SCRIPT,
-                env: &env,
-            };
-            Ok(provider.make(&req).map(|m| (m, provider.region())))
-        })?;
-        let Some((_, (m, made_in))) = tried.made else {
-            db.run_fenced(session, |c| fleet::revoke_and_drop(c, &login))?;
-            return Ok(Err(tried.why()));
-        };
-        let row = NewInstance {
-            instance: &name,
-            pipeline: &w.pipeline.name,
-            run: id,
-            start,
-            role: w.role.as_str(),
-            login: &login,
-            address: w.head,
-            host: &m.address,
-            provider: fleet::stored_kind(&settings.provider),
-            provider_id: &m.id,
-            region: made_in.as_deref(),
-            fresh_code: w.fresh,
-        };
-        let written = serde_json::to_value(&row)
-            .map_err(|e| Fault::Other(e.to_string()))
-            .and_then(|row| db.run_fenced(session, |c| c.execute(sql::INSTANCE_ADD, &[&row])));
-        if let Err(e) = written {
-            // A stray now: a later pass deletes it and drops its login.
-            log::error!("run {id}: instance {name} was made but its row was not written: {e}");
-            return Err(e);
-        }
-        log::info!("run {id}: made instance {name} as its {}", w.role);
-        Ok(Ok(m.address))
+    /// Makes the instance `w` wants ([`Fleet::make`]): its own address.
+    fn make(&mut self, fleet: &mut Fleet, term: &mut Term, w: &Want) -> Result<String, Unmade> {
+        let made = fleet.make(term, w)?;
+        log::info!(
+            "run {}: made instance {} as its {}",
+            w.run,
+            made.name,
+            w.role
+        );
+        Ok(made.made.address)
     }
 
     /// Ends what is over (see the module's doc); `judge_silence` false just
     /// after taking the lead or after a stalled tick.
-    pub fn watch(&mut self, db: &mut Db, session: u64, judge_silence: bool) -> Result<(), Fault> {
+    pub fn watch(
+        &mut self,
+        fleet: &mut Fleet,
+        term: &mut Term,
+        judge_silence: bool,
+    ) -> Result<(), DutyError> {
         if judge_silence {
-            let lost = db.run_fenced(session, |c| {
-                c.query(sql::EC2_LOST_HEADS, &[&self.timing.boot, &self.timing.lost])
-            })?;
+            let lost = term
+                .run(|c| c.query(sql::EC2_LOST_HEADS, &[&self.timing.boot, &self.timing.lost]))?;
             for row in lost {
                 let (id, start, pipeline, served): (i64, i32, String, bool) = (
                     row.get("id"),
@@ -395,7 +274,7 @@ impl Ec2Runs {
                 let why = if let LostHead::Requeue(why) = &lost {
                     // Lost under a run it served: the run is queued again
                     // (failed, for on_lost = "fail": migration 22).
-                    let state: Option<String> = db.run_fenced(session, |c| {
+                    let state: Option<String> = term.run(|c| {
                         c.query_one(sql::RUN_REQUEUE, &[&id, &start, why, &Vec::<u8>::new()])?;
                         Ok(c.query_opt(sql::RUN_STATE, &[&id])?.map(|r| r.get("state")))
                     })?;
@@ -421,22 +300,21 @@ impl Ec2Runs {
                         // No process ended: the end is when it is written.
                         ended: None,
                     };
-                    db.run_fenced(session, |c| outcome.write(c, sql::RUN_FINISH))?;
+                    term.run(|c| outcome.write(c, sql::RUN_FINISH))?;
                     why
                 };
-                let ended = db.run_fenced(session, |c| {
-                    c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why])
-                })?;
-                self.delete(db, session, ended.iter().map(ended_of).collect())?;
+                let ended =
+                    term.run(|c| c.query(sql::INSTANCES_OF_RUN_END, &[&id, &start, &why]))?;
+                self.delete(fleet, term, ended.iter().map(ended_of).collect())?;
             }
         }
         // What is over is ended and deleted only with time left for the
         // deletes (a row ended whose delete is not sent leaves a stray till
         // the strays' scan): else on the next tick.
-        if self.fleet.late() {
+        if fleet.late() {
             return Ok(());
         }
-        let rows = db.run_fenced(session, |c| {
+        let rows = term.run(|c| {
             c.query(
                 sql::INSTANCES_TO_END,
                 &[&self.pool_seconds, &POLL_GONE, &self.timing.lost],
@@ -445,9 +323,9 @@ impl Ec2Runs {
         let trim = decide::trim(rows.iter().map(|r| (ended_of(r), r.get("ended"))).collect());
         for (name, login) in trim.revoke_first {
             log::warn!("instance {name}: its login holds its row: revoking the login first");
-            db.run_fenced(session, |c| logins::revoke(c, &login))?;
+            term.run(|c| logins::revoke(c, &login))?;
         }
-        self.delete(db, session, trim.delete)?;
+        self.delete(fleet, term, trim.delete)?;
         // Strays: instances with this stack's label that no live row holds
         // (made, but the row wasn't written), at every provider in use here
         // (sql/ec2_providers.sql), from the lead's first pass.
@@ -457,56 +335,47 @@ impl Ec2Runs {
         );
         if due {
             self.strays_at = Some(std::time::Instant::now());
-            let stack = self.fleet.stack(db, session)?.id;
+            let stack = fleet.stack(term)?;
             // Every provider in use here, whether or not this process made
             // anything: a leader that only hands over warm instances still
             // finds what its crashed predecessor made and never recorded.
-            let providers = db.run_fenced(session, |c| c.query(sql::EC2_PROVIDERS, &[]))?;
-            let live: std::collections::HashSet<String> = db
-                .run_fenced(session, |c| c.query(sql::INSTANCES_LIVE_NAMES, &[]))?
+            let providers = term.run(|c| c.query(sql::EC2_PROVIDERS, &[]))?;
+            let live: std::collections::HashSet<String> = term
+                .run(|c| c.query(sql::INSTANCES_LIVE_NAMES, &[]))?
                 .iter()
                 .map(|r| r.get("instance"))
                 .collect();
-            self.fleet.begin_pass();
+            fleet.begin_pass();
             let mut strays = Vec::new();
             for row in providers {
                 let kind = fleet::kind_of_stored(row.get("provider"));
                 let region: Option<String> = row.get("region");
-                let pr = match self.fleet.provider(&kind, region.as_deref()) {
-                    Ok(pr) => pr,
+                let found = match fleet.listed(&kind, region.as_deref(), GROUP, &stack) {
+                    Ok(found) => found,
                     Err(e) => {
                         log::warn!("can't list EC2 runs' instances: {e}");
                         continue;
                     }
                 };
-                match pr.list(GROUP, &stack) {
-                    Ok(found) => {
-                        let held = |name: &str| live.contains(name);
-                        for f in crate::machines::walk::strays(found, |f| &f.name, held) {
-                            match pr.delete(&f.id, &f.name) {
-                                Ok(()) => strays.push(f.name),
-                                Err(e) => {
-                                    log::error!("stray instance {}: can't delete it: {e}", f.name)
-                                }
-                            }
-                        }
+                let held = |name: &str| live.contains(name);
+                for (f, deleted) in fleet.delete_strays(&kind, region.as_deref(), found, held) {
+                    match deleted {
+                        Ok(()) => strays.push(f.name),
+                        Err(e) => log::error!("stray instance {}: can't delete it: {e}", f.name),
                     }
-                    Err(e) => log::warn!("can't list EC2 runs' instances: {e}"),
                 }
             }
             // Logins no live row holds (made for an instance never made, or not
             // dropped yet): revoked and dropped.
             let prefix = format!("orca_i_{stack}_");
-            for row in db.run_fenced(session, |c| {
-                c.query(sql::INSTANCE_LOGINS_ORPHANED, &[&prefix])
-            })? {
+            for row in term.run(|c| c.query(sql::INSTANCE_LOGINS_ORPHANED, &[&prefix]))? {
                 let login: String = row.get("rolname");
-                let _ = db.run_fenced(session, |c| fleet::revoke_and_drop(c, &login));
+                let _ = term.run(|c| fleet::revoke_and_drop(c, &login));
             }
             for name in strays {
                 log::warn!("deleted stray instance {name}: no live row held it");
                 let why = format!("{name}: no live row held it");
-                db.run_fenced(session, |c| {
+                term.run(|c| {
                     c.execute(
                         sql::EVENT_ADD,
                         &[&None::<i64>, &None::<String>, &"stray deleted", &why],
@@ -518,7 +387,12 @@ impl Ec2Runs {
     }
 
     /// Deletes ended instances and revokes their logins.
-    fn delete(&mut self, db: &mut Db, session: u64, ended: Vec<Ended>) -> Result<(), Fault> {
+    fn delete(
+        &mut self,
+        fleet: &mut Fleet,
+        term: &mut Term,
+        ended: Vec<Ended>,
+    ) -> Result<(), DutyError> {
         for Ended {
             name,
             provider,
@@ -533,10 +407,12 @@ impl Ec2Runs {
                 id: provider_id.as_deref(),
                 name: &name,
             };
-            if let Err(e) = self.fleet.revoke_and_delete(db, session, &login, &at)? {
-                log::error!("instance {name}: can't delete it: {e}");
+            match fleet.end(term, &login, &at) {
+                Ok(()) => {}
+                Err(Failed::Db(e)) => return Err(e),
+                Err(Failed::Provider(e)) => log::error!("instance {name}: can't delete it: {e}"),
             }
-            fleet::drop_login(db, session, &login);
+            fleet::drop_login(term, &login);
             log::info!("instance {name} ended");
         }
         Ok(())

@@ -9,7 +9,9 @@
 //!   instance's own login: `ec2-serve`, `pool-wait`, `pool-next`;
 //! * `decide`: the leader's decisions as pure functions (what a run still
 //!   needs and where each instance comes from, the make budget, a lost
-//!   head, trimming, strays' turn), unit-tested.
+//!   head, trimming, strays' turn), unit-tested;
+//! * `order`: an instance as the fleet's one way of making a machine makes
+//!   it (`machines::make`).
 //!
 //! Invariant: an instance's login acts only through the `orca.instance_*`
 //! functions, on its own rows and the run it serves.
@@ -17,3 +19,4 @@
 pub mod decide;
 pub mod instance;
 pub mod leader;
+pub mod order;

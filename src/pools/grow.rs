@@ -1,0 +1,134 @@
+//! A pass's make for a pool: the type the walk is on (a type the worker
+//! image has no variant for skipped, saying so), made through the fleet
+//! ([`Fleet::make`]), and what came of it said: the machine made, a
+//! refusal (an event once per change), no room in any location (the walk
+//! moves on, [`TypeWalk::no_capacity`]).
+
+use std::time::Instant;
+
+use crate::lead::{DutyError, Term};
+use crate::machines::fleet::Fleet;
+use crate::machines::make::Unmade;
+use crate::pools::decide::{self, PoolView, TypeWalk, say_no_capacity};
+use crate::pools::order::PoolOrder;
+use crate::pools::say::{say_made, say_unavailable};
+use crate::pools::{PoolScaler, event};
+
+impl PoolScaler {
+    /// The architectures of `image`, read again once they are older than
+    /// `ORCA_POOL_IMAGE_SECONDS` (a tag can be pushed again).
+    pub(super) fn arches(&mut self, image: &str) -> Result<Vec<String>, String> {
+        // Read again after ORCA_POOL_IMAGE_SECONDS; a read that failed, after
+        // the try interval.
+        let fresh = self.images.get(image).is_some_and(|(read, at)| {
+            let limit = if read.is_ok() {
+                self.timing.image
+            } else {
+                self.timing.try_every
+            };
+            at.elapsed().as_secs_f64() < limit
+        });
+        if !fresh {
+            let read = crate::pools::registry::architectures(image);
+            if let Err(e) = &read {
+                log::warn!("image {image}: can't read its architectures: {e}");
+            }
+            self.images
+                .insert(image.to_string(), (read, Instant::now()));
+        }
+        self.images[image].0.clone()
+    }
+
+    /// One attempt to make a machine for pool `v`, the type walk `walk`
+    /// deciding which type; returns what it came to.
+    pub(super) fn attempt(
+        &mut self,
+        fleet: &mut Fleet,
+        term: &mut Term,
+        v: &PoolView,
+        walk: &mut TypeWalk,
+    ) -> Result<String, DutyError> {
+        let p = &v.pool;
+        let arches = p.image.as_deref().map(|i| (i, self.arches(i)));
+        let mut notes = Vec::new();
+        // Types skipped for their architecture are passed over in this
+        // attempt. Architectures matter only with an image to match.
+        let (ty, arch) = loop {
+            let ty = p.types[walk.ty].clone();
+            let have = match &arches {
+                Some((image, Ok(have))) => (image, have),
+                Some((image, Err(e))) => {
+                    notes.push(format!(
+                        "image {image}'s architectures can't be read ({e}): no type skipped"
+                    ));
+                    break (ty, String::new());
+                }
+                None => break (ty, String::new()),
+            };
+            let why = match super::provider(fleet, p).and_then(|pr| pr.arch(&ty.name)) {
+                Ok(arch) if have.1.contains(&arch) => break (ty, arch),
+                Ok(arch) => format!(
+                    "type {} skipped: image {} has no {arch} variant (it has {})",
+                    ty.name,
+                    have.0,
+                    have.1.join(", ")
+                ),
+                Err(e) => format!(
+                    "type {} skipped: its architecture can't be told ({e})",
+                    ty.name
+                ),
+            };
+            event(term, "type skipped", &format!("pool {}: {why}", p.name))?;
+            log::warn!("pool {}: {why}", p.name);
+            notes.push(why);
+            if !walk.skip(p.types.len()) {
+                return Ok(format!("no type fits: {}", notes.join("; ")));
+            }
+        };
+        walk.tried();
+        let order = PoolOrder {
+            pool: p,
+            type_: &ty.name,
+            arch: &arch,
+        };
+        let made = match fleet.make(term, &order) {
+            Ok(made) => made,
+            Err(Unmade::Db(e)) => return Err(e),
+            Err(Unmade::NotMade { name, tried }) => {
+                if let Some(why) = tried.failed {
+                    log::warn!("pool {}: machine {name} not made: {why}", p.name);
+                    // A refusal (auth, a bad AMI, a quota) is an event once
+                    // per change of it, not per attempt. Not this tick's time
+                    // being spent (no call sent): that is no answer of the
+                    // provider's (a refusal answered just before is said next
+                    // pass).
+                    let said = self.refused.get(&p.name).map(String::as_str);
+                    if !fleet.late() && decide::refusal_is_news(said, &why) {
+                        event(term, "machine not made", &format!("pool {}: {why}", p.name))?;
+                        self.refused.insert(p.name.clone(), why.clone());
+                    }
+                    notes.push(format!("{name} not made: {why}"));
+                    return Ok(notes.join("; "));
+                }
+                self.refused.remove(&p.name);
+                let waited = walk.waited.unwrap_or(0.0);
+                let next_walk = walk.no_capacity(&p.types);
+                let next = say_no_capacity(&ty, waited, &next_walk, &tried.full);
+                log::info!("{}", say_unavailable(&p.name, &ty, waited, &next_walk));
+                // The event says what the walk does next, as the status does.
+                event(term, "no capacity", &format!("pool {}: {next}", p.name))?;
+                notes.push(next);
+                return Ok(notes.join("; "));
+            }
+        };
+        self.refused.remove(&p.name);
+        let (name, location) = (&made.name, &made.location);
+        log::info!("{}", say_made(&p.name, name, &ty.name, location));
+        walk.made();
+        notes.push(format!(
+            "made {name} (type {}, location {location})",
+            ty.name
+        ));
+        Ok(notes.join("; "))
+    }
+}
