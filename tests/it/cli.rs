@@ -355,9 +355,9 @@ fn before_migrate_every_command_says_to_migrate() {
         "{}",
         scheduler.output()
     );
-    let role = format!("orca_m_noschema_{}", std::process::id());
+    let role = machine_role("noschema");
     db.plain_login_role(&role, "pw-noschema");
-    let mut worker = crate::worker::hand_worker(&db, &dir, "p", &role, "pw-noschema");
+    let mut worker = hand_worker(&db, &dir, "p", &role, "pw-noschema");
     assert_eq!(worker.wait(60.0).code(), Some(1));
     assert!(
         worker.output().lines().any(|l| l == NO_SCHEMA),
@@ -717,10 +717,9 @@ fn logs_follow_a_worker_run_to_its_end() {
         "[pipelines.chatty]\ncommand = {}\nplacement = \"worker:p\"\n",
         chatty(&go)
     ));
-    let role = format!("orca_m_follow_{}", std::process::id());
-    crate::worker::hand_made_machine(&db, "p", &role, "pw-follow");
+    let role = hand_machine(&db, "p", "follow", "pw-follow");
     let run = db.queue("chatty");
-    let mut w = crate::worker::hand_worker(&db, &dir, "p", &role, "pw-follow");
+    let mut w = hand_worker(&db, &dir, "p", &role, "pw-follow");
     follow_to_the_end(&db, &dir, run, &go);
     w.stop();
 }

@@ -12,7 +12,6 @@ use std::process::Stdio;
 use crate::harness::*;
 use crate::pools::with_pool;
 use crate::warm_pool::{as_instance, serving, setup as instance_setup};
-use crate::worker::{hand_made_machine, hand_worker_with};
 
 /// How long a busy or idle process is watched.
 const WINDOW: f64 = 30.0;
@@ -184,8 +183,7 @@ fn a_local_run_s_stored_output_is_the_last_64_kib_of_what_it_printed() {
 fn a_worker_s_run_s_stored_output_is_the_last_64_kib_of_what_it_printed() {
     let (db, dir) = (TestDb::new(), TempDir::new());
     db.register(&dir, &with_pool("p", &chatty_pipelines(&dir, "worker:p")));
-    let role = format!("orca_m_chatty_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "chatty", "pw");
     let (fast, slow) = (db.queue("fast"), db.queue("slow"));
     let mut w = hand_worker_with(&db, &dir, "p", &role, "pw", &[]);
     chatty_runs_are_stored_as_printed(&db, &dir, fast, slow);
@@ -216,8 +214,7 @@ fn appended_output_is_kept_once_within_64_kib_and_kept_when_its_attempt_ends() {
         "p",
         "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
     ));
-    let role = format!("orca_m_append_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "append", "pw");
     let run = db.queue("job");
     let mut c = db.client_as(&role, "pw");
     c.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
@@ -307,8 +304,7 @@ fn only_an_attempt_that_streamed_output_costs_a_fold() {
         "p",
         "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 2\n",
     ));
-    let role = format!("orca_m_folds_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "folds", "pw");
     db.admin(&format!("ALTER ROLE {role} SET track_functions = 'pl'"));
     db.client()
         .execute("UPDATE orca.pool_machines SET slots = 2", &[])
@@ -472,8 +468,7 @@ max_runs = 2
 "#,
         ),
     );
-    let role = format!("orca_m_cost_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "cost", "pw");
     // Room for one more: its rounds look for runs too.
     db.client()
         .execute("UPDATE orca.pool_machines SET slots = 3", &[])

@@ -6,7 +6,6 @@
 
 use crate::harness::*;
 use crate::pools::{pool_scheduler, pool_test, with_pool};
-use crate::worker::{hand_made_machine, hand_worker};
 
 /// Pipelines whose output holds a NUL byte, invalid UTF-8, and a flood of
 /// random bytes (control characters, NULs), with an alert URL so a final
@@ -94,8 +93,7 @@ fn nul_bytes_bad_utf8_and_floods_in_output_never_wedge_a_worker_s_run() {
         "p",
         &format!("slots = 3\n{}", nasty_output_pipelines("worker:p")),
     ));
-    let role = format!("orca_m_nasty_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "s3cret");
+    let role = hand_machine(&db, "p", "nasty", "s3cret");
     db.client()
         .execute("UPDATE orca.pool_machines SET slots = 3", &[])
         .unwrap();
@@ -131,7 +129,7 @@ fn claimed_by_hand(db: &TestDb, dir: &TempDir, role: &str) -> (i64, i32, postgre
 fn what_a_machine_login_sends_is_bounded_whatever_its_size() {
     let db = TestDb::new();
     let dir = TempDir::new();
-    let role = format!("orca_m_big_{}", std::process::id());
+    let role = machine_role("big");
     let (id, start, mut c) = claimed_by_hand(&db, &dir, &role);
     let big = vec![b'x'; 5 << 20];
     c.execute(
@@ -257,8 +255,7 @@ fn a_machine_holding_a_transaction_open_delays_no_tick_by_more_than_two_seconds(
     let (db, dir) = pool_test(
         "idle_seconds = 1\n\n[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n\n[pipelines.here]\ncommand = \"echo here\"\n",
     );
-    let role = format!("orca_m_hold_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "hold", "pw");
     // The machine's login: seen, then a hello left open in a transaction
     // (it holds its machine row's lock: a claim with nothing queued takes
     // none since migration 9), then nothing.
@@ -299,7 +296,7 @@ fn a_machine_holding_a_transaction_open_delays_no_tick_by_more_than_two_seconds(
 #[test]
 fn machine_logins_orca_makes_have_timeouts_and_a_connection_limit() {
     let db = TestDb::new();
-    let role = format!("orca_m_made_{}", std::process::id());
+    let role = machine_role("made");
     db.client()
         .execute("SELECT orca.machine_role_make($1, 'x')", &[&role])
         .unwrap();
@@ -349,7 +346,7 @@ fn a_machine_login_holding_the_lead_lock_is_ended_and_the_scheduler_leads() {
         TestDb::unhardened(),
         "[pipelines.job]\ncommand = \"echo ran\"\n",
     );
-    let name = format!("orca_m_lead_{}", std::process::id());
+    let name = machine_role("lead");
     let mut held = squatter(
         &db,
         &name,
@@ -422,15 +419,14 @@ fn a_login_holding_the_old_claim_key_keeps_no_run_queued() {
             "[pipelines.job]\ncommand = \"echo ran\"\nplacement = \"worker:p\"\n",
         ),
     );
-    let name = format!("orca_m_claim_{}", std::process::id());
+    let name = machine_role("claim");
     let mut held = squatter(&db, &name, "orca_worker", 0, "x");
     // The key claims took (1869767526, hashtext(pipeline)) before.
     held.execute("SELECT pg_advisory_lock(1869767526, hashtext('job'))", &[])
         .unwrap();
     // And the lock claims take now is a row no login can reach.
     refused(&mut held, "SELECT * FROM orca.claim_locks FOR UPDATE");
-    let role = format!("orca_m_claimer_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "claimer", "pw");
     let mut w = hand_worker(&db, &dir, "p", &role, "pw");
     let run = db.queue("job");
     wait_until("the worker claims and runs it", 30.0, || {
@@ -444,7 +440,7 @@ fn a_login_holding_the_old_claim_key_keeps_no_run_queued() {
 fn machine_and_instance_logins_can_make_no_temporary_objects() {
     let db = TestDb::new();
     for (name, group) in [
-        (format!("orca_m_tmp_{}", std::process::id()), "orca_worker"),
+        (machine_role("tmp"), "orca_worker"),
         (
             format!("orca_i_tmp_{}", std::process::id()),
             "orca_instance",
@@ -510,7 +506,7 @@ fn a_machine_login_holding_any_advisory_lock_is_ended() {
         TestDb::unhardened(),
         "[pipelines.job]\ncommand = \"true\"\n",
     );
-    let name = format!("orca_m_adv_{}", std::process::id());
+    let name = machine_role("adv");
     let mut held = squatter(&db, &name, "orca_worker", 42, "x");
     held.execute(
         "SELECT pg_advisory_lock(7, n) FROM generate_series(1, 50) n",
@@ -553,8 +549,7 @@ fn a_transaction_a_machine_login_prepared_is_rolled_back() {
             "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
         ),
     );
-    let role = format!("orca_m_prep_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "prep", "pw");
     let run = db.queue("job");
     let mut c = db.client_as(&role, "pw");
     // Holding the migration lock, with no session to end.
@@ -587,8 +582,7 @@ fn a_transaction_a_machine_login_prepared_is_rolled_back() {
         );
     }
     // Its claim went with it: another worker of the pool takes the run.
-    let other = format!("orca_m_prep2_{}", std::process::id());
-    hand_made_machine(&db, "p", &other, "pw");
+    let other = hand_machine(&db, "p", "prep2", "pw");
     let mut w = hand_worker(&db, &dir, "p", &other, "pw");
     wait_until("the run succeeds", 30.0, || db.state(run) == "succeeded");
     w.signal(libc::SIGTERM);
@@ -687,8 +681,7 @@ fn a_held_machine_row_blocks_no_other_pool_s_growth() {
         with_pool("q", "")
     );
     let (db, dir) = setup(&toml);
-    let role = format!("orca_m_rhold_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "rhold", "pw");
     let mut c = db.client_as(&role, "pw");
     c.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
     wait_until("the machine is idle past its idle_seconds", 30.0, || {

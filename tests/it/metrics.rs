@@ -16,7 +16,6 @@ use crate::fake_aws::FakeEc2;
 use crate::harness::*;
 use crate::pools::with_pool;
 use crate::setup::{blocks, repo_file};
-use crate::worker::{hand_made_machine, hand_worker_with};
 
 /// The Debian package's binaries, or a failure saying how to get them.
 fn tool(name: &str) -> &'static str {
@@ -374,8 +373,7 @@ fn a_worker_serves_its_runs_starts_and_ends() {
         "[pipelines.good]\ncommand = \"true\"\nplacement = \"worker:p\"\n\
          [pipelines.bad]\ncommand = \"exit 3\"\nplacement = \"worker:p\"\n",
     ));
-    let role = format!("orca_m_metrics_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw-metrics");
+    let role = hand_machine(&db, "p", "metrics", "pw-metrics");
     let metrics = format!("127.0.0.1:{}", free_port());
     let (good, bad) = (db.queue("good"), db.queue("bad"));
     let mut w = hand_worker_with(

@@ -9,44 +9,6 @@ use std::process::Command;
 use crate::harness::*;
 use crate::pools::with_pool;
 
-/// A machine row and login role made by hand, for a worker run by the test.
-pub fn hand_made_machine(db: &TestDb, pool: &str, role: &str, secret: &str) {
-    db.login_role(role, secret, "orca_worker");
-    let mut c = db.client();
-    c.execute(
-        "INSERT INTO orca.pool_machines (pool, name, type, location, role, slots)
-         VALUES ($1, 'orca-' || $1 || '-hand', 'small', 'here', $2, 2)",
-        &[&pool, &role],
-    )
-    .unwrap();
-}
-
-/// `orca worker --pool POOL` with the credentials of a hand-made machine.
-pub fn hand_worker(db: &TestDb, dir: &TempDir, pool: &str, role: &str, secret: &str) -> Proc {
-    hand_worker_with(db, dir, pool, role, secret, &[])
-}
-
-/// [`hand_worker`] with `extra` added to its environment.
-pub fn hand_worker_with(
-    db: &TestDb,
-    dir: &TempDir,
-    pool: &str,
-    role: &str,
-    secret: &str,
-    extra: &[(&str, &str)],
-) -> Proc {
-    let mut c = Command::new(bin());
-    c.args(["worker", "--pool", pool])
-        .env("ORCA_DATABASE_URL", db.url_without_user())
-        .env("ORCA_TOKEN", format!("{role}:{secret}"))
-        .env("ORCA_TICK_SECONDS", "0.2")
-        .env("ORCA_KILL_GRACE_SECONDS", "1");
-    for (k, v) in extra {
-        c.env(k, v);
-    }
-    Proc::spawn(c, &dir.path(&format!("worker-{role}.log")))
-}
-
 #[test]
 fn a_worker_supervises_its_runs_as_the_scheduler_does() {
     let db = TestDb::new();
@@ -76,8 +38,7 @@ max_runs = 2
             ),
         ),
     );
-    let role = format!("orca_m_sup_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw-sup");
+    let role = hand_machine(&db, "p", "sup", "pw-sup");
     db.client()
         .execute("UPDATE orca.pool_machines SET slots = 4", &[])
         .unwrap();
@@ -154,8 +115,7 @@ max_runs = 2
     let ids: Vec<i64> = (0..12).map(|_| db.queue("job")).collect();
     let workers: Vec<Proc> = (0..3)
         .map(|i| {
-            let role = format!("orca_m_mr{i}_{}", std::process::id());
-            hand_made_machine(&db, "p", &role, "pw");
+            let role = hand_machine(&db, "p", &format!("mr{i}"), "pw");
             db.client()
                 .execute(
                     "UPDATE orca.pool_machines SET slots = 1, name = $1 WHERE role = $2",
@@ -197,8 +157,7 @@ placement = "worker:p"
             ),
         ),
     );
-    let role = format!("orca_m_out_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "out", "pw");
     let run = db.queue("job");
     let mut w = hand_worker(&db, &dir, "p", &role, "pw");
     wait_until("the run runs", 30.0, || db.state(run) == "running");
@@ -253,9 +212,8 @@ placement = "worker:p"
             ),
         ),
     );
-    let role = format!("orca_m_test_{}", std::process::id());
     let secret = "s3cret-for-the-test";
-    hand_made_machine(&db, "p", &role, secret);
+    let role = hand_machine(&db, "p", "test", secret);
     let theirs = db.queue("theirs");
     let ours = db.queue("ours");
     let hangs = db.queue("hangs");
@@ -367,8 +325,8 @@ placement = "worker:p"
     ));
     // Logins with no machine row (orca.worker_machine() raises OR001): a
     // machine just made, whose row is on its way; or one being removed.
-    let early = format!("orca_m_early_{}", std::process::id());
-    let gone = format!("orca_m_gone_{}", std::process::id());
+    let early = machine_role("early");
+    let gone = machine_role("gone");
     db.login_role(&early, "pw", "orca_worker");
     db.login_role(&gone, "pw", "orca_worker");
     let mut waits = hand_worker(&db, &dir, "p", &early, "pw");
@@ -410,12 +368,7 @@ placement = "worker:p"
 #[test]
 fn a_removal_begun_on_another_session_is_fenced_on_the_lead() {
     let (db, _dir) = setup(&with_pool("p", ""));
-    hand_made_machine(
-        &db,
-        "p",
-        &format!("orca_m_fence_{}", std::process::id()),
-        "pw",
-    );
+    hand_machine(&db, "p", "fence", "pw");
     let id: i64 = db.one("SELECT id FROM orca.pool_machines");
     let ending = include_str!("../../sql/machine_ending.sql");
     let lead_lock: i64 = 1869767525;
@@ -454,8 +407,7 @@ fn an_idle_claim_takes_no_lock_and_writes_nothing() {
         "p",
         "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
     ));
-    let role = format!("orca_m_idle_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "idle", "pw");
     let id: i64 = db.one("SELECT id FROM orca.pool_machines");
     let mut m = db.client_as(&role, "pw");
     m.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
@@ -509,8 +461,7 @@ fn a_round_that_queues_a_silent_attempt_again_claims_into_its_slot() {
         "p",
         "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 8\n",
     ));
-    let role = format!("orca_m_room_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "room", "pw");
     let machine: i64 = db.one("SELECT id FROM orca.pool_machines");
     // Its worker said hello (which queues again what the machine ran
     // before) before these attempts began.
@@ -580,8 +531,7 @@ fn a_round_takes_a_pipeline_s_claim_lock_only_for_a_run_due() {
         "p",
         "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
     ));
-    let role = format!("orca_m_round_lock_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "round_lock", "pw");
     let mut m = db.client_as(&role, "pw");
     m.execute("SELECT * FROM orca.worker_hello()", &[]).unwrap();
     let round =
@@ -646,8 +596,7 @@ fn a_round_with_room_for_several_takes_turns_across_pipelines() {
          [pipelines.c]\ncommand = \"true\"\nplacement = \"worker:p\"\n\n\
          [pipelines.d]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
     ));
-    let role = format!("orca_m_turns_round_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "turns_round", "pw");
     let mut c = db.client();
     c.execute("UPDATE orca.pool_machines SET slots = 8", &[])
         .unwrap();
@@ -721,8 +670,7 @@ fn a_round_locks_no_idle_pipeline_whatever_the_statistics() {
     }
     config += "[pipelines.work]\ncommand = \"true\"\nplacement = \"worker:p\"\n";
     let (db, _dir) = setup(&with_pool("p", &config));
-    let role = format!("orca_m_idle_locks_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "idle_locks", "pw");
     let mut c = db.client();
     c.batch_execute(
         "INSERT INTO orca.runs (pipeline, state, start, ended_at)
@@ -762,8 +710,7 @@ fn a_round_s_end_reads_its_attempt_not_its_machine_s_others() {
         "p",
         "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 1000\n",
     ));
-    let role = format!("orca_m_end_reads_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "end_reads", "pw");
     let mut c = db.client();
     c.batch_execute(
         "UPDATE orca.pool_machines SET slots = 1000;
@@ -818,8 +765,7 @@ command = "true"
 placement = "worker:p"
 "#,
     ));
-    let role = format!("orca_m_race_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "race", "pw");
     let (id, idle_since): (i64, chrono::DateTime<chrono::Utc>) = {
         let r = db
             .client()
@@ -913,8 +859,7 @@ placement = "worker:p"
             ),
         ),
     );
-    let role = format!("orca_m_again_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "again", "pw");
     let run = db.queue("job");
     let mut w = hand_worker(&db, &dir, "p", &role, "pw");
     wait_until("the first attempt runs", 30.0, || {
@@ -961,8 +906,7 @@ fn a_worker_s_command_that_escapes_its_session_and_ignores_sigterm_dies_with_its
             ),
         ),
     );
-    let role = format!("orca_m_esc_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw-esc");
+    let role = hand_machine(&db, "p", "esc", "pw-esc");
     db.client()
         .execute("UPDATE orca.pool_machines SET slots = 4", &[])
         .unwrap();
@@ -1034,8 +978,7 @@ fn a_pools_pipelines_take_turns_at_claims() {
         "p",
         "[pipelines.backlog]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 10\n\n[pipelines.late]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 10\n",
     ));
-    let role = format!("orca_m_turns_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw"); // slots 2
+    let role = hand_machine(&db, "p", "turns", "pw"); // slots 2
     for _ in 0..5 {
         db.queue("backlog");
     }
@@ -1069,8 +1012,7 @@ fn a_workers_end_and_its_next_claim_are_one_round() {
         "p",
         "[pipelines.quick]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
     ));
-    let role = format!("orca_m_round_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "round", "pw");
     db.client()
         .execute("UPDATE orca.pool_machines SET slots = 1", &[])
         .unwrap();
@@ -1117,8 +1059,7 @@ fn an_end_a_round_could_not_write_is_written_on_its_own() {
         "p",
         "[pipelines.quick]\ncommand = [\"sleep\", \"1\"]\nplacement = \"worker:p\"\n",
     ));
-    let role = format!("orca_m_fallback_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "fallback", "pw");
     db.client()
         .execute("UPDATE orca.pool_machines SET slots = 1", &[])
         .unwrap();
@@ -1153,11 +1094,8 @@ fn a_rounds_ends_are_its_machines_own_and_bounded() {
         "p",
         "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 10\n",
     ));
-    let (mine, theirs) = (
-        format!("orca_m_ends_a_{}", std::process::id()),
-        format!("orca_m_ends_b_{}", std::process::id()),
-    );
-    hand_made_machine(&db, "p", &mine, "pw");
+    let mine = hand_machine(&db, "p", "ends_a", "pw");
+    let theirs = machine_role("ends_b");
     db.login_role(&theirs, "pw", "orca_worker");
     db.client()
         .execute(
@@ -1258,8 +1196,7 @@ fn concurrent_claims_of_one_machine_keep_its_slots() {
         "p",
         "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 10\n\n[pipelines.job2]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 10\n",
     ));
-    let role = format!("orca_m_conc_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw"); // slots 2
+    let role = hand_machine(&db, "p", "conc", "pw"); // slots 2
     for _ in 0..2 {
         db.queue("job");
         db.queue("job2");
@@ -1333,8 +1270,7 @@ command = "true"
 alert = "http://127.0.0.1:9/hook"
 "#,
     ));
-    let role = format!("orca_m_agree_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "agree", "pw");
     let machine: i64 = db.one("SELECT id FROM orca.pool_machines");
     let long_why = "w".repeat(5000);
     let big_output = vec![b'o'; 70 * 1024];
@@ -1543,8 +1479,7 @@ fn a_claim_s_statements_do_not_grow_with_the_pool_s_idle_pipelines() {
         ));
     }
     db.register(&dir, &with_pool("p", &toml));
-    let role = format!("orca_m_idle_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "idle", "pw");
     db.client()
         .execute("UPDATE orca.pool_machines SET slots = 4", &[])
         .unwrap();
@@ -1605,8 +1540,7 @@ fn a_worker_holds_max_fills() {
             "[pipelines.f]\ncommand = \"sleep 300\"\nplacement = \"worker:p\"\nmax_runs = 1\nmax_fills = 2\n",
         ),
     );
-    let role = format!("orca_m_fills_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw-fills");
+    let role = hand_machine(&db, "p", "fills", "pw-fills");
     db.client()
         .execute("UPDATE orca.pool_machines SET slots = 8", &[])
         .unwrap();
