@@ -469,9 +469,13 @@ workers = 1
     s.wait_for("EC2 calls hang", 30.0, || {
         ec2.state.lock().unwrap().in_flight > 0
     });
-    // Some ticks with the pass, the instances' makes and their deletes.
-    let t0 = std::time::Instant::now();
-    s.wait_for("25 s of a hung EC2", 40.0, || t0.elapsed().as_secs() >= 25);
+    // Some ticks with the pass and the instances' makes, each call hung:
+    // three makes and two scans held (about 25 s of them).
+    s.wait_for("three makes and two scans hung", 60.0, || {
+        let st = ec2.state.lock().unwrap();
+        let held = |a: &str| st.held.iter().filter(|h| *h == a).count();
+        held("RunInstances") >= 3 && held("DescribeInstances") >= 2
+    });
     s.stop();
     let max = crate::hardening::tick_max_ms(&stats);
     assert!(

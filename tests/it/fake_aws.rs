@@ -64,6 +64,8 @@ pub struct Ec2State {
     pub delay_ms: u64,
     /// Requests being held back by a delay now.
     pub in_flight: u32,
+    /// The action of every request a delay held back, as it came.
+    pub held: Vec<String>,
     /// The region each request was signed for.
     pub regions: Vec<String>,
     /// Faults at random (tests/chaos/churn.rs): each request draws from
@@ -206,6 +208,11 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (form_decode(k), form_decode(v)))
         .collect();
+    let target = req.header("x-amz-target").unwrap_or("").to_string();
+    let action = match target.rsplit_once('.') {
+        Some((_, op)) => op.to_string(),
+        None => params.get("Action").cloned().unwrap_or_default(),
+    };
     let delay = {
         let mut st = shared.lock().unwrap();
         let r = &mut st.random;
@@ -218,6 +225,7 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         let delay = st.delay_ms + slow;
         if delay > 0 {
             st.in_flight += 1;
+            st.held.push(action.clone());
         }
         delay
     };
@@ -225,11 +233,6 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         std::thread::sleep(std::time::Duration::from_millis(delay));
         shared.lock().unwrap().in_flight -= 1;
     }
-    let target = req.header("x-amz-target").unwrap_or("").to_string();
-    let action = match target.rsplit_once('.') {
-        Some((_, op)) => op.to_string(),
-        None => params.get("Action").cloned().unwrap_or_default(),
-    };
     let mut st = shared.lock().unwrap();
     let (key, good) = verify(req, &st.secrets);
     st.log.push((action.clone(), key, good));
