@@ -81,13 +81,7 @@ fn a_login_holding_its_machine_s_row_in_short_transactions_can_t_keep_it_from_re
             ("ORCA_LOGIN_XACT_SECONDS", &XACT.to_string()),
         ],
     );
-    s.wait_for("the scheduler leads", 30.0, || {
-        db.one::<bool>(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
-                             AND objid = 1869767525 AND database =
-                                 (SELECT oid FROM pg_database WHERE datname = current_database()))",
-        )
-    });
+    s.wait_for("the scheduler leads", 30.0, || db.lead_held());
     let leads = Instant::now();
     // Removed within the bound (and a margin for a loaded box), as idle.
     s.wait_for("the machine is removed", SCALE + 2.0 * XACT + 6.0, || {
