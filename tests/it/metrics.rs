@@ -505,9 +505,10 @@ fn a_slow_or_huge_request_does_not_stop_the_next_scrape() {
     let (status, body) = get(&metrics, "/metrics", 30.0).expect("the next scrape is answered");
     assert_eq!(status, 200);
     assert!(body.contains("# TYPE orca_leader gauge"), "{body}");
-    // The slow client still holds its socket: it was let go, not waited on.
+    // The slow client still holds its socket: it was let go, not waited on
+    // (within Prometheus's 10 s scrape timeout).
     assert!(
-        began.elapsed() < Duration::from_secs(15),
+        began.elapsed() < Duration::from_secs(10),
         "the scrape waited {:?} behind them",
         began.elapsed()
     );
@@ -626,8 +627,9 @@ fn many_slow_clients_at_once_do_not_hold_up_a_scrape() {
     let began = Instant::now();
     let (status, _) = get(&metrics, "/metrics", 30.0).expect("the scrape is answered");
     assert_eq!(status, 200);
+    // Within Prometheus's 10 s scrape timeout.
     assert!(
-        began.elapsed() < Duration::from_secs(5),
+        began.elapsed() < Duration::from_secs(10),
         "the scrape waited {:?} behind the slow clients",
         began.elapsed()
     );

@@ -99,6 +99,9 @@ fn orca_s_own_sessions_and_objects_are_no_login_s_when_it_is_a_member_of_the_gro
         .map(|r| r.get(0))
         .collect();
     assert!(!events.is_empty());
-    assert!(events.iter().all(|why| why.contains(&control)), "{events:?}");
+    assert!(
+        events.iter().all(|why| why.contains(&control)),
+        "{events:?}"
+    );
     s.stop();
 }

@@ -360,9 +360,7 @@ fn instances_drain_and_deploy_commands() {
     let dir = TempDir::new();
     // Overlap off: no instance rows, but `orca instances` names the scheduler.
     let mut off = db.scheduler(&dir, &[]);
-    wait_until("the overlap-off scheduler leads", 20.0, || {
-        off.output().contains("leads")
-    });
+    off.wait_for("the overlap-off scheduler leads", 20.0, || db.lead_held());
     let text_out = db.ok(&["instances"]);
     assert!(
         text_out.contains(&format!("pid {}", off.pid())) && text_out.contains("ORCA_OVERLAP=off"),
@@ -551,8 +549,9 @@ fn a_waiting_standby_drains_on_sigterm_without_waiting_out_its_tick() {
     let st = b.wait(40.0);
     let took = t.elapsed().as_secs_f64();
     a.signal(libc::SIGCONT);
+    // Well within its 20 s tick: the wait for the lead heeds SIGTERM.
     assert!(
-        took < 5.0,
+        took < 10.0,
         "B exited {took:.1}s after SIGTERM ({st:?}); B's log:\n{}",
         b.output()
     );
