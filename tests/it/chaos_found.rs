@@ -475,7 +475,7 @@ workers = 1
     // three makes and two scans held (about 25 s of them).
     s.wait_for("three makes and two scans hung", 60.0, || {
         let st = ec2.state.lock().unwrap();
-        let held = |a: &str| st.held.iter().filter(|h| *h == a).count();
+        let held = |a: &str| st.held.get(a).copied().unwrap_or(0);
         held("RunInstances") >= 3 && held("DescribeInstances") >= 2
     });
     s.stop();

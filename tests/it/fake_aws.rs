@@ -64,8 +64,8 @@ pub struct Ec2State {
     pub delay_ms: u64,
     /// Requests being held back by a delay now.
     pub in_flight: u32,
-    /// The action of every request a delay held back, as it came.
-    pub held: Vec<String>,
+    /// How many requests a delay held back, by action.
+    pub held: HashMap<String, u32>,
     /// The region each request was signed for.
     pub regions: Vec<String>,
     /// Faults at random (tests/chaos/churn.rs): each request draws from
@@ -225,7 +225,7 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         let delay = st.delay_ms + slow;
         if delay > 0 {
             st.in_flight += 1;
-            st.held.push(action.clone());
+            *st.held.entry(action.clone()).or_default() += 1;
         }
         delay
     };
