@@ -1,8 +1,9 @@
-//! The fake's HTTP: one request read off a connection (bounded), a reply
-//! written, a form body decoded.
+//! The fake's HTTP: one request read off a connection, a reply written, a
+//! form body decoded.
 
 use super::*;
 
+/// A form field's text (`+` a space, `%XX` a byte).
 pub(super) fn form_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::new();
@@ -31,6 +32,7 @@ pub struct Request {
 }
 
 impl Request {
+    /// The value of header `name` (lowercase).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -39,6 +41,8 @@ impl Request {
     }
 }
 
+/// One request read off `conn` (its body as long as its Content-Length
+/// says); None if the connection ends or the request line is not one.
 pub fn read_request(conn: &TcpStream) -> Option<Request> {
     let mut r = BufReader::new(conn.try_clone().ok()?);
     let mut line = String::new();
@@ -71,6 +75,8 @@ pub fn read_request(conn: &TcpStream) -> Option<Request> {
     })
 }
 
+/// Writes an answer with `status` and an XML `body`, then the connection
+/// closes.
 pub fn reply(mut conn: &TcpStream, status: u16, body: &str) {
     let _ = write!(
         conn,

@@ -29,6 +29,8 @@ pub(super) fn scope_region(req: &Request) -> String {
         .to_string()
 }
 
+/// `req`'s access key, and whether its signature is the one the secret
+/// `secrets` has for that key gives.
 pub(super) fn verify(req: &Request, secrets: &HashMap<String, String>) -> (String, bool) {
     let Some(auth) = req.header("authorization") else {
         return (String::new(), false);
