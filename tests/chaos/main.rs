@@ -29,7 +29,7 @@ mod harness;
 mod check;
 mod churn;
 mod ec2fleet;
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 #[path = "../it/fake_aws.rs"]
 mod fake_aws;
 mod faults;

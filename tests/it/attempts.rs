@@ -1,7 +1,10 @@
 //! Every attempt's output kept (`orca logs`, `--attempt`, `-f` across
 //! retries), and why a queued run waits (`orca runs`, `--json`'s `waits`).
 
-use crate::harness::{TempDir, TestDb, local_machines, refused, setup, text, toml_str, wait_until};
+use crate::harness::{
+    TempDir, TestDb, hand_machine, hand_worker, local_machines, refused, setup, text, toml_str,
+    wait_until,
+};
 
 /// A command that fails with `upstream 503` (exit 7) the first time it
 /// runs, and the next time prints `second`, waits for file `go` if given,
@@ -190,10 +193,9 @@ fn a_pool_run_keeps_each_attempt_and_its_login_cannot_touch_them() {
         "[pipelines.flaky]\ncommand = {}\nplacement = \"worker:p\"\nretries = 1\nretry_delay = 0\n",
         flaky(&dir0, None)
     ));
-    let role = format!("orca_m_attempts_{}", std::process::id());
-    crate::worker::hand_made_machine(&db, "p", &role, "pw-attempts");
+    let role = hand_machine(&db, "p", "attempts", "pw-attempts");
     let run = db.queue("flaky");
-    let mut w = crate::worker::hand_worker(&db, &dir, "p", &role, "pw-attempts");
+    let mut w = hand_worker(&db, &dir, "p", &role, "pw-attempts");
     wait_until("the run succeeds on its second attempt", 60.0, || {
         db.state(run) == "succeeded"
     });

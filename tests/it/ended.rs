@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use crate::harness::*;
 use crate::pools::with_pool;
-use crate::worker::{hand_made_machine, hand_worker};
 
 /// How long the database stays away after the command ended: the end is
 /// written at least this late.
@@ -109,8 +108,7 @@ fn a_pool_workers_end_held_through_an_outage_is_dated_when_its_process_ended() {
             ),
         ),
     );
-    let role = format!("orca_m_ended_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "ended", "pw");
     let run = db.queue("job");
     let mut w = hand_worker(&db, &dir, "p", &role, "pw");
     wait_until("the run runs", 30.0, || db.state(run) == "running");
@@ -149,8 +147,7 @@ fn a_machine_login_cannot_date_an_end_before_its_start_or_in_the_future() {
             "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\nmax_runs = 20\n",
         ),
     );
-    let role = format!("orca_m_agos_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "agos", "pw");
     db.client()
         .execute("UPDATE orca.pool_machines SET slots = 20", &[])
         .unwrap();

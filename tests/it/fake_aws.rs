@@ -9,6 +9,19 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
+// Paths of their own: `tests/chaos` includes this file by its path too.
+#[path = "fake_aws/http.rs"]
+mod http;
+#[path = "fake_aws/imds.rs"]
+mod imds;
+#[path = "fake_aws/sigv4.rs"]
+mod sigv4;
+
+use http::form_decode;
+pub use http::{Request, read_request, reply};
+pub use imds::FakeImds;
+use sigv4::{scope_region, verify};
+
 /// An instance the fake keeps.
 #[derive(Clone, Debug)]
 pub struct Inst {
@@ -51,6 +64,8 @@ pub struct Ec2State {
     pub delay_ms: u64,
     /// Requests being held back by a delay now.
     pub in_flight: u32,
+    /// How many requests a delay held back, by action.
+    pub held: HashMap<String, u32>,
     /// The region each request was signed for.
     pub regions: Vec<String>,
     /// Faults at random (tests/chaos/churn.rs): each request draws from
@@ -113,158 +128,6 @@ impl RandomFaults {
 pub struct FakeEc2 {
     pub url: String,
     pub state: Arc<Mutex<Ec2State>>,
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn sha256(b: &[u8]) -> Vec<u8> {
-    ring::digest::digest(&ring::digest::SHA256, b)
-        .as_ref()
-        .to_vec()
-}
-
-fn hmac(key: &[u8], msg: &[u8]) -> Vec<u8> {
-    let k = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
-    ring::hmac::sign(&k, msg).as_ref().to_vec()
-}
-
-fn form_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                let h = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("00");
-                out.push(u8::from_str_radix(h, 16).unwrap_or(b'?'));
-                i += 2;
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// One HTTP request: method, path, headers (lowercased names), body.
-pub struct Request {
-    pub method: String,
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Request {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|h| h.0 == name)
-            .map(|h| h.1.as_str())
-    }
-}
-
-pub fn read_request(conn: &TcpStream) -> Option<Request> {
-    let mut r = BufReader::new(conn.try_clone().ok()?);
-    let mut line = String::new();
-    r.read_line(&mut line).ok()?;
-    let mut parts = line.split_whitespace();
-    let method = parts.next()?.to_string();
-    let path = parts.next()?.to_string();
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h).ok()? == 0 || h == "\r\n" {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            headers.push((k.trim().to_lowercase(), v.trim().to_string()));
-        }
-    }
-    let len: usize = headers
-        .iter()
-        .find(|h| h.0 == "content-length")
-        .and_then(|h| h.1.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body).ok()?;
-    Some(Request {
-        method,
-        path,
-        headers,
-        body,
-    })
-}
-
-pub fn reply(mut conn: &TcpStream, status: u16, body: &str) {
-    let _ = write!(
-        conn,
-        "HTTP/1.1 {status} X\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-}
-
-/// Checks the SigV4 signature of `req`; the access key it names.
-/// The region in `req`'s signing scope.
-fn scope_region(req: &Request) -> String {
-    req.header("authorization")
-        .and_then(|a| a.split("Credential=").nth(1))
-        .and_then(|c| c.split('/').nth(2))
-        .unwrap_or("")
-        .to_string()
-}
-
-fn verify(req: &Request, secrets: &HashMap<String, String>) -> (String, bool) {
-    let Some(auth) = req.header("authorization") else {
-        return (String::new(), false);
-    };
-    let field = |name: &str| {
-        auth.split(&[' ', ','][..])
-            .find_map(|p| p.trim().strip_prefix(&format!("{name}=")))
-            .unwrap_or("")
-            .to_string()
-    };
-    let cred = field("Credential");
-    let mut scope = cred.split('/');
-    let key = scope.next().unwrap_or("").to_string();
-    let (date, region, service) = (
-        scope.next().unwrap_or(""),
-        scope.next().unwrap_or(""),
-        scope.next().unwrap_or(""),
-    );
-    let Some(secret) = secrets.get(&key) else {
-        return (key, false);
-    };
-    let signed = field("SignedHeaders");
-    let mut canonical = format!("{}\n{}\n\n", req.method, req.path);
-    for name in signed.split(';') {
-        let v = req.header(name).unwrap_or("");
-        canonical.push_str(&format!(
-            "{name}:{}\n",
-            v.split_whitespace().collect::<Vec<_>>().join(" ")
-        ));
-    }
-    canonical.push_str(&format!("\n{signed}\n{}", hex(&sha256(&req.body))));
-    let amz_date = req.header("x-amz-date").unwrap_or("");
-    let to_sign = format!(
-        "AWS4-HMAC-SHA256\n{amz_date}\n{date}/{region}/{service}/aws4_request\n{}",
-        hex(&sha256(canonical.as_bytes()))
-    );
-    let k = hmac(format!("AWS4{secret}").as_bytes(), date.as_bytes());
-    let k = hmac(&k, region.as_bytes());
-    let k = hmac(&k, service.as_bytes());
-    let k = hmac(&k, b"aws4_request");
-    let wanted = if req.header("x-amz-target").is_some() {
-        "ecr"
-    } else {
-        "ec2"
-    };
-    let good = hex(&hmac(&k, to_sign.as_bytes())) == field("Signature")
-        && service == wanted
-        && amz_date.starts_with(date);
-    (key, good)
 }
 
 fn error(code: &str, message: &str) -> String {
@@ -345,6 +208,11 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (form_decode(k), form_decode(v)))
         .collect();
+    let target = req.header("x-amz-target").unwrap_or("").to_string();
+    let action = match target.rsplit_once('.') {
+        Some((_, op)) => op.to_string(),
+        None => params.get("Action").cloned().unwrap_or_default(),
+    };
     let delay = {
         let mut st = shared.lock().unwrap();
         let r = &mut st.random;
@@ -357,6 +225,7 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         let delay = st.delay_ms + slow;
         if delay > 0 {
             st.in_flight += 1;
+            *st.held.entry(action.clone()).or_default() += 1;
         }
         delay
     };
@@ -364,11 +233,6 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         std::thread::sleep(std::time::Duration::from_millis(delay));
         shared.lock().unwrap().in_flight -= 1;
     }
-    let target = req.header("x-amz-target").unwrap_or("").to_string();
-    let action = match target.rsplit_once('.') {
-        Some((_, op)) => op.to_string(),
-        None => params.get("Action").cloned().unwrap_or_default(),
-    };
     let mut st = shared.lock().unwrap();
     let (key, good) = verify(req, &st.secrets);
     st.log.push((action.clone(), key, good));
@@ -648,63 +512,5 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
                 &format!("The action {other} is not valid for this web service."),
             ),
         ),
-    }
-}
-
-/// A fake IMDSv2: a token PUT, then the role and its credentials, each
-/// GET refused without the token. Credentials rotate: the n-th fetch gets
-/// `creds[min(n, len-1)]`, (key, secret, seconds to expiry).
-pub struct FakeImds {
-    pub url: String,
-    pub fetches: Arc<Mutex<usize>>,
-}
-
-impl FakeImds {
-    pub fn start(role: &str, region: &str, creds: Vec<(String, String, i64)>) -> FakeImds {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let fetches = Arc::new(Mutex::new(0usize));
-        let (role, region, count) = (role.to_string(), region.to_string(), fetches.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let Some(req) = read_request(&conn) else {
-                    continue;
-                };
-                if req.method == "PUT" && req.path == "/latest/api/token" {
-                    if req.header("x-aws-ec2-metadata-token-ttl-seconds").is_none() {
-                        reply(&conn, 400, "");
-                    } else {
-                        reply(&conn, 200, "fake-imds-token");
-                    }
-                    continue;
-                }
-                if req.header("x-aws-ec2-metadata-token") != Some("fake-imds-token") {
-                    reply(&conn, 401, "");
-                    continue;
-                }
-                let base = "/latest/meta-data/iam/security-credentials/";
-                if req.path == base {
-                    reply(&conn, 200, &role);
-                } else if req.path == format!("{base}{role}") {
-                    let mut n = count.lock().unwrap();
-                    let (k, s, secs) = creds[(*n).min(creds.len() - 1)].clone();
-                    *n += 1;
-                    let exp = chrono::Utc::now() + chrono::Duration::seconds(secs);
-                    reply(
-                        &conn,
-                        200,
-                        &format!(
-                            "{{\"Code\":\"Success\",\"Type\":\"AWS-HMAC\",\"AccessKeyId\":\"{k}\",\"SecretAccessKey\":\"{s}\",\"Token\":\"tok-{k}\",\"Expiration\":\"{}\"}}",
-                            exp.format("%Y-%m-%dT%H:%M:%SZ")
-                        ),
-                    );
-                } else if req.path == "/latest/meta-data/placement/region" {
-                    reply(&conn, 200, &region);
-                } else {
-                    reply(&conn, 404, "");
-                }
-            }
-        });
-        FakeImds { url, fetches }
     }
 }

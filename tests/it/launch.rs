@@ -325,7 +325,7 @@ fn user_data_runs_a_scheduler_from_the_same_file() {
     let env_path = secret_file(&dir, "env", &env);
     let log = dir.path("orca-scheduler.log");
     // The binary inside the image tree (the script names PREFIX's).
-    let _group = user_data(&root, &env_path, &root.join("opt/orca/bin/orca"), &log, &[]);
+    let group = user_data(&root, &env_path, &root.join("opt/orca/bin/orca"), &log, &[]);
     let image = env_value(&env, "ORCA_IMAGE");
     let mut first = 0;
     wait_until("the loop's scheduler leads", 60.0, || {
@@ -352,12 +352,27 @@ fn user_data_runs_a_scheduler_from_the_same_file() {
         read()
     );
     assert!(!read().contains(OWNER_PASSWORD), "no password in the log");
-    // Nothing is started again after the exit 0.
-    assert!(
-        !within(3.0, std::time::Duration::from_millis(200), || leader(&db)
-            .is_some()),
-        "no scheduler after a clean exit"
-    );
+    // Nothing is started again after the exit 0: the loop is gone.
+    wait_until("the loop has ended", 30.0, || group_gone(group.0));
+    assert!(leader(&db).is_none(), "no scheduler after a clean exit");
+}
+
+/// Whether no live process (a zombie counts as gone) is left in process
+/// group `pgid`.
+fn group_gone(pgid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    !dir.flatten().any(|e| {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            return false;
+        };
+        // After the command's `(name)`: state, parent, process group.
+        let mut f = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+        let state = f.next().unwrap_or("");
+        let group = f.nth(1).and_then(|g| g.parse::<i32>().ok());
+        group == Some(pgid) && state != "Z" && state != "X"
+    })
 }
 
 /// `user-data.sh`'s log stays under `ORCA_LOG_BYTES` (with what a check's
@@ -390,15 +405,12 @@ fn user_data_caps_its_log_and_stops_on_bad_input_or_sigterm() {
     // Bad input: started once, said, not restarted.
     let log = dir.path("bad.log");
     std::fs::write(dir.path("exit2"), "").unwrap();
-    let _bad = user_data(&root, &env_path, Path::new(&fake), &log, &[]);
+    let bad = user_data(&root, &env_path, Path::new(&fake), &log, &[]);
     wait_until("the loop says it stops", 30.0, || {
         read(&log).contains("exited 2 (bad input")
     });
-    assert!(!within(
-        2.0,
-        std::time::Duration::from_millis(100),
-        || count(&starts) > 1
-    ));
+    wait_until("the loop has ended", 30.0, || group_gone(bad.0));
+    assert_eq!(count(&starts), 1, "started once");
     std::fs::remove_file(dir.path("exit2")).unwrap();
     std::fs::remove_file(&starts).unwrap();
 

@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use crate::harness::*;
 use crate::pools::{pool_scheduler, pool_test};
-use crate::worker::hand_made_machine;
 
 /// A worker's round as a machine's login sends it with nothing to report
 /// and no room: it beats its machine's row (and holds that row's lock to
@@ -62,8 +61,7 @@ fn a_login_holding_its_machine_s_row_in_short_transactions_can_t_keep_it_from_re
     const SCALE: f64 = 1.0;
     const XACT: f64 = 4.0;
     let (db, dir) = pool_test("idle_seconds = 1\n");
-    let role = format!("orca_m_loop_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "loop", "pw");
     // Seen, then idle past its idle_seconds: due for removal.
     db.client_as(&role, "pw").batch_execute(ROUND).unwrap();
     wait_until("the machine is idle past its idle_seconds", 30.0, || {
@@ -83,13 +81,7 @@ fn a_login_holding_its_machine_s_row_in_short_transactions_can_t_keep_it_from_re
             ("ORCA_LOGIN_XACT_SECONDS", &XACT.to_string()),
         ],
     );
-    s.wait_for("the scheduler leads", 30.0, || {
-        db.one::<bool>(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
-                             AND objid = 1869767525 AND database =
-                                 (SELECT oid FROM pg_database WHERE datname = current_database()))",
-        )
-    });
+    s.wait_for("the scheduler leads", 30.0, || db.lead_held());
     let leads = Instant::now();
     // Removed within the bound (and a margin for a loaded box), as idle.
     s.wait_for("the machine is removed", SCALE + 2.0 * XACT + 6.0, || {
@@ -121,8 +113,7 @@ fn a_login_holding_its_machine_s_row_in_short_transactions_can_t_keep_it_from_re
 fn a_lost_machine_whose_login_holds_its_row_is_removed_all_the_same() {
     const XACT: f64 = 4.0;
     let (db, dir) = pool_test("idle_seconds = 600\n");
-    let role = format!("orca_m_lost_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "lost", "pw");
     db.client_as(&role, "pw").batch_execute(ROUND).unwrap();
     // Its rounds are rolled back: it is never heard from again, and it
     // holds its row all along.
@@ -218,9 +209,8 @@ fn nothing_a_machine_login_makes_outlives_it_or_is_read_by_another() {
         TestDb::unhardened(),
         &crate::pools::with_pool("p", "idle_seconds = 1\n"),
     );
-    let role = format!("orca_m_objs_{}", std::process::id());
-    let other = format!("orca_m_peek_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "objs", "pw");
+    let other = machine_role("peek");
     db.login_role(&other, "pw", "orca_worker");
     let groups = "('orca_worker', 'orca_instance')";
     let mut c = db.client_as(&role, "pw");
@@ -322,10 +312,12 @@ fn a_large_object_a_live_login_gives_its_group_is_removed_within_seconds() {
         db.one::<i64>("SELECT count(*) FROM pg_largeobject_metadata") == 0
     });
     assert!(taker_c.query_one("SELECT lo_get($1)", &[&oid]).is_err());
+    let why: String = db.one(
+        "SELECT coalesce(string_agg(why, ' | '), '') FROM orca.events WHERE kind = 'intruder'",
+    );
     assert!(
-        s.output().contains("intruder: group orca_instance"),
-        "{}",
-        s.output()
+        why.contains("group orca_instance") && why.contains("removed"),
+        "{why}"
     );
     s.stop();
 }
@@ -340,7 +332,7 @@ fn large_objects_a_login_keeps_locked_hold_up_no_tick() {
         TestDb::unhardened(),
         "[pipelines.slow]\ncommand = \"sleep 4\"\n",
     );
-    let role = format!("orca_m_lock_{}", std::process::id());
+    let role = machine_role("lock");
     db.login_role(&role, "pw", "orca_worker");
     let oids: Vec<u32> = db
         .client_as(&role, "pw")
@@ -410,8 +402,7 @@ fn a_row_held_briefly_on_two_occasions_far_apart_is_no_login_holding_it() {
     // busy, not due, meanwhile). Each hold here lasts 1.2 s, under
     // HELD_FOR_GOOD (2 s).
     let (db, dir) = pool_test("idle_seconds = 1\n");
-    let role = format!("orca_m_brief_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "brief", "pw");
     // Its worker's session, open from the start (a removal as idle may
     // come before its second round on a loaded box: then that round fails,
     // and only the events tell whether the login was taken for an intruder).

@@ -16,7 +16,6 @@ use crate::fake_aws::FakeEc2;
 use crate::harness::*;
 use crate::pools::with_pool;
 use crate::setup::{blocks, repo_file};
-use crate::worker::{hand_made_machine, hand_worker_with};
 
 /// The Debian package's binaries, or a failure saying how to get them.
 fn tool(name: &str) -> &'static str {
@@ -374,8 +373,7 @@ fn a_worker_serves_its_runs_starts_and_ends() {
         "[pipelines.good]\ncommand = \"true\"\nplacement = \"worker:p\"\n\
          [pipelines.bad]\ncommand = \"exit 3\"\nplacement = \"worker:p\"\n",
     ));
-    let role = format!("orca_m_metrics_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw-metrics");
+    let role = hand_machine(&db, "p", "metrics", "pw-metrics");
     let metrics = format!("127.0.0.1:{}", free_port());
     let (good, bad) = (db.queue("good"), db.queue("bad"));
     let mut w = hand_worker_with(
@@ -507,9 +505,10 @@ fn a_slow_or_huge_request_does_not_stop_the_next_scrape() {
     let (status, body) = get(&metrics, "/metrics", 30.0).expect("the next scrape is answered");
     assert_eq!(status, 200);
     assert!(body.contains("# TYPE orca_leader gauge"), "{body}");
-    // The slow client still holds its socket: it was let go, not waited on.
+    // The slow client still holds its socket: it was let go, not waited on
+    // (within Prometheus's 10 s scrape timeout).
     assert!(
-        began.elapsed() < Duration::from_secs(15),
+        began.elapsed() < Duration::from_secs(10),
         "the scrape waited {:?} behind them",
         began.elapsed()
     );
@@ -628,8 +627,9 @@ fn many_slow_clients_at_once_do_not_hold_up_a_scrape() {
     let began = Instant::now();
     let (status, _) = get(&metrics, "/metrics", 30.0).expect("the scrape is answered");
     assert_eq!(status, 200);
+    // Within Prometheus's 10 s scrape timeout.
     assert!(
-        began.elapsed() < Duration::from_secs(5),
+        began.elapsed() < Duration::from_secs(10),
         "the scrape waited {:?} behind the slow clients",
         began.elapsed()
     );

@@ -15,7 +15,6 @@ use postgres::{Client, Transaction};
 
 use crate::harness::*;
 use crate::pools::with_pool;
-use crate::worker::hand_made_machine;
 
 /// Buffers of `orca.runs` and its indexes, and index entries their scans
 /// returned, that this session read so far (PostgreSQL's counters of the
@@ -327,8 +326,7 @@ max_fills = 10000
 command = "true"
 "#,
     ));
-    let role = format!("orca_m_plans_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "pw");
+    let role = hand_machine(&db, "p", "plans", "pw");
     let mut c = db.client();
     let mut m = db.client_as(&role, "pw");
     let instance = format!("orca_i_plans_{}", std::process::id());

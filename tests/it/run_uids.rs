@@ -15,6 +15,21 @@ fn am_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Whether the test can't run here (switching uids needs root), said on
+/// stderr: the test then returns.
+fn not_root() -> bool {
+    if am_root() {
+        return false;
+    }
+    eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+    true
+}
+
+/// The scheduler with its runs as uids of `range` (`FIRST-LAST`).
+fn uids_scheduler(db: &TestDb, dir: &TempDir, range: &str) -> Proc {
+    db.scheduler(dir, &[("ORCA_RUN_UIDS", range)])
+}
+
 /// The live processes (not zombies) whose real, effective, saved or file
 /// uid is `uid`, as `/proc` shows them.
 fn processes_of(uid: u32) -> Vec<i32> {
@@ -185,8 +200,7 @@ impl Drop for RemoveOnDrop {
 
 #[test]
 fn two_local_runs_can_t_read_signal_or_share_tmp() {
-    if !am_root() {
-        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+    if not_root() {
         return;
     }
     runs_cant_reach_each_other("local", "local", (62000, 62009));
@@ -194,8 +208,7 @@ fn two_local_runs_can_t_read_signal_or_share_tmp() {
 
 #[test]
 fn a_local_run_and_a_pool_machine_s_run_can_t_reach_each_other() {
-    if !am_root() {
-        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+    if not_root() {
         return;
     }
     // The scheduler and the machine's worker: two supervisors on one host
@@ -205,8 +218,7 @@ fn a_local_run_and_a_pool_machine_s_run_can_t_reach_each_other() {
 
 #[test]
 fn a_run_s_setsid_escapee_ends_with_it_and_its_uid_is_taken_again() {
-    if !am_root() {
-        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+    if not_root() {
         return;
     }
     let dir = TempDir::new();
@@ -228,7 +240,7 @@ sleep 0.5; echo done
     let (db, _) = setup(&format!(
         "[pipelines.escape]\ncommand = [\"sh\", \"{script}\"]\n"
     ));
-    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62020-62029")]);
+    let mut s = uids_scheduler(&db, &dir, "62020-62029");
     let first = db.queue("escape");
     s.wait_for("the first run succeeds", 60.0, || {
         db.state(first) == "succeeded"
@@ -346,8 +358,7 @@ fn ec2_machines_keep_runs_of_their_own_uids_from_the_metadata_service() {
 /// another run can't start: it fails, its output saying why.
 #[test]
 fn every_process_of_a_run_s_uid_ends_with_it_and_a_full_range_starts_nothing() {
-    if !am_root() {
-        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+    if not_root() {
         return;
     }
     let dir = TempDir::new();
@@ -362,7 +373,7 @@ fn every_process_of_a_run_s_uid_ends_with_it_and_a_full_range_starts_nothing() {
         "[pipelines.hold]\ncommand = [\"sh\", \"{hold}\"]\n\n\
          [pipelines.other]\ncommand = \"echo started\"\n"
     ));
-    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62060-62060")]);
+    let mut s = uids_scheduler(&db, &dir, "62060-62060");
     let a = db.queue("hold");
     s.wait_for("the holder runs", 60.0, || {
         text(&db.output(a)).contains("id 62060")
@@ -400,8 +411,7 @@ fn every_process_of_a_run_s_uid_ends_with_it_and_a_full_range_starts_nothing() {
 /// kernel gives no run's command new privileges (`PR_SET_NO_NEW_PRIVS`).
 #[test]
 fn a_set_uid_program_a_run_leaves_gives_no_later_run_its_uid() {
-    if !am_root() {
-        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+    if not_root() {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -436,7 +446,7 @@ for f in /proc/[0-9]*/environ; do {planted} "$f" 2>/dev/null; done | tr '\0' '\n
          [pipelines.holder]\ncommand = [\"sh\", \"{holder}\"]\nenv = {{ SECRET = \"holder-secret-value\" }}\n\n\
          [pipelines.prober]\ncommand = [\"sh\", \"{prober}\"]\n"
     ));
-    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62070-62071")]);
+    let mut s = uids_scheduler(&db, &dir, "62070-62071");
     let p = db.queue("plant");
     s.wait_for("the planter succeeds", 60.0, || db.state(p) == "succeeded");
     let out = text(&db.output(p));
@@ -468,8 +478,7 @@ for f in /proc/[0-9]*/environ; do {planted} "$f" 2>/dev/null; done | tr '\0' '\n
 /// uid: the run fails, saying no uid is free).
 #[test]
 fn a_process_whose_main_thread_ended_keeps_its_uid_from_runs() {
-    if !am_root() {
-        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+    if not_root() {
         return;
     }
     let dir = TempDir::new();
@@ -491,7 +500,7 @@ fn a_process_whose_main_thread_ended_keeps_its_uid_from_runs() {
         std::fs::read_to_string(&status)
             .is_ok_and(|s| s.contains("State:\tZ") && s.contains("Threads:\t2"))
     });
-    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62090-62090")]);
+    let mut s = uids_scheduler(&db, &dir, "62090-62090");
     let b = db.queue("other");
     s.wait_for("the run ends", 60.0, || {
         !["queued", "running"].contains(&db.state(b).as_str())
@@ -511,8 +520,7 @@ fn a_process_whose_main_thread_ended_keeps_its_uid_from_runs() {
 /// (The test adds an entry to the host's file, and puts it back as it was.)
 #[test]
 fn a_range_overlapping_a_user_s_subordinate_uids_is_refused() {
-    if !am_root() {
-        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+    if not_root() {
         return;
     }
     let db = TestDb::new();
@@ -585,8 +593,7 @@ fn children_of(parent: i32) -> Vec<i32> {
 /// home and its files in `/tmp`. Its lock stays held by the cleaner.
 #[test]
 fn a_uid_whose_cleaner_outlives_its_keeper_stays_held_until_it_is_done() {
-    if !am_root() {
-        eprintln!("skipped: ORCA_RUN_UIDS needs the tests to run as root");
+    if not_root() {
         return;
     }
     let dir = TempDir::new();
@@ -604,7 +611,7 @@ fn a_uid_whose_cleaner_outlives_its_keeper_stays_held_until_it_is_done() {
     let (db, _) = setup(&format!(
         "[pipelines.many]\ncommand = [\"sh\", \"{script}\"]\n"
     ));
-    let mut s = db.scheduler(&dir, &[("ORCA_RUN_UIDS", "62110-62111")]);
+    let mut s = uids_scheduler(&db, &dir, "62110-62111");
     let run = db.queue("many");
     s.wait_for("its files are made", 90.0, || {
         text(&db.output(run)).contains("made")

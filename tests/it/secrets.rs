@@ -306,11 +306,9 @@ fn long_lived_processes_are_undumpable_and_their_environ_shows_no_secret() {
 
 #[test]
 fn a_boot_token_is_replaced_at_the_first_login_and_a_lost_rename_is_recovered() {
-    use crate::worker::{hand_made_machine, hand_worker_with};
     let (db, dir) =
         pool_test("[pipelines.job]\ncommand = \"echo ran\"\nplacement = \"worker:p\"\n");
-    let role = format!("orca_m_rot_{}", std::process::id());
-    hand_made_machine(&db, "p", &role, "boot-secret");
+    let role = hand_machine(&db, "p", "rot", "boot-secret");
     let file = dir.path("token");
     let env = [("ORCA_TOKEN_FILE", file.to_str().unwrap())];
     let mut w = hand_worker_with(&db, &dir, "p", &role, "boot-secret", &env);

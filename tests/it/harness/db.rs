@@ -397,6 +397,18 @@ impl TestDb {
             .unwrap();
     }
 
+    /// Whether a session holds the lead lock on this database now (the
+    /// server's view, `pg_locks`: after a restart, only a session made
+    /// since can).
+    pub fn lead_held(&self) -> bool {
+        self.one(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+                             AND classid = 0 AND objid = 1869767525 AND objsubid = 1
+                             AND database = (SELECT oid FROM pg_database
+                                             WHERE datname = current_database()))",
+        )
+    }
+
     /// How many events of `kind` there are, of any run or none.
     pub fn events_of_kind(&self, kind: &str) -> i64 {
         self.client()
