@@ -27,7 +27,8 @@
 //! - a schedule fired each slot once;
 //! - a run of an `on_lost = "fail"` pipeline (the workload's `*_once`, no
 //!   retries) begins one attempt at most; one whose command exited 0 but
-//!   whose supervisor a fault lost is failed as lost (excused).
+//!   whose supervisor a fault lost is failed as lost (excused), and so may
+//!   one that exited N (no exit code recorded, the reason said instead).
 //!
 //! A process the ledger saw begin but never end (SIGKILL) ran until the
 //! observer first found it gone, and no later than orca recorded its
@@ -583,6 +584,18 @@ pub fn check_noting(f: &Facts) -> Found {
             && r.exit_code != Some(code)
             && !timed_out
         {
+            // on_lost = "fail": an end its supervisor never wrote (killed
+            // between the exit and the write) is failed as lost, with the
+            // reason, not the exit code.
+            if rec.why.starts_with("lost (on_lost = \"fail\"")
+                && let Some(fault) = f.lost_by(sup, supg, e.t, rec.at)
+            {
+                notes.push(format!(
+                    "run {} attempt {} exited {code} but was failed as lost (on_lost = fail) before its end was written: its supervisor {sup} was lost ({})",
+                    e.run, e.start, fault.what
+                ));
+                continue;
+            }
             v.push(format!(
                 "tables: run {} ({}) last attempt {} exited {code} in the ledger, orca says exit {:?}",
                 e.run, r.pipeline, e.start, r.exit_code

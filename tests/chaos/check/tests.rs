@@ -311,3 +311,43 @@ fn a_process_outliving_its_attempt_is_leaked() {
     f.seen[0].last = 40.0;
     assert_eq!(check(&f).len(), 1, "{:?}", check(&f));
 }
+
+#[test]
+fn a_nonzero_exit_whose_supervisor_was_killed_before_it_wrote_it_may_fail_as_lost() {
+    // Attempt 1 exited 3 at 2.0; its scheduler was killed at 2.1 before it
+    // wrote the end; the next leader's sweep failed it as lost
+    // (on_lost = "fail"), with no exit code: orca's promise for an end
+    // lost with its supervisor.
+    let mut f = facts();
+    let mut r = run("failed", 1);
+    r.exit_code = None;
+    r.why = Some("lost (on_lost = \"fail\"): its supervisor was not seen".into());
+    f.runs.insert(1, r);
+    f.begins.push(begin(1, 1, 11, 1.0));
+    f.ends.push(end(1, 1, 11, 2.0, 3));
+    f.events.insert(
+        1,
+        vec![ev("started", 1.0), {
+            let mut e = ev("failed", 9.0);
+            e.why = "lost (on_lost = \"fail\"): its supervisor was not seen".into();
+            e
+        }],
+    );
+    let killed = Record {
+        what: "kill -9 scheduler".into(),
+        target: Target::Scheduler(SCHED),
+        effect: Effect::Killed,
+        start: 2.1,
+        end: 2.1,
+        blocks: Block::Stopped,
+    };
+    let v = check(&f);
+    assert!(
+        v.iter()
+            .any(|l| l.contains("run 1 (p) last attempt 1 exited 3")),
+        "without the fault it is a wrong exit code: {v:?}"
+    );
+    f.faults.push(killed);
+    let v = check(&f);
+    assert!(!v.iter().any(|l| l.starts_with("tables: run 1")), "{v:?}");
+}
