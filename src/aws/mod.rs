@@ -219,12 +219,12 @@ impl Client {
             )
             .map_err(Ec2Error::Unreachable)?
             {
-                Ok(resp) => {
+                Sent::Answer(resp) => {
                     return resp.into_string().map_err(|e| {
                         Ec2Error::Unreachable(format!("{action}: reading the answer: {e}"))
                     });
                 }
-                Err(ureq::Error::Status(code, resp)) => {
+                Sent::Status(code, resp) => {
                     let text = resp.into_string().unwrap_or_default();
                     let (c, m) = error_of(&text).unwrap_or_else(|| {
                         (format!("HTTP{code}"), format!("{action} answered {code}"))
@@ -246,7 +246,7 @@ impl Client {
                     }
                     return Err(Ec2Error::Refused(c, m));
                 }
-                Err(ureq::Error::Transport(t)) => {
+                Sent::Lost(t) => {
                     log::warn!("{action}: {} (attempt {}): retrying", t.kind(), attempt + 1);
                     last = format!("{}: no answer from {}", t.kind(), self.host());
                 }
@@ -295,10 +295,19 @@ pub fn attempt_wait(deadline: Option<Instant>, at: Instant) -> Option<Duration> 
     }
 }
 
+/// What a signed POST came to.
+enum Sent {
+    /// An answer with a success status.
+    Answer(ureq::Response),
+    /// An answer with an error status: the status and the answer.
+    Status(u16, ureq::Response),
+    /// No answer.
+    Lost(ureq::Transport),
+}
+
 /// Signs `req` (a POST) for `service` in `region` with the chain's
-/// credentials and sends it, waiting at most `wait` for the answer; the
-/// answer, or ureq's error (an HTTP error status among them). Err: no
-/// credentials, or it can't be signed.
+/// credentials and sends it, waiting at most `wait` for the answer: what
+/// it came to. Err: no credentials, or it can't be signed.
 fn signed_post(
     agent: &ureq::Agent,
     chain: &mut Chain,
@@ -306,7 +315,7 @@ fn signed_post(
     region: &str,
     service: &str,
     wait: Duration,
-) -> Result<Result<ureq::Response, ureq::Error>, String> {
+) -> Result<Sent, String> {
     let creds = chain.get()?;
     let signed = sign::headers(req, &creds, region, service, SystemTime::now())?;
     let mut post = agent.post(req.url).timeout(wait);
@@ -316,7 +325,11 @@ fn signed_post(
     for (k, v) in &signed {
         post = post.set(k, v);
     }
-    Ok(post.send_bytes(req.body))
+    Ok(match post.send_bytes(req.body) {
+        Ok(resp) => Sent::Answer(resp),
+        Err(ureq::Error::Status(code, resp)) => Sent::Status(code, resp),
+        Err(ureq::Error::Transport(t)) => Sent::Lost(t),
+    })
 }
 
 /// The credentials ECR calls sign with (one chain for the process).
@@ -349,10 +362,10 @@ pub fn ecr_authorization(region: &str) -> Result<String, String> {
     let chain = ECR_CHAIN.get_or_init(|| std::sync::Mutex::new(Chain::default()));
     let mut chain = chain.lock().unwrap_or_else(|p| p.into_inner());
     let text = match signed_post(&agent, &mut chain, &req, region, "ecr", ATTEMPT_TIMEOUT)? {
-        Ok(resp) => resp
+        Sent::Answer(resp) => resp
             .into_string()
             .map_err(|e| format!("{what}: reading the answer: {e}"))?,
-        Err(ureq::Error::Status(code, resp)) => {
+        Sent::Status(code, resp) => {
             let doc: serde_json::Value =
                 serde_json::from_str(&resp.into_string().unwrap_or_default()).unwrap_or_default();
             let kind = doc["__type"]
@@ -369,7 +382,7 @@ pub fn ecr_authorization(region: &str) -> Result<String, String> {
             );
             return Err(format!("{what}: HTTP {code}: {kind}: {message}"));
         }
-        Err(ureq::Error::Transport(t)) => return Err(format!("{what}: {}", t.kind())),
+        Sent::Lost(t) => return Err(format!("{what}: {}", t.kind())),
     };
     let doc: serde_json::Value =
         serde_json::from_str(&text).map_err(|_| format!("{what}: the answer is not JSON"))?;
