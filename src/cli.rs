@@ -273,8 +273,8 @@ pub enum Cmd {
         seconds: f64,
     },
     /// The schedulers (ORCA_OVERLAP=on), oldest first: live ones and those
-    /// gone within the last hour (--all: every one). `orca instances`, its
-    /// old name, is still taken.
+    /// gone within the last hour (--all: every one).
+    // `orca instances`, its old name, is still taken (scripts use it).
     #[command(visible_alias = "instances")]
     Schedulers {
         /// Every scheduler, however long gone.

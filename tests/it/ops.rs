@@ -391,7 +391,7 @@ fn status_exits_0_while_a_scheduler_leads_and_1_when_none_does() {
 }
 
 #[test]
-fn status_with_instance_rows_names_the_leading_instance() {
+fn status_with_scheduler_rows_names_the_leading_scheduler() {
     let (db, dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
     let mut s = db.scheduler(&dir, &[("ORCA_OVERLAP", "on")]);
     s.wait_for("status says it leads", 30.0, || status(&db, &[]).0 == 0);
