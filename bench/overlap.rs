@@ -24,7 +24,7 @@ use std::time::Instant;
 
 const CONFIG: &str = "[pipelines.t]\ncommand = \"true\"\n";
 
-/// One repetition's database, a client on it, and starting instances.
+/// One repetition's database, a client on it, and starting schedulers.
 struct Rep<'a> {
     b: &'a Bench,
     db: TestDb,
@@ -41,7 +41,7 @@ impl<'a> Rep<'a> {
 
     /// An overlap scheduler with `ORCA_IMAGE` `image` and stale limit
     /// `stale` s.
-    fn instance(&self, image: &str, stale: &str) -> Proc {
+    fn scheduler(&self, image: &str, stale: &str) -> Proc {
         self.b.spawn(
             &self.db,
             &["scheduler"],
@@ -141,7 +141,7 @@ struct Figures {
 /// Deploy handover, repetition `i` (A's offset `phase`).
 fn deploy(b: &Bench, f: &mut Figures, i: u32, phase: f64) {
     let mut r = Rep::new(b, format!("deploy-{i}"));
-    let mut a = r.instance("a", "10");
+    let mut a = r.scheduler("a", "10");
     if !r.leads(&mut a) {
         f.gap.push(None);
         f.join_lead.push(None);
@@ -149,7 +149,7 @@ fn deploy(b: &Bench, f: &mut Figures, i: u32, phase: f64) {
     }
     f.phase.push(phase);
     pause(phase);
-    let mut bb = r.instance("b", "10");
+    let mut bb = r.scheduler("b", "10");
     if !r.leads(&mut bb) {
         f.gap.push(None);
         f.join_lead.push(None);
@@ -177,7 +177,7 @@ fn deploy(b: &Bench, f: &mut Figures, i: u32, phase: f64) {
 /// Crash (kill -9) of the leader, repetition `i`.
 fn crash(b: &Bench, f: &mut Figures, i: u32, phase: f64) {
     let mut r = Rep::new(b, format!("crash-{i}"));
-    let mut a = r.instance("a", "10");
+    let mut a = r.scheduler("a", "10");
     if !r.leads(&mut a) {
         f.crash.push(None);
         f.crash_ls.push(None);
@@ -186,7 +186,7 @@ fn crash(b: &Bench, f: &mut Figures, i: u32, phase: f64) {
     pause(phase);
     let t0 = Instant::now();
     a.signal(libc::SIGKILL);
-    let mut c = r.instance("c", "10");
+    let mut c = r.scheduler("c", "10");
     if !r.leads(&mut c) {
         f.crash.push(None);
         f.crash_ls.push(None);
@@ -205,7 +205,7 @@ fn crash(b: &Bench, f: &mut Figures, i: u32, phase: f64) {
 /// Hang (SIGSTOP) of the leader, repetition `i`.
 fn hang(b: &Bench, f: &mut Figures, i: u32, phase: f64) {
     let mut r = Rep::new(b, format!("hang-{i}"));
-    let mut a = r.instance("a", "3");
+    let mut a = r.scheduler("a", "3");
     if !r.leads(&mut a) {
         f.hang.push(None);
         f.hang_ls.push(None);
@@ -216,7 +216,7 @@ fn hang(b: &Bench, f: &mut Figures, i: u32, phase: f64) {
     // (A stopped process acts on no signal but SIGKILL: if this goes
     // wrong, dropping `a` SIGKILLs it.)
     a.signal(libc::SIGSTOP);
-    let mut d = r.instance("d", "3");
+    let mut d = r.scheduler("d", "3");
     if !r.leads(&mut d) {
         f.hang.push(None);
         f.hang_ls.push(None);

@@ -1,7 +1,7 @@
--- What `orca deploy check` needs: whether a live instance leads, the live
--- instances that know fewer migrations than $2 (this binary's floor: each
+-- What `orca deploy check` needs: whether a live scheduler leads, the live
+-- schedulers that know fewer migrations than $2 (this binary's floor: each
 -- named, and how many it knows, in the same order), and
--- whether any instance is live at all, whether any live one is not
+-- whether any scheduler is live at all, whether any live one is not
 -- draining nor asked to (one that may lead), and the live ones draining or
 -- asked to, each named.
 -- $1: the stale limit (s).

@@ -1,6 +1,6 @@
 -- Why the queued runs among $1 wait, as far as the database can tell: for
 -- each, its pipeline, whether that is paused, whether a live scheduler
--- leads (the lead lock $2 is held and, where instance rows say who leads
+-- leads (the lead lock $2 is held and, where scheduler rows say who leads
 -- (overlap on), one of those was seen within the stale limit $3 (s) by the
 -- database's clock), its retry (failures so far, the attempts its retries
 -- allow, and when it may start: not_before, if still ahead, with its date

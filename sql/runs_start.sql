@@ -1,8 +1,9 @@
 -- Claims queued runs $1 (ids) for this process, each a new start (attempt)
--- number, in one statement: $2 the host, $3 the scheduler instance. Returns
--- the id and start of each claimed, oldest first (a run no longer queued is
--- not claimed). COLLATE "C": the runs looked up by their key, not through
--- a partial index on state (migration 0011).
+-- number, in one statement: $2 the host, $3 the scheduler's row id (the
+-- column runs.instance, a stored name). Returns the id and start of each
+-- claimed, oldest first (a run no longer queued is not claimed). COLLATE
+-- "C": the runs looked up by their key, not through a partial index on
+-- state (migration 0011).
 WITH r AS (
     UPDATE orca.runs SET state = 'running', start = start + 1, started_at = now(), ended_at = NULL,
         heartbeat = now(), host = $2, pid = NULL, instance = $3, machine = NULL, cancel = false,

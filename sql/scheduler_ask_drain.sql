@@ -1,10 +1,10 @@
--- Asks live instance $1 (NULL: the leader) to drain, unless it is the only
--- live instance neither draining nor asked to and $4 (--force) is false:
+-- Asks live scheduler $1 (NULL: the leader) to drain, unless it is the only
+-- live scheduler neither draining nor asked to and $4 (--force) is false:
 -- then nobody would lead. $2: the stale limit (s); $3: who asks. Returns
--- the instance found (none: no such live instance), whether it was asked,
--- and how many other live instances neither draining nor asked to there
+-- the scheduler found (none: no such live scheduler), whether it was asked,
+-- and how many other live schedulers neither draining nor asked to there
 -- are. Those are locked first (in id order), so two asks at once, of two
--- instances, see each other's: the second finds the first's instance
+-- schedulers, see each other's: the second finds the first's scheduler
 -- asked, not one more that may lead.
 WITH live AS (
     SELECT id FROM orca.schedulers

@@ -1,8 +1,8 @@
--- Marks instance $1 seen (clock_timestamp: a beat that waited out a stall
+-- Marks scheduler $1 seen (clock_timestamp: a beat that waited out a stall
 -- is not stale on landing), with $2 the runs its processes are, and this
 -- session as its deciding one. Returns whether it was asked to drain, and the
--- newest live instance after it that isn't draining (NULL if none). $3: the
--- stale limit (s). NULL row: the instance has ended (or was never there).
+-- newest live scheduler after it that isn't draining (NULL if none). $3: the
+-- stale limit (s). NULL row: the scheduler has ended (or was never there).
 UPDATE orca.schedulers SET seen_at = clock_timestamp(), running = $2, backend = pg_backend_pid()
 WHERE id = $1 AND ended_at IS NULL
 RETURNING drain_asked,

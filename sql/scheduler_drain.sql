@@ -1,4 +1,4 @@
--- Instance $1 drains ($2: why): it gives up the lead and starts nothing more.
+-- Scheduler $1 drains ($2: why): it gives up the lead and starts nothing more.
 WITH s AS (
     UPDATE orca.schedulers SET leads = false, draining = true
     WHERE id = $1 AND NOT draining

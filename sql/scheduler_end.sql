@@ -1,4 +1,4 @@
--- Instance $1 has ended: gone at once.
+-- Scheduler $1 has ended: gone at once.
 WITH s AS (
     UPDATE orca.schedulers SET ended_at = now(), leads = false, running = '{}', backend = NULL
     WHERE id = $1 AND ended_at IS NULL

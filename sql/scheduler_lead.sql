@@ -1,4 +1,4 @@
--- Instance $1 took the lead (it holds LEAD_LOCK on this session).
+-- Scheduler $1 took the lead (it holds LEAD_LOCK on this session).
 WITH s AS (
     UPDATE orca.schedulers SET leads = true, lead_since = now(), backend = pg_backend_pid()
     WHERE id = $1

@@ -1,4 +1,4 @@
--- Instances, oldest first, with whether each is live by the database's
+-- Schedulers, oldest first, with whether each is live by the database's
 -- clock ($1: stale s): unless $2 (--all), only those not long gone (live,
 -- or ended or unseen within the last hour).
 SELECT id, host, pid, image, migrations,

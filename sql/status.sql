@@ -4,7 +4,7 @@
 --   is another role's, which this role can't see), backend pid, when it
 --   began, and how long since its last statement began or ended (a
 --   scheduler's tick runs one every tick);
--- * the instance row that says it leads (overlap on), newest first: its
+-- * the scheduler row that says it leads (overlap on), newest first: its
 --   id, host, pid, since when it leads, and seconds since its last beat;
 -- * runs running and queued (through the partial indexes on state), and
 --   the queued run due the longest (past any retry delay) and for how long.

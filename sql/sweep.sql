@@ -4,7 +4,7 @@
 -- as does an EC2 attempt of a pipeline moved off ec2) whose
 -- heartbeat is older than the stale limit ($1 s)
 -- and that no live process supervises: not this process's ($2), and not held
--- by a live scheduler instance that lists them (the runs-held condition).
+-- by a live scheduler that lists them (the runs-held condition).
 -- They are queued again (cancelled, if a cancel was asked for; failed, by
 -- migration 22's trigger, for a pipeline with on_lost = "fail", which
 -- writes its own event).

@@ -272,13 +272,15 @@ pub enum Cmd {
         /// How long to stay warm (ORCA_EC2_POOL_SECONDS).
         seconds: f64,
     },
-    /// Scheduler instances (ORCA_OVERLAP=on), oldest first: live ones and
-    /// those gone within the last hour (--all: every one).
-    Instances {
-        /// Every instance, however long gone.
+    /// The schedulers (ORCA_OVERLAP=on), oldest first: live ones and those
+    /// gone within the last hour (--all: every one).
+    // `orca instances`, its old name, is still taken (scripts use it).
+    #[command(visible_alias = "instances")]
+    Schedulers {
+        /// Every scheduler, however long gone.
         #[arg(long)]
         all: bool,
-        /// A JSON array of instances.
+        /// A JSON array of schedulers.
         #[arg(long)]
         json: bool,
         /// Database options.
@@ -296,12 +298,12 @@ pub enum Cmd {
 /// `orca scheduler ...` actions.
 #[derive(Subcommand, Debug)]
 pub enum SchedulerCmd {
-    /// Ask a live instance (default: the leader) to drain: it starts nothing
+    /// Ask a live scheduler (default: the leader) to drain: it starts nothing
     /// more, lets its runs end, and exits.
     Drain {
-        /// The instance's id (see orca instances).
+        /// The scheduler's id (see orca schedulers).
         id: Option<i64>,
-        /// Drain it even when it is the only live instance (none will lead).
+        /// Drain it even when it is the only live scheduler (none will lead).
         #[arg(long)]
         force: bool,
         /// Database options.
@@ -320,7 +322,7 @@ pub enum DeployCmd {
         #[command(flatten)]
         db: DbOpts,
     },
-    /// Wait for the newest live instance to lead (exit 1 on timeout).
+    /// Wait for the newest live scheduler to lead (exit 1 on timeout).
     Wait {
         /// Seconds to wait at most.
         #[arg(long, default_value_t = 60.0, value_name = "S")]
@@ -332,8 +334,8 @@ pub enum DeployCmd {
 }
 
 impl Cmd {
-    /// Whether this is a long-lived process (the scheduler, a worker, an
-    /// instance's `ec2-serve`, `pool-wait`, `pool-next`) rather than a
+    /// Whether this is a long-lived process (the scheduler, a worker, an EC2
+    /// run's instance's `ec2-serve`, `pool-wait`, `pool-next`) rather than a
     /// one-shot command an operator runs.
     pub fn is_long_lived(&self) -> bool {
         matches!(

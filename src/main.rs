@@ -158,7 +158,7 @@ fn dispatch(cli: &Cli) -> Outcome {
             config,
             action: None,
         } => guard(true).and_then(|()| scheduler::main(config.as_deref())),
-        Cmd::Instances { json, all, db } => commands::schedulers::instances(*json, *all, db),
+        Cmd::Schedulers { json, all, db } => commands::schedulers::schedulers(*json, *all, db),
         Cmd::Worker { pool } => guard(true).and_then(|()| pools::worker::main(pool)),
         Cmd::Ec2Serve {
             instance,

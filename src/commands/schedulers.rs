@@ -1,6 +1,6 @@
 //! The commands about the schedulers: `orca scheduler drain`, `orca
-//! instances` (the schedulers' rows, for history; the command keeps its
-//! name), `orca deploy check` and `orca deploy wait`. Each reads the stale
+//! schedulers` (the schedulers' rows, for history; `orca instances`, its
+//! old name, still taken), `orca deploy check` and `orca deploy wait`. Each reads the stale
 //! limit (`ORCA_STALE_SECONDS`) the schedulers judge each other by.
 
 use super::{connect, pg, print_json, stale};
@@ -10,7 +10,7 @@ use crate::exit::{Outcome, no};
 use crate::lead::{self, DeployVerdict};
 use crate::runs;
 
-/// `orca scheduler drain [ID] [--force]`. Draining the only live instance
+/// `orca scheduler drain [ID] [--force]`. Draining the only live scheduler
 /// that is not draining leaves nobody to lead: refused (exit 1, "no")
 /// without `force`.
 pub fn drain(id: Option<i64>, force: bool, opts: &DbOpts) -> Outcome {
@@ -22,30 +22,31 @@ pub fn drain(id: Option<i64>, force: bool, opts: &DbOpts) -> Outcome {
             Ok(())
         }
         lead::DrainAsked::Alone(alone) => Err(no(format!(
-            "scheduler {alone} is the only live instance not draining: drained, none would lead; \
+            "scheduler {alone} is the only live scheduler not draining: drained, none would lead; \
              start another first, or drain it with --force"
         ))),
         lead::DrainAsked::NoSuch => Err(no(match id {
-            Some(id) => format!("no live scheduler instance {id}"),
-            None => "no live scheduler instance leads".to_string(),
+            Some(id) => format!("no live scheduler {id}"),
+            None => "no live scheduler leads".to_string(),
         })),
     }
 }
 
-/// `orca instances`: live ones and those gone within the hour (`all`:
-/// every one). With overlap off there are no instance rows; the
-/// scheduler holding the lead is shown from the lock itself.
-pub fn instances(json: bool, all: bool, opts: &DbOpts) -> Outcome {
+/// `orca schedulers` (alias `orca instances`): live ones and those gone
+/// within the hour (`all`: every one). With overlap off there are no rows
+/// in `orca.schedulers`; the scheduler holding the lead is shown from the
+/// lock itself.
+pub fn schedulers(json: bool, all: bool, opts: &DbOpts) -> Outcome {
     let stale = stale()?;
     let mut client = connect(opts)?;
-    let rows = lead::instances(&mut client, stale, all).map_err(pg)?;
+    let rows = lead::schedulers(&mut client, stale, all).map_err(pg)?;
     let unlisted_holder = if rows.iter().any(|r| r.role == "leader") {
         None
     } else {
         lead::lock::holder(&mut client)
     };
     if json {
-        // One array: each instance, and a scheduler with ORCA_OVERLAP=off
+        // One array: each scheduler's row, and a scheduler with ORCA_OVERLAP=off
         // holding the lead as one more element with the same keys.
         let mut doc: Vec<serde_json::Value> = rows
             .iter()
@@ -121,7 +122,7 @@ pub fn deploy_wait(timeout: f64, opts: &DbOpts) -> Outcome {
         Ok(())
     } else {
         Err(no(format!(
-            "the newest live scheduler instance does not lead after {timeout}s"
+            "the newest live scheduler does not lead after {timeout}s"
         )))
     }
 }

@@ -4,7 +4,7 @@
 //! database answers and a live scheduler leads, else 1 with the reason.
 //!
 //! "Leads" is judged by the database's clock, as `orca deploy check`
-//! judges it: with instance rows (`ORCA_OVERLAP=on`), the one that leads
+//! judges it: with rows in `orca.schedulers` (`ORCA_OVERLAP=on`), the one that leads
 //! beat within the stale limit and the lead lock is held; without, a
 //! scheduler's session holds the lead lock and ran a statement within the
 //! stale limit (its tick runs one every tick).
@@ -40,7 +40,7 @@ pub struct Holder {
     pub quiet: Option<f64>,
 }
 
-/// The instance row that says it leads (`ORCA_OVERLAP=on`).
+/// The row of `orca.schedulers` that says it leads (`ORCA_OVERLAP=on`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeadingRow {
     /// Its id.
@@ -58,11 +58,14 @@ pub struct LeadingRow {
 /// Who leads, when a live scheduler does.
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct Leader {
-    /// Its instance id (None with `ORCA_OVERLAP=off`: no instance rows).
-    pub instance: Option<i64>,
+    /// Its row's id in `orca.schedulers` (None with `ORCA_OVERLAP=off`: no
+    /// rows). `--json` calls it `instance`, as it always has: a format
+    /// operators' scripts read.
+    #[serde(rename = "instance")]
+    pub scheduler: Option<i64>,
     /// `host H pid P` (or, for a session this role can't see, what is known).
     pub who: String,
-    /// Since when: with instance rows, when it took the lead; else when its
+    /// Since when: with a row, when it took the lead; else when its
     /// session began (it takes the lead as it connects).
     pub since: Option<String>,
 }
@@ -94,7 +97,7 @@ pub fn judge_lead(
             ));
         }
         return Ok(Leader {
-            instance: Some(r.id),
+            scheduler: Some(r.id),
             who: format!("host {} pid {}", printable::line(&r.host), r.pid),
             since: r.since.clone(),
         });
@@ -118,7 +121,7 @@ pub fn judge_lead(
             h.quiet.unwrap_or_default()
         )),
         _ => Ok(Leader {
-            instance: None,
+            scheduler: None,
             who,
             since: h.since.clone(),
         }),
@@ -261,7 +264,7 @@ fn print_text(s: &Status) {
     match (&s.leader, &s.why) {
         (Some(l), _) => println!(
             "leader    {}{}{}",
-            l.instance
+            l.scheduler
                 .map_or(String::new(), |i| format!("scheduler {i}, ")),
             l.who,
             l.since
@@ -350,10 +353,10 @@ mod tests {
     const APP: &str = "orca scheduler host h1 pid 99 tag 0badcafe";
 
     #[test]
-    fn an_instance_leads_while_its_beat_is_fresh_and_it_holds_the_lock() {
+    fn a_scheduler_row_leads_while_its_beat_is_fresh_and_it_holds_the_lock() {
         let h = holder(Some(APP), Some(0.1));
         let l = judge_lead(Some(&h), Some(&row(1.0)), 30.0).unwrap();
-        assert_eq!(l.instance, Some(7));
+        assert_eq!(l.scheduler, Some(7));
         assert_eq!(l.who, "host h1 pid 99");
         assert_eq!(l.since.as_deref(), Some("2026-01-01T00:00:01Z"));
         let e = judge_lead(Some(&h), Some(&row(31.0)), 30.0).unwrap_err();
@@ -363,9 +366,9 @@ mod tests {
     }
 
     #[test]
-    fn without_instance_rows_a_busy_scheduler_session_on_the_lock_leads() {
+    fn without_scheduler_rows_a_busy_scheduler_session_on_the_lock_leads() {
         let l = judge_lead(Some(&holder(Some(APP), Some(0.5))), None, 30.0).unwrap();
-        assert_eq!(l.instance, None);
+        assert_eq!(l.scheduler, None);
         assert_eq!(l.who, "host h1 pid 99");
         let e = judge_lead(Some(&holder(Some(APP), Some(45.0))), None, 30.0).unwrap_err();
         assert!(e.contains("quiet for 45s"), "{e}");
@@ -378,5 +381,20 @@ mod tests {
         // Another role's session: what it is can't be seen; the lock held
         // is taken as the lead, as `orca run --wait` takes it.
         assert!(judge_lead(Some(&holder(None, None)), None, 30.0).is_ok());
+    }
+
+    #[test]
+    fn the_leaders_json_keeps_its_stored_keys() {
+        // `orca status --json`'s `leader` is read by operators' scripts: the
+        // scheduler's row id keeps the key `instance` it always had.
+        let l = judge_lead(Some(&holder(Some(APP), Some(0.1))), Some(&row(1.0)), 30.0).unwrap();
+        assert_eq!(
+            serde_json::to_value(&l).unwrap(),
+            serde_json::json!({
+                "instance": 7,
+                "who": "host h1 pid 99",
+                "since": "2026-01-01T00:00:01Z",
+            })
+        );
     }
 }

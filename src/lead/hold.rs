@@ -1,6 +1,7 @@
 //! Holding the lead, tick by tick: whether this scheduler leads now, on which
 //! session and since when; taking the lock again after a reconnect; with
-//! overlap on, the instance's beat and the decision to drain.
+//! overlap on, the beat of its row in `orca.schedulers` and the decision to
+//! drain.
 //!
 //! Invariants:
 //! * The lead is held on one session: after a reconnect it is taken again
@@ -9,8 +10,8 @@
 //! * With overlap off, a scheduler that finds the lead taken by another
 //!   process while it was cut off starts nothing more and exits once its runs
 //!   end.
-//! * With overlap on, an instance drains (gives the lock up as it begins) on SIGTERM
-//!   or SIGINT, when asked, or when a newer live instance exists; once
+//! * With overlap on, a scheduler drains (gives the lock up as it begins) on
+//!   SIGTERM or SIGINT, when asked, or when a newer live scheduler exists; once
 //!   draining it never leads again. A leader whose beats fail for the stale
 //!   limit stops deciding by itself.
 
@@ -20,8 +21,9 @@ use crate::db::{Db, sql};
 use crate::lead::{Known, Term, lock};
 use crate::plural::count;
 
-/// This process as a scheduler instance (overlap on).
-pub struct Instance {
+/// This process as it joined `orca.schedulers` (overlap on): its row and
+/// what its hold on the lead remembers of it.
+pub struct Joined {
     /// Its row's id in `orca.schedulers`.
     pub id: i64,
     draining: bool,
@@ -31,10 +33,10 @@ pub struct Instance {
     said_waiting: bool,
 }
 
-impl Instance {
-    /// Instance `id`, just joined.
-    pub fn new(id: i64) -> Instance {
-        Instance {
+impl Joined {
+    /// Scheduler row `id`, just joined.
+    pub fn new(id: i64) -> Joined {
+        Joined {
             id,
             draining: false,
             last_beat: Instant::now(),
@@ -45,7 +47,7 @@ impl Instance {
 
 /// What this process supervises, as a lead step needs it.
 pub struct Supervised<'a> {
-    /// The runs its processes are (beaten with the instance row).
+    /// The runs its processes are (beaten with its scheduler row).
     pub ours: &'a [i64],
     /// How many runs it supervises (for the log).
     pub running: usize,
@@ -61,9 +63,9 @@ pub struct Leadership {
     held: Option<(u64, Instant)>,
     /// Another process took the lead while this one was cut off.
     pub lost_to: Option<String>,
-    /// This process's instance row, with overlap on.
-    pub instance: Option<Instance>,
-    /// The instance drained and ended its row: time to exit 0.
+    /// This process's row in `orca.schedulers`, with overlap on.
+    pub joined: Option<Joined>,
+    /// This scheduler drained and ended its row: time to exit 0.
     pub ended: bool,
     /// Who leads, as this process's other threads see it.
     known: Known,
@@ -71,27 +73,27 @@ pub struct Leadership {
     told: Option<u64>,
 }
 
-/// Why an instance drains, if it should: `stopping` (it got SIGTERM or
+/// Why a scheduler drains, if it should: `stopping` (it got SIGTERM or
 /// SIGINT), `drain_asked` (`orca scheduler drain`), `newer` (a newer live
-/// instance that isn't draining), in that order.
+/// scheduler that isn't draining), in that order.
 pub fn drain_why(stopping: bool, drain_asked: bool, newer: Option<i64>) -> Option<String> {
     if stopping {
         Some("got SIGTERM or SIGINT".to_string())
     } else if drain_asked {
         Some("asked to drain (orca scheduler drain)".to_string())
     } else {
-        newer.map(|n| format!("a newer instance ({n}) is live"))
+        newer.map(|n| format!("a newer scheduler ({n}) is live"))
     }
 }
 
 /// Whether a leader stops deciding by itself: it leads (`leads`) and no
 /// beat of its landed for over the stale limit (`since_beat` s, by its
-/// monotonic clock): another instance may have taken over meanwhile.
+/// monotonic clock): another scheduler may have taken over meanwhile.
 pub fn beat_late(leads: bool, since_beat: f64, stale: f64) -> bool {
     leads && since_beat > stale
 }
 
-/// What an instance's step does once it has beaten (and stepped down, if
+/// What a scheduler's step (overlap on) does once it has beaten (and stepped down, if
 /// a drain was due).
 #[derive(Debug, PartialEq)]
 pub enum Then {
@@ -105,7 +107,7 @@ pub enum Then {
     Try,
 }
 
-/// What an instance's step does next ([`Then`]): `draining`, supervising
+/// What a scheduler's step (overlap on) does next ([`Then`]): `draining`, supervising
 /// nothing (`idle`), holding the lead on this session (`holds`, asked only
 /// when not draining).
 pub fn overlap_then(draining: bool, idle: bool, holds: impl FnOnce() -> bool) -> Then {
@@ -131,13 +133,13 @@ fn holds(held: &mut Option<(u64, Instant)>, session: u64) -> bool {
 
 impl Leadership {
     /// A process that took the lead on `session` (overlap off), or with
-    /// `instance` its row (overlap on: it leads once a step takes the lead).
-    pub fn new(app: String, session: Option<u64>, instance: Option<Instance>) -> Leadership {
+    /// `joined` its row (overlap on: it leads once a step takes the lead).
+    pub fn new(app: String, session: Option<u64>, joined: Option<Joined>) -> Leadership {
         Leadership {
             app,
             held: session.map(|s| (s, Instant::now())),
             lost_to: None,
-            instance,
+            joined,
             ended: false,
             known: Known::default(),
             told: None,
@@ -154,34 +156,34 @@ impl Leadership {
     /// file on it).
     pub fn term<'a>(&'a mut self, db: &'a mut Db) -> Option<Term<'a>> {
         let session = db.sessions;
-        let instance = self.instance.as_ref().map(|i| i.id);
-        holds(&mut self.held, session).then(|| Term::new(db, session, &mut self.held, instance))
+        let scheduler = self.joined.as_ref().map(|j| j.id);
+        holds(&mut self.held, session).then(|| Term::new(db, session, &mut self.held, scheduler))
     }
 
-    /// Whether this instance waits for a lead another instance holds (its
+    /// Whether this scheduler waits for a lead another scheduler holds (its
     /// last step found it held): between ticks it may wait on the lock
     /// ([`Leadership::wait_for_lead`]) rather than sleep.
     pub fn waits(&self) -> bool {
         self.held.is_none()
             && self.lost_to.is_none()
             && self
-                .instance
+                .joined
                 .as_ref()
-                .is_some_and(|i| !i.draining && i.said_waiting)
+                .is_some_and(|j| !j.draining && j.said_waiting)
     }
 
     /// Waits until `until` at most for the lead lock, instead of sleeping
     /// (see [`Leadership::waits`]): taken the moment its holder gives it up,
     /// so a deploy's hand-over leaves no tick without a leader. Whether this
-    /// instance leads now (`Some(false)`: the time passed first), or `None`
+    /// scheduler leads now (`Some(false)`: the time passed first), or `None`
     /// if the wait failed (said).
     pub fn wait_for_lead(&mut self, db: &mut Db, until: Instant) -> Option<bool> {
-        let inst = self.instance.as_mut().filter(|_| self.held.is_none())?;
+        let joined = self.joined.as_mut().filter(|_| self.held.is_none())?;
         let wait = until.saturating_duration_since(Instant::now());
         if wait.as_millis() < 10 {
             return Some(false);
         }
-        let (id, session) = (inst.id, db.sessions);
+        let (id, session) = (joined.id, db.sessions);
         let waited = db.run_fenced(session, |c| {
             let taken = lock::wait_take(c, wait)?;
             if taken {
@@ -191,8 +193,8 @@ impl Leadership {
         });
         match waited {
             Ok(true) => {
-                log::info!("instance {id} leads (the lead was handed over)");
-                inst.said_waiting = false;
+                log::info!("scheduler {id} leads (the lead was handed over)");
+                joined.said_waiting = false;
                 self.held = Some((session, Instant::now()));
                 Some(true)
             }
@@ -216,8 +218,8 @@ impl Leadership {
     ) -> Option<Term<'a>> {
         let session = self.lead_session(db, stale, stopping, sup);
         self.tell(db, session);
-        let instance = self.instance.as_ref().map(|i| i.id);
-        Some(Term::new(db, session?, &mut self.held, instance))
+        let scheduler = self.joined.as_ref().map(|j| j.id);
+        Some(Term::new(db, session?, &mut self.held, scheduler))
     }
 
     /// Tells this process's other threads who leads ([`Known`]): whether
@@ -254,7 +256,7 @@ impl Leadership {
         stopping: fn() -> bool,
         sup: Supervised,
     ) -> Option<u64> {
-        if self.instance.is_some() {
+        if self.joined.is_some() {
             self.overlap_step(db, stale, stopping, sup)
         } else {
             self.leading(db, stopping, sup.running)
@@ -298,9 +300,9 @@ impl Leadership {
         }
     }
 
-    /// With overlap on: beats this instance, drains when a newer one is live
-    /// or it is asked to (or got SIGTERM), and otherwise takes the lead when
-    /// it is free, or held by a gone instance. Returns the leading session.
+    /// With overlap on: beats this scheduler's row, drains when a newer one
+    /// is live or it is asked to (or got SIGTERM), and otherwise takes the
+    /// lead when it is free, or held by a gone scheduler. Returns the leading session.
     fn overlap_step(
         &mut self,
         db: &mut Db,
@@ -308,13 +310,13 @@ impl Leadership {
         stopping: fn() -> bool,
         sup: Supervised,
     ) -> Option<u64> {
-        let inst = self.instance.as_mut()?;
-        let id = inst.id;
+        let joined = self.joined.as_mut()?;
+        let id = joined.id;
         // A leader that could not beat for the stale limit stops deciding by
-        // itself: another instance may have taken over meanwhile.
+        // itself: another scheduler may have taken over meanwhile.
         if beat_late(
             self.held.is_some(),
-            inst.last_beat.elapsed().as_secs_f64(),
+            joined.last_beat.elapsed().as_secs_f64(),
             stale,
         ) {
             log::warn!("no beat landed for over {stale}s: giving up the lead");
@@ -324,7 +326,7 @@ impl Leadership {
         let beat = match db.run(|c| super::beat(c, id, sup.ours, stale)) {
             Ok(Some(b)) => b,
             Ok(None) => {
-                log::error!("instance {id}'s row has ended: draining");
+                log::error!("scheduler {id}'s row has ended: draining");
                 super::Beat {
                     drain_asked: true,
                     newer: None,
@@ -335,9 +337,9 @@ impl Leadership {
                 return None;
             }
         };
-        inst.last_beat = Instant::now();
+        joined.last_beat = Instant::now();
         if let Some(why) = drain_why(stopping(), beat.drain_asked, beat.newer)
-            && !inst.draining
+            && !joined.draining
         {
             // Decide nothing more from here on, whatever the step down comes to.
             self.held = None;
@@ -347,7 +349,7 @@ impl Leadership {
                         "draining: {why}; supervising {} to their end",
                         count(sup.running as i64, "run")
                     );
-                    inst.draining = true;
+                    joined.draining = true;
                 }
                 Err(e) => {
                     e.complain();
@@ -356,7 +358,7 @@ impl Leadership {
             }
         }
         let session = db.sessions;
-        match overlap_then(inst.draining, sup.idle, || holds(&mut self.held, session)) {
+        match overlap_then(joined.draining, sup.idle, || holds(&mut self.held, session)) {
             Then::End => {
                 match db.run(|c| super::end(c, id)) {
                     Ok(()) => self.ended = true,
@@ -374,16 +376,16 @@ impl Leadership {
             super::try_lead(c, id, stale)
         }) {
             Ok(super::Lead::Taken) => {
-                log::info!("instance {id} leads");
-                inst.said_waiting = false;
+                log::info!("scheduler {id} leads");
+                joined.said_waiting = false;
                 self.held = Some((session, Instant::now()));
                 Some(session)
             }
             Ok(super::Lead::Held) => {
-                if !inst.said_waiting {
+                if !joined.said_waiting {
                     let who = lock::who_leads(db);
-                    log::info!("instance {id} waits for the lead, held by {who}");
-                    inst.said_waiting = true;
+                    log::info!("scheduler {id} waits for the lead, held by {who}");
+                    joined.said_waiting = true;
                 }
                 None
             }
@@ -400,7 +402,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn drains_on_a_stop_then_when_asked_then_for_a_newer_instance() {
+    fn drains_on_a_stop_then_when_asked_then_for_a_newer_scheduler() {
         assert_eq!(drain_why(false, false, None), None);
         assert_eq!(
             drain_why(true, true, Some(9)).as_deref(),
@@ -412,7 +414,7 @@ mod tests {
         );
         assert_eq!(
             drain_why(false, false, Some(9)).as_deref(),
-            Some("a newer instance (9) is live")
+            Some("a newer scheduler (9) is live")
         );
     }
 
@@ -425,8 +427,8 @@ mod tests {
     }
 
     #[test]
-    fn a_draining_instance_ends_once_idle_and_never_leads_again() {
-        let never = || panic!("a draining instance doesn't ask whether it holds the lead");
+    fn a_draining_scheduler_ends_once_idle_and_never_leads_again() {
+        let never = || panic!("a draining scheduler doesn't ask whether it holds the lead");
         assert_eq!(overlap_then(true, true, never), Then::End);
         assert_eq!(overlap_then(true, false, never), Then::Drain);
         assert_eq!(overlap_then(false, true, || true), Then::Lead);

@@ -1,37 +1,38 @@
-//! Scheduler instances (seed 002, `orca.instances`): several `orca
-//! scheduler`s on one Postgres during a deploy, one leading, the older
-//! draining, nothing lost or run twice.
+//! The schedulers and their lead (seed 002, `orca.schedulers`): several
+//! `orca scheduler`s on one Postgres during a deploy, one leading, the older
+//! draining, nothing lost or run twice. ("Instance" is never a scheduler:
+//! it is an EC2 run's head or worker, `orca.instances`, `warm_pool`.)
 //!
 //! With `ORCA_OVERLAP=on` each scheduler has a row in `orca.schedulers`,
 //! beaten every tick with the runs its processes are. The newest live
-//! instance that isn't draining leads: it holds `LEAD_LOCK` on the session it
-//! decides on. An older instance that sees a newer live one (or is asked to)
+//! scheduler that isn't draining leads: it holds `LEAD_LOCK` on the session it
+//! decides on. An older scheduler that sees a newer live one (or is asked to)
 //! gives the lock up and drains: it starts nothing, supervises its runs to
 //! their end, ends its row and exits 0.
 //!
 //! Live means: not ended, and seen within the stale limit by the database's
-//! clock. A run is held while the live instance that started it lists it; only
-//! a gone instance's runs, once their heartbeats are stale too, are queued
+//! clock. A run is held while the live scheduler that started it lists it; only
+//! a gone scheduler's runs, once their heartbeats are stale too, are queued
 //! again (the sweep in `sql/sweep.sql`).
 //!
 //! The parts: [`lock`] is the lock itself (its key, taking it, who holds it,
 //! freeing one held by a session that can't lead); [`hold`] is a
 //! scheduler's hold on it tick by tick (taking it again after a reconnect,
-//! the instance's beat, when to drain), which gives a leader's duties the
+//! its row's beat, when to drain), which gives a leader's duties the
 //! lead as a [`Term`] (`term`: the fenced session, the only way a duty
-//! reaches the database); this file is the instance rows
-//! (`orca.schedulers`) and `orca instances`, `orca deploy check` / `wait`.
+//! reaches the database); this file is the schedulers' rows
+//! (`orca.schedulers`) and `orca schedulers`, `orca deploy check` / `wait`.
 //! The scheduler calls into this part; it never calls the scheduler.
 //!
 //! Invariants:
 //! * Only the session holding `LEAD_LOCK` decides; with overlap on, that is
-//!   the newest live instance that isn't draining (newest: its binary knows
+//!   the newest live scheduler that isn't draining (newest: its binary knows
 //!   the most migrations, then the latest to join).
-//! * An instance that drains records it, then gives the lock up (whether
+//! * A scheduler that drains records it, then gives the lock up (whether
 //!   or not the record landed) and decides nothing more; a draining
-//!   instance never takes it again.
+//!   scheduler never takes it again.
 //! * A holder that is gone (not seen for the stale limit) has its session
-//!   ended by the next instance; a live instance's session never is.
+//!   ended by the next scheduler; a live scheduler's session never is.
 
 pub mod hold;
 pub mod known;
@@ -57,7 +58,7 @@ pub fn overlap_on() -> Result<bool, String> {
     }
 }
 
-/// `ORCA_IMAGE`: what this binary is (an image tag, a version), for `orca instances`.
+/// `ORCA_IMAGE`: what this binary is (an image tag, a version), for `orca schedulers`.
 pub fn image() -> String {
     std::env::var("ORCA_IMAGE").unwrap_or_default()
 }
@@ -72,13 +73,13 @@ pub fn join(client: &mut Client, host: &str, migrations: i32) -> Result<i64, pos
 
 /// What a beat learned.
 pub struct Beat {
-    /// The instance was asked to drain.
+    /// The scheduler was asked to drain.
     pub drain_asked: bool,
-    /// The newest live instance after this one that isn't draining.
+    /// The newest live scheduler after this one that isn't draining.
     pub newer: Option<i64>,
 }
 
-/// Marks instance `id` seen with `running` its processes' runs. `None` when
+/// Marks scheduler `id` seen with `running` its processes' runs. `None` when
 /// its row has ended.
 pub fn beat(
     client: &mut Client,
@@ -102,7 +103,7 @@ pub enum Lead {
     Held,
 }
 
-/// Takes the lead for instance `id` if no one holds it; if a gone instance
+/// Takes the lead for scheduler `id` if no one holds it; if a gone scheduler
 /// holds it (hung, or cut off), ends that holder's session first.
 pub fn try_lead(client: &mut Client, id: i64, stale: f64) -> Result<Lead, postgres::Error> {
     let mut taken = lock::try_take(client)?;
@@ -122,8 +123,8 @@ pub fn try_lead(client: &mut Client, id: i64, stale: f64) -> Result<Lead, postgr
     }
 }
 
-/// Instance `id` drains: records why, then gives up the lead (if it held
-/// it) whether or not the record landed, so the instance waiting for it
+/// Scheduler `id` drains: records why, then gives up the lead (if it held
+/// it) whether or not the record landed, so the scheduler waiting for it
 /// takes it after the record, and never waits on a record that can't land.
 pub fn step_down(client: &mut Client, id: i64, why: &str) -> Result<(), postgres::Error> {
     let recorded = client
@@ -133,7 +134,7 @@ pub fn step_down(client: &mut Client, id: i64, why: &str) -> Result<(), postgres
     recorded
 }
 
-/// Instance `id` has ended: gone at once.
+/// Scheduler `id` has ended: gone at once.
 pub fn end(client: &mut Client, id: i64) -> Result<(), postgres::Error> {
     client.execute(sql::SCHEDULER_END, &[&id]).map(|_| ())
 }
@@ -141,17 +142,17 @@ pub fn end(client: &mut Client, id: i64) -> Result<(), postgres::Error> {
 /// What `orca scheduler drain` came to.
 #[derive(Debug, PartialEq, Eq)]
 pub enum DrainAsked {
-    /// No such live instance (no live leader, when none was named).
+    /// No such live scheduler (no live leader, when none was named).
     NoSuch,
-    /// This instance was asked to drain.
+    /// This scheduler was asked to drain.
     Asked(i64),
-    /// Not asked: this instance is the only live one not draining, so
+    /// Not asked: this scheduler is the only live one not draining, so
     /// nobody would lead after it (`--force` drains it anyway).
     Alone(i64),
 }
 
-/// Asks live instance `id` (the leader when `None`) to drain, unless it is
-/// the only live instance not draining and `force` is false (see
+/// Asks live scheduler `id` (the leader when `None`) to drain, unless it is
+/// the only live scheduler not draining and `force` is false (see
 /// [`DrainAsked`]). `by` says who asks (the `drain asked` event).
 pub fn ask_drain(
     client: &mut Client,
@@ -171,9 +172,10 @@ pub fn ask_drain(
     })
 }
 
-/// An instance as `orca instances` shows it.
+/// A scheduler as `orca schedulers` shows it (its `--json` keys are a
+/// format operators' scripts read).
 #[derive(Serialize, Debug)]
-pub struct InstanceRow {
+pub struct SchedulerRow {
     /// Its id (join order).
     pub id: i64,
     /// Its host.
@@ -194,13 +196,13 @@ pub struct InstanceRow {
     pub last_seen: String,
 }
 
-/// Every instance not long gone (live, or ended or unseen within the last
+/// Every scheduler not long gone (live, or ended or unseen within the last
 /// hour; `all`: every one), oldest first.
-pub fn instances(
+pub fn schedulers(
     client: &mut Client,
     stale: f64,
     all: bool,
-) -> Result<Vec<InstanceRow>, postgres::Error> {
+) -> Result<Vec<SchedulerRow>, postgres::Error> {
     Ok(client
         .query(sql::SCHEDULERS_LIST, &[&stale, &all])?
         .iter()
@@ -214,7 +216,7 @@ pub fn instances(
                 (true, true, false) => "leader",
                 (true, false, false) => "standby",
             };
-            InstanceRow {
+            SchedulerRow {
                 id: r.get("id"),
                 host: r.get("host"),
                 pid: r.get("pid"),
@@ -229,10 +231,10 @@ pub fn instances(
         .collect())
 }
 
-/// The live instances that drain, as `orca deploy check` reads them.
+/// The live schedulers that drain, as `orca deploy check` reads them.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct DrainingLive {
-    /// Whether every live instance drains (none may lead).
+    /// Whether every live scheduler drains (none may lead).
     pub all: bool,
     /// Each of them, named.
     pub names: Vec<String>,
@@ -243,23 +245,23 @@ pub struct DrainingLive {
 pub enum DeployVerdict {
     /// No scheduler runs: nothing blocks a start (exit 0, said).
     NoneRunning,
-    /// A live instance leads and every live one can run beside this
+    /// A live scheduler leads and every live one can run beside this
     /// binary (exit 0, nothing said).
     Clear,
-    /// Every live instance drains and none leads (`orca scheduler drain
+    /// Every live scheduler drains and none leads (`orca scheduler drain
     /// --force` of the only one): none will lead, nothing blocks a start
-    /// (exit 0, said: these instances, named).
+    /// (exit 0, said: these schedulers, named).
     Draining(Vec<String>),
     /// This binary can't start beside the scheduler going now: why (exit 1).
     Blocked(String),
 }
 
-/// The verdict from what the database says: `led` (a live instance leads),
-/// `any_live` (any instance is live), `draining` (the live instances that
+/// The verdict from what the database says: `led` (a live scheduler leads),
+/// `any_live` (any scheduler is live), `draining` (the live schedulers that
 /// drain, named: when they are all the live ones, none will lead),
 /// `overlap_off` (who holds the lead
-/// lock without an instance row: a scheduler with `ORCA_OVERLAP=off`), and
-/// `behind` (live instances that know fewer migrations than `floor`: each
+/// lock without a row in `orca.schedulers`: a scheduler with
+/// `ORCA_OVERLAP=off`), and `behind` (live schedulers that know fewer migrations than `floor`: each
 /// named, with how many it knows).
 pub fn deploy_verdict(
     led: bool,
@@ -284,7 +286,7 @@ pub fn deploy_verdict(
             each.join("; ")
         ));
     }
-    // Every live instance drains or was asked to: none will lead, even if
+    // Every live scheduler drains or was asked to: none will lead, even if
     // one still holds the lead this instant (it hasn't seen the ask yet).
     if any_live && draining.all {
         return DeployVerdict::Draining(draining.names);
@@ -294,20 +296,20 @@ pub fn deploy_verdict(
     }
     if any_live {
         return DeployVerdict::Blocked(
-            "no live scheduler instance leads (a handover under way? try again in a few seconds)"
+            "no live scheduler leads (a handover under way? try again in a few seconds)"
                 .to_string(),
         );
     }
     match overlap_off {
         Some(who) => DeployVerdict::Blocked(format!(
-            "no live scheduler instance leads: the running scheduler ({who}) has ORCA_OVERLAP=off and can't hand over; stop it, then start the new one"
+            "no live scheduler leads: the running scheduler ({who}) has ORCA_OVERLAP=off and can't hand over; stop it, then start the new one"
         )),
         None => DeployVerdict::NoneRunning,
     }
 }
 
 /// Whether this binary can start beside the scheduler going now (see
-/// [`deploy_verdict`]): a live instance must lead, and none may know fewer
+/// [`deploy_verdict`]): a live scheduler must lead, and none may know fewer
 /// migrations than this binary's floor; with no scheduler at all, nothing
 /// blocks a start. Doesn't migrate.
 pub fn deploy_check(
@@ -341,8 +343,8 @@ pub fn deploy_check(
 }
 
 /// `orca deploy wait`: waits up to `timeout` seconds for the newest live
-/// instance to lead (a handover over); true at once with no instance live.
-/// With `ORCA_IMAGE` set, that instance must run that image.
+/// scheduler to lead (a handover over); true at once with no scheduler live.
+/// With `ORCA_IMAGE` set, that scheduler must run that image.
 pub fn deploy_wait(client: &mut Client, stale: f64, timeout: f64) -> Result<bool, postgres::Error> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout);
     let image = image();
@@ -365,6 +367,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_scheduler_rows_json_keeps_the_keys_scripts_read() {
+        let row = SchedulerRow {
+            id: 3,
+            host: "h".into(),
+            pid: 7,
+            role: "leader".into(),
+            image: "img".into(),
+            migrations: 25,
+            runs: 2,
+            seen_ago: 0.5,
+            last_seen: "2026-01-01 00:00:00".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&row).unwrap(),
+            serde_json::json!({
+                "id": 3, "host": "h", "pid": 7, "role": "leader", "image": "img",
+                "migrations": 25, "runs": 2, "seen_ago": 0.5,
+                "last_seen": "2026-01-01 00:00:00",
+            })
+        );
+    }
+
+    #[test]
     fn deploy_verdicts() {
         assert_eq!(
             deploy_verdict(false, false, DrainingLive::default(), None, &[], 5),
@@ -377,7 +402,7 @@ mod tests {
         let DeployVerdict::Blocked(why) =
             deploy_verdict(false, true, DrainingLive::default(), None, &[], 5)
         else {
-            panic!("a live instance that doesn't lead blocks");
+            panic!("a live scheduler that doesn't lead blocks");
         };
         assert!(why.contains("handover"), "{why}");
         let alone = DrainingLive {
@@ -387,12 +412,12 @@ mod tests {
         assert_eq!(
             deploy_verdict(false, true, alone.clone(), None, &[], 5),
             DeployVerdict::Draining(alone.names.clone()),
-            "every live instance drains: no handover, none will lead"
+            "every live scheduler drains: no handover, none will lead"
         );
         assert_eq!(
             deploy_verdict(true, true, alone.clone(), None, &[], 5),
             DeployVerdict::Draining(alone.names.clone()),
-            "the only live instance was asked to drain but still leads this instant: none will lead"
+            "the only live scheduler was asked to drain but still leads this instant: none will lead"
         );
         assert!(
             matches!(
@@ -408,7 +433,7 @@ mod tests {
             ),
             "the floor still blocks"
         );
-        assert!(why.contains("no live scheduler instance leads"), "{why}");
+        assert!(why.contains("no live scheduler leads"), "{why}");
         let DeployVerdict::Blocked(why) = deploy_verdict(
             false,
             false,
@@ -431,7 +456,7 @@ mod tests {
             &[("scheduler 1 on h pid 7".into(), 1)],
             5,
         ) else {
-            panic!("an instance behind the floor blocks");
+            panic!("a scheduler behind the floor blocks");
         };
         assert_eq!(
             why,
@@ -449,7 +474,7 @@ mod tests {
             ],
             5,
         ) else {
-            panic!("instances behind the floor block");
+            panic!("schedulers behind the floor block");
         };
         assert_eq!(
             why,

@@ -55,7 +55,7 @@ impl std::fmt::Display for DutyError {
 }
 
 /// The lead as held this tick: the fenced session, since when this process
-/// leads, its instance (overlap on).
+/// leads, its row in `orca.schedulers` (overlap on).
 pub struct Term<'a> {
     db: &'a mut Db,
     /// The session number that holds `LEAD_LOCK`.
@@ -63,8 +63,8 @@ pub struct Term<'a> {
     /// The lead's hold: the session and since when (a stalled tick restarts
     /// the clock through [`Term::restart_clock`]).
     held: &'a mut Option<(u64, Instant)>,
-    /// This process's instance row's id, with overlap on.
-    instance: Option<i64>,
+    /// This process's row's id in `orca.schedulers`, with overlap on.
+    scheduler: Option<i64>,
 }
 
 impl<'a> Term<'a> {
@@ -74,13 +74,13 @@ impl<'a> Term<'a> {
         db: &'a mut Db,
         session: u64,
         held: &'a mut Option<(u64, Instant)>,
-        instance: Option<i64>,
+        scheduler: Option<i64>,
     ) -> Term<'a> {
         Term {
             db,
             session,
             held,
-            instance,
+            scheduler,
         }
     }
 
@@ -129,9 +129,10 @@ impl<'a> Term<'a> {
         }
     }
 
-    /// This process's instance row (overlap on), which its runs name.
-    pub fn instance(&self) -> Option<i64> {
-        self.instance
+    /// This process's row's id in `orca.schedulers` (overlap on), which
+    /// the runs it starts name (the column `runs.instance`, a stored name).
+    pub fn scheduler_id(&self) -> Option<i64> {
+        self.scheduler
     }
 
     /// How many statements the connection has made (for `make bench`).

@@ -51,7 +51,7 @@ use crate::config::{self, Pipeline};
 use crate::db::sql;
 use crate::db::{self, Db, Fault, Link, Target};
 use crate::exit::{self, Failure, Outcome, bad, no};
-use crate::lead::hold::{Instance, Leadership, Supervised};
+use crate::lead::hold::{Joined, Leadership, Supervised};
 use crate::lead::lock;
 use crate::lead::{DutyError, Term};
 use crate::machines::fleet::{Deadline, Fleet};
@@ -110,7 +110,7 @@ pub struct Scheduler {
     timing: Timing,
     host: String,
     /// Whether this process leads, on which session, since when; its
-    /// instance row with overlap on.
+    /// row in `orca.schedulers` with overlap on.
     lead: Leadership,
     /// A config to register once this process leads (`-c`, overlap on).
     register: Option<config::Config>,
@@ -209,12 +209,12 @@ pub fn main(config_path: Option<&str>) -> Outcome {
             }
         };
         log::info!(
-            "scheduler instance {id} on {host} (pid {}, image {}) joined; database {}",
+            "scheduler {id} on {host} (pid {}, image {}) joined; database {}",
             std::process::id(),
             crate::lead::image(),
             target.shown()
         );
-        let lead = Leadership::new(app, None, Some(Instance::new(id)));
+        let lead = Leadership::new(app, None, Some(Joined::new(id)));
         return exit::status(run(
             db, target, timing, scaler, ec2_runs, host, lead, config, keep,
         ));
@@ -349,7 +349,7 @@ impl Scheduler {
         let mut next = Instant::now();
         loop {
             let signals = stops();
-            if signals > 0 && (self.lead.instance.is_none() || signals > 1) {
+            if signals > 0 && (self.lead.joined.is_none() || signals > 1) {
                 return self.stop();
             }
             let (began, calls) = (Instant::now(), self.db.calls);
@@ -377,7 +377,7 @@ impl Scheduler {
             if next < now {
                 next = now;
             }
-            // An instance waiting for the lead waits on the lock instead, a
+            // A scheduler waiting for the lead waits on the lock instead, a
             // slice at a time (a signal is heard between slices): it leads
             // the moment the holder drains.
             let mut may_wait = self.lead.waits();
@@ -542,10 +542,10 @@ impl Scheduler {
                 "{left} run ends could not be written; the next scheduler queues them again"
             );
         }
-        if let Some(instance) = &self.lead.instance {
-            let id = instance.id;
+        if let Some(joined) = &self.lead.joined {
+            let id = joined.id;
             if let Err(e) = self.db.run(|c| crate::lead::end(c, id)) {
-                log::warn!("can't end instance {id}'s row ({e}); it goes stale by itself");
+                log::warn!("can't end scheduler {id}'s row ({e}); it goes stale by itself");
             }
         }
         if let Some(stats) = &self.stats {

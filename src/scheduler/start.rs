@@ -87,9 +87,9 @@ pub(super) fn start_local(term: &mut Term, sup: &mut Supervisor, host: &str, pip
         return;
     }
     let ids: Vec<i64> = chosen.iter().map(|c| c.0).collect();
-    let instance = term.instance();
+    let scheduler = term.scheduler_id();
     let claimed = match term.prepared(sql::RUNS_START, |c, s| {
-        c.query(s, &[&ids, &host, &instance])
+        c.query(s, &[&ids, &host, &scheduler])
     }) {
         Ok(claimed) => claimed,
         Err(e) => return e.complain(),
@@ -136,13 +136,13 @@ pub(super) fn start_ec2(
         Ok(rows) => chosen(rows, pipelines),
         Err(e) => return e.complain(),
     };
-    let instance = term.instance();
+    let scheduler = term.scheduler_id();
     for (id, _, p) in chosen {
         if stops() > 0 || !ec2_runs.can_make(fleet) {
             return;
         }
         let claimed = match term.prepared(sql::RUNS_START, |c, s| {
-            c.query(s, &[&vec![id], &EC2_HOST, &instance])
+            c.query(s, &[&vec![id], &EC2_HOST, &scheduler])
         }) {
             Ok(claimed) => claimed,
             Err(e) => return e.complain(),

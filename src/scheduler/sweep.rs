@@ -10,8 +10,8 @@
 //! * Nothing is judged after a tick that stalled (it took over half the
 //!   stale limit): others' beats may have waited as long, so the lead's
 //!   clock starts again and the sweep waits one more stale limit.
-//! * The runs this process supervises, and those a live scheduler instance
-//!   lists, are never swept.
+//! * The runs this process supervises, and those a live scheduler lists,
+//!   are never swept.
 
 use crate::db::sql;
 use crate::lead::Term;

@@ -141,6 +141,7 @@ fn every_listing_has_a_header_when_empty_and_its_json_is_an_array() {
         ("runs", "ID"),
         ("events", "AT"),
         ("pools", "POOL"),
+        ("schedulers", "ID"),
         ("instances", "ID"),
     ] {
         let shown = db.ok(&[listing]);

@@ -333,9 +333,9 @@ fn run_sh_in(
     }
 }
 
-/// Whether a scheduler leads `db`, as `orca instances` says.
+/// Whether a scheduler leads `db`, as `orca schedulers` says.
 fn led(db: &TestDb) -> bool {
-    serde_json::from_slice::<serde_json::Value>(&db.run(&["instances", "--json"]).stdout)
+    serde_json::from_slice::<serde_json::Value>(&db.run(&["schedulers", "--json"]).stdout)
         .ok()
         .and_then(|l| {
             l.as_array()

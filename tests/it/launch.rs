@@ -119,9 +119,9 @@ fn systemd_words(line: &str) -> Vec<String> {
     words
 }
 
-/// The live instance leading, with its image and pid.
+/// The live scheduler leading, with its image and pid.
 fn leader(db: &TestDb) -> Option<(String, i32)> {
-    let out = db.run(&["instances", "--json"]);
+    let out = db.run(&["schedulers", "--json"]);
     let list: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
     list.as_array()?
         .iter()

@@ -1,6 +1,7 @@
 //! The commands an operator reaches for on day two: `orca pipelines`,
 //! `retry`, `cancel --pipeline P --queued`, `status` (a health check),
-//! `events -f` and its filters, `instances` (recent by default, `--all`).
+//! `events -f` and its filters, `schedulers` (recent by default, `--all`;
+//! `instances`, its old name, the same).
 
 use std::process::{Command, Stdio};
 
@@ -390,7 +391,7 @@ fn status_exits_0_while_a_scheduler_leads_and_1_when_none_does() {
 }
 
 #[test]
-fn status_with_instance_rows_names_the_leading_instance() {
+fn status_with_scheduler_rows_names_the_leading_scheduler() {
     let (db, dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
     let mut s = db.scheduler(&dir, &[("ORCA_OVERLAP", "on")]);
     s.wait_for("status says it leads", 30.0, || status(&db, &[]).0 == 0);
@@ -517,7 +518,7 @@ fn events_follow_prints_new_events_as_they_come_filtered() {
 }
 
 #[test]
-fn instances_hides_long_gone_schedulers_unless_all() {
+fn schedulers_hides_long_gone_ones_unless_all_and_instances_is_its_old_name() {
     let (db, dir) = setup("[pipelines.a]\ncommand = \"true\"\n");
     db.client()
         .batch_execute(
@@ -530,7 +531,7 @@ fn instances_hides_long_gone_schedulers_unless_all() {
         )
         .unwrap();
     let mut s = db.scheduler(&dir, &[("ORCA_OVERLAP", "on")]);
-    s.wait_for("a live instance", 30.0, || {
+    s.wait_for("a live scheduler leads", 30.0, || {
         db.one::<i64>("SELECT count(*) FROM orca.schedulers WHERE leads AND ended_at IS NULL") == 1
     });
     let hosts = |args: &[&str]| -> Vec<String> {
@@ -541,16 +542,29 @@ fn instances_hides_long_gone_schedulers_unless_all() {
             .map(|i| i["host"].as_str().unwrap().to_string())
             .collect()
     };
-    let shown = hosts(&["instances", "--json"]);
+    let shown = hosts(&["schedulers", "--json"]);
     assert_eq!(shown.len(), 2, "{shown:?}");
     assert_eq!(shown[0], "recent-host");
-    let all = hosts(&["instances", "--all", "--json"]);
+    let all = hosts(&["schedulers", "--all", "--json"]);
     assert_eq!(all.len(), 4, "{all:?}");
     assert!(all.contains(&"old-host".to_string()) && all.contains(&"vanished-host".to_string()));
-    let text = db.ok(&["instances"]);
+    let text = db.ok(&["schedulers"]);
     assert!(
         !text.contains("old-host") && text.contains("recent-host"),
         "{text}"
+    );
+    // `orca instances`, the old name, still lists the same (scripts use it).
+    assert_eq!(hosts(&["instances", "--json"]), shown);
+    assert_eq!(hosts(&["instances", "--all", "--json"]), all);
+    let old_text = db.ok(&["instances"]);
+    assert_eq!(
+        old_text.lines().next(),
+        text.lines().next(),
+        "the same header"
+    );
+    assert!(
+        !old_text.contains("old-host") && old_text.contains("recent-host"),
+        "{old_text}"
     );
     s.stop();
 }

@@ -7,10 +7,10 @@ fn overlap(db: &TestDb, dir: &TempDir, image: &str) -> Proc {
     db.scheduler(dir, &[("ORCA_OVERLAP", "on"), ("ORCA_IMAGE", image)])
 }
 
-/// The id of the instance with pid `pid`.
-fn instance_of(db: &TestDb, pid: i32) -> i64 {
+/// The id of the scheduler (its row in orca.schedulers) with pid `pid`.
+fn scheduler_of(db: &TestDb, pid: i32) -> i64 {
     let mut id = 0;
-    wait_until("the instance joins", 30.0, || {
+    wait_until("the scheduler joins", 30.0, || {
         let row = db
             .client()
             .query_opt("SELECT id FROM orca.schedulers WHERE pid = $1", &[&pid])
@@ -56,12 +56,12 @@ fn a_deploy_hands_over_without_losing_or_doubling_a_run() {
     db.register(&dir, &spans_config(&log, 5, 1.5));
     let ids: Vec<i64> = (0..20).map(|_| db.queue("p")).collect();
     let mut a = overlap(&db, &dir, "a");
-    let a_id = instance_of(&db, a.pid());
+    let a_id = scheduler_of(&db, a.pid());
     wait_until("A runs five", 30.0, || {
         db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'running'") == 5
     });
     let mut b = overlap(&db, &dir, "b");
-    let b_id = instance_of(&db, b.pid());
+    let b_id = scheduler_of(&db, b.pid());
     assert!(b_id > a_id);
     wait_until("B leads", 30.0, || leads(&db, b_id));
     // A drains: it lets its runs end, then exits 0.
@@ -98,9 +98,9 @@ fn a_deploy_hands_over_without_losing_or_doubling_a_run() {
         by_a >= 5 && by_b >= 1 && by_a + by_b == 20,
         "A started {by_a}, B {by_b}"
     );
-    let instances: serde_json::Value =
-        serde_json::from_str(&db.ok(&["instances", "--json"])).unwrap();
-    let roles: Vec<(i64, String, String)> = instances
+    let schedulers: serde_json::Value =
+        serde_json::from_str(&db.ok(&["schedulers", "--json"])).unwrap();
+    let roles: Vec<(i64, String, String)> = schedulers
         .as_array()
         .unwrap()
         .iter()
@@ -122,18 +122,18 @@ fn a_deploy_hands_over_without_losing_or_doubling_a_run() {
     b.stop();
 }
 
-/// The newer instance waits on the lead lock between its ticks, so it
+/// The newer scheduler waits on the lead lock between its ticks, so it
 /// leads the moment the older drains, not at its own next tick: with a 5 s
 /// tick, polling would leave about 5 s without a leader.
 /// On a database hardened as docs/security.md says.
 #[test]
-fn the_newer_instance_leads_as_the_older_drains_not_a_tick_later() {
+fn the_newer_scheduler_leads_as_the_older_drains_not_a_tick_later() {
     hands_over_at_once(TestDb::new());
 }
 
 /// On a database without the administrator's hardening (as on RDS).
 #[test]
-fn the_newer_instance_leads_at_once_on_an_unhardened_database() {
+fn the_newer_scheduler_leads_at_once_on_an_unhardened_database() {
     hands_over_at_once(TestDb::unhardened());
 }
 
@@ -141,7 +141,7 @@ fn the_newer_instance_leads_at_once_on_an_unhardened_database() {
 /// try forms for orca's role: the standby may not wait on the lock, so it
 /// tries it every 0.1 s, says so once, and still leads within a tick.
 #[test]
-fn the_newer_instance_leads_at_once_where_orca_may_not_wait_on_the_lock() {
+fn the_newer_scheduler_leads_at_once_where_orca_may_not_wait_on_the_lock() {
     let db = TestDb::new();
     db.admin_here(&format!(
         "REVOKE EXECUTE ON FUNCTION pg_advisory_lock(bigint) FROM {OWNER}"
@@ -166,7 +166,7 @@ fn hands_over_at_once(db: TestDb) -> String {
     let dir = TempDir::new();
     db.register(&dir, "[pipelines.t]\ncommand = \"true\"\n");
     let mut a = overlap(&db, &dir, "a");
-    let a_id = instance_of(&db, a.pid());
+    let a_id = scheduler_of(&db, a.pid());
     wait_until("A leads", 30.0, || leads(&db, a_id));
     let mut b = db.scheduler(
         &dir,
@@ -176,7 +176,7 @@ fn hands_over_at_once(db: TestDb) -> String {
             ("ORCA_TICK_SECONDS", "5"),
         ],
     );
-    let b_id = instance_of(&db, b.pid());
+    let b_id = scheduler_of(&db, b.pid());
     wait_until("B leads", 30.0, || leads(&db, b_id));
     assert!(a.wait(30.0).success(), "A drains:\n{}", a.output());
     let gap: f64 = db.one(&format!(
@@ -214,7 +214,7 @@ fn a_crashed_leader_restarted_at_once_leads_and_its_runs_finish_once() {
     a.wait(10.0);
     let started = std::time::Instant::now();
     let b = overlap(&db, &dir, "a");
-    let b_id = instance_of(&db, b.pid());
+    let b_id = scheduler_of(&db, b.pid());
     wait_until("the restarted scheduler leads", 20.0, || leads(&db, b_id));
     let took = join_to_lead(&db, b_id);
     assert!(
@@ -250,12 +250,12 @@ fn a_hung_leader_is_fenced_off_and_drains_after_it_wakes() {
     );
     let first: Vec<i64> = (0..2).map(|_| db.queue("p")).collect();
     let mut a = overlap(&db, &dir, "a");
-    let a_id = instance_of(&db, a.pid());
+    let a_id = scheduler_of(&db, a.pid());
     wait_until("two runs running", 30.0, || pids_in(&pids).len() == 2);
     let old_processes = pids_in(&pids);
     a.signal(libc::SIGSTOP);
     let b = overlap(&db, &dir, "b");
-    let b_id = instance_of(&db, b.pid());
+    let b_id = scheduler_of(&db, b.pid());
     wait_until("B takes the lead from the hung A", 30.0, || {
         leads(&db, b_id)
     });
@@ -277,7 +277,7 @@ fn a_hung_leader_is_fenced_off_and_drains_after_it_wakes() {
     a.signal(libc::SIGCONT);
     let q = db.queue("q");
     wait_until("q succeeds", 30.0, || db.state(q) == "succeeded");
-    // A wakes, finds its session ended and a newer instance: it decides
+    // A wakes, finds its session ended and a newer scheduler: it decides
     // nothing, kills the processes whose runs moved on, drains and exits.
     let status = a.wait(60.0);
     assert!(status.success(), "A drains and exits 0:\n{}", a.output());
@@ -302,7 +302,7 @@ fn a_hung_leader_is_fenced_off_and_drains_after_it_wakes() {
 }
 
 #[test]
-fn a_database_restart_with_two_instances_requeues_nothing() {
+fn a_database_restart_with_two_schedulers_requeues_nothing() {
     let cluster = Cluster::new("");
     cluster.start();
     let db = TestDb::on(&cluster.url());
@@ -321,7 +321,7 @@ fn a_database_restart_with_two_instances_requeues_nothing() {
         db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'running'") == 4
     });
     let mut b = overlap(&db, &dir, "b");
-    let b_id = instance_of(&db, b.pid());
+    let b_id = scheduler_of(&db, b.pid());
     wait_until("B leads, A drains its runs", 30.0, || leads(&db, b_id));
     // Down for over twice the stale limit: every beat and heartbeat is stale
     // when it comes back, yet A lives and holds its runs.
@@ -356,19 +356,19 @@ fn a_database_restart_with_two_instances_requeues_nothing() {
 }
 
 #[test]
-fn instances_drain_and_deploy_commands() {
+fn schedulers_drain_and_deploy_commands() {
     let db = TestDb::new();
     let dir = TempDir::new();
-    // Overlap off: no instance rows, but `orca instances` names the scheduler.
+    // Overlap off: no rows in orca.schedulers, but `orca schedulers` names it.
     let mut off = db.scheduler(&dir, &[]);
     off.wait_for("the overlap-off scheduler leads", 20.0, || db.lead_held());
-    let text_out = db.ok(&["instances"]);
+    let text_out = db.ok(&["schedulers"]);
     assert!(
         text_out.contains(&format!("pid {}", off.pid())) && text_out.contains("ORCA_OVERLAP=off"),
         "{text_out}"
     );
     // --json: the same scheduler, one more element of the one array.
-    let json: serde_json::Value = serde_json::from_str(&db.ok(&["instances", "--json"])).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&db.ok(&["schedulers", "--json"])).unwrap();
     let all = json.as_array().unwrap();
     assert_eq!(all.len(), 1, "{json}");
     assert_eq!(all[0]["overlap"], false, "{json}");
@@ -399,11 +399,11 @@ fn instances_drain_and_deploy_commands() {
         db.run(&["deploy", "wait", "--timeout", "1"])
             .status
             .success(),
-        "no instance: at once"
+        "no scheduler: at once"
     );
 
     let mut a = overlap(&db, &dir, "img-a");
-    let a_id = instance_of(&db, a.pid());
+    let a_id = scheduler_of(&db, a.pid());
     wait_until("A leads", 20.0, || leads(&db, a_id));
     let check = db.run(&["deploy", "check"]);
     assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));
@@ -427,7 +427,7 @@ fn instances_drain_and_deploy_commands() {
         .unwrap();
     assert!(same.status.success());
 
-    // A live (draining) instance that knows fewer migrations than the floor.
+    // A live (draining) scheduler that knows fewer migrations than the floor.
     db.client()
         .execute(
             "INSERT INTO orca.schedulers (host, pid, image, migrations, draining) VALUES ('old-host', 4242, 'old', 1, true)",
@@ -441,7 +441,7 @@ fn instances_drain_and_deploy_commands() {
         why.contains("old-host pid 4242 knows 1 migration, fewer than") && why.contains("floor"),
         "{why}"
     );
-    let listing = db.ok(&["instances"]);
+    let listing = db.ok(&["schedulers"]);
     let lines: Vec<&str> = listing.lines().collect();
     assert!(
         lines[1].contains("leader") && lines[1].contains("img-a"),
@@ -455,7 +455,7 @@ fn instances_drain_and_deploy_commands() {
         .execute("DELETE FROM orca.schedulers WHERE pid = 4242", &[])
         .unwrap();
 
-    // A newer live instance that never takes the lead: A drains for it, and
+    // A newer live scheduler that never takes the lead: A drains for it, and
     // `deploy wait` times out.
     db.client()
         .execute(
@@ -466,14 +466,14 @@ fn instances_drain_and_deploy_commands() {
         .unwrap();
     let wait = db.run(&["deploy", "wait", "--timeout", "1"]);
     assert_eq!(wait.status.code(), Some(1));
-    assert!(a.wait(30.0).success(), "A drains for the newer instance");
+    assert!(a.wait(30.0).success(), "A drains for the newer scheduler");
     db.client()
         .execute("DELETE FROM orca.schedulers WHERE pid = 4343", &[])
         .unwrap();
 
-    // `orca scheduler drain` asks the leader (the only live instance: forced).
+    // `orca scheduler drain` asks the leader (the only live scheduler: forced).
     let mut c = overlap(&db, &dir, "img-c");
-    let c_id = instance_of(&db, c.pid());
+    let c_id = scheduler_of(&db, c.pid());
     wait_until("C leads", 20.0, || leads(&db, c_id));
     let asked = db.ok(&["scheduler", "drain", "--force"]);
     assert!(asked.contains(&c_id.to_string()), "{asked}");
@@ -500,7 +500,7 @@ fn sigterm_with_overlap_on_drains() {
     );
     let id = db.queue("p");
     let mut a = overlap(&db, &dir, "a");
-    let a_id = instance_of(&db, a.pid());
+    let a_id = scheduler_of(&db, a.pid());
     wait_until("the run is running", 30.0, || db.state(id) == "running");
     a.signal(libc::SIGTERM);
     wait_until("A drains", 20.0, || {
@@ -530,7 +530,7 @@ fn a_waiting_standby_drains_on_sigterm_without_waiting_out_its_tick() {
     let dir = TempDir::new();
     db.register(&dir, "[pipelines.t]\ncommand = \"true\"\n");
     let mut a = overlap(&db, &dir, "a");
-    let a_id = instance_of(&db, a.pid());
+    let a_id = scheduler_of(&db, a.pid());
     wait_until("A leads", 30.0, || leads(&db, a_id));
     a.signal(libc::SIGSTOP);
     let mut b = db.scheduler(
@@ -541,9 +541,10 @@ fn a_waiting_standby_drains_on_sigterm_without_waiting_out_its_tick() {
             ("ORCA_TICK_SECONDS", "20"),
         ],
     );
-    let _b_id = instance_of(&db, b.pid());
+    let b_id = scheduler_of(&db, b.pid());
     b.wait_for("B waits for the lead", 30.0, || {
-        b.output().contains("waits for the lead")
+        b.output()
+            .contains(&format!("scheduler {b_id} waits for the lead"))
     });
     let t = std::time::Instant::now();
     b.signal(libc::SIGTERM);
@@ -559,15 +560,15 @@ fn a_waiting_standby_drains_on_sigterm_without_waiting_out_its_tick() {
     a.stop();
 }
 
-/// Issue 26 §4.1: draining the only live instance leaves nobody leading, so
+/// Issue 26 §4.1: draining the only live scheduler leaves nobody leading, so
 /// it is refused (one line, exit 1) unless `--force`; forced, it drains as
-/// asked, and `orca deploy check` says the truth: the instance is draining
+/// asked, and `orca deploy check` says the truth: the scheduler is draining
 /// and none will lead (no handover is under way).
 #[test]
-fn draining_the_only_live_instance_needs_force() {
+fn draining_the_only_live_scheduler_needs_force() {
     let (db, dir) = setup("[pipelines.p]\ncommand = \"sleep 600\"\n");
     let mut a = overlap(&db, &dir, "img-a");
-    let a_id = instance_of(&db, a.pid());
+    let a_id = scheduler_of(&db, a.pid());
     wait_until("A leads", 20.0, || leads(&db, a_id));
     // A run keeps A live while it drains.
     let run = db.queue("p");
@@ -579,15 +580,15 @@ fn draining_the_only_live_instance_needs_force() {
         assert_eq!(out.status.code(), Some(1), "orca {args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "one line: {err}");
         assert!(
-            err.contains("only live") && err.contains("--force"),
+            err.contains("only live scheduler") && err.contains("--force"),
             "orca {args:?}: {err}"
         );
         assert!(out.stdout.is_empty(), "orca {args:?}");
     }
     assert_eq!(db.events_of_kind("drain asked"), 0, "nothing asked");
     assert!(leads(&db, a_id), "A still leads");
-    // Beside another live instance that may lead (A), one is drained
-    // without --force (a row of an older instance, which A won't drain for).
+    // Beside another live scheduler that may lead (A), one is drained
+    // without --force (a row of an older scheduler, which A won't drain for).
     let old: i64 = db.one(
         "INSERT INTO orca.schedulers (host, pid, image, migrations, seen_at) \
          VALUES ('old-host', 4242, 'old', 1, now() + interval '1 hour') RETURNING id",

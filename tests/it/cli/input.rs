@@ -294,7 +294,7 @@ fn settings_out_of_range_are_refused_at_start() {
     // The same bounds hold wherever the setting is read: the one-shot
     // commands that read the stale limit, an idle instance's grace.
     let out = db
-        .orca(&["instances"])
+        .orca(&["schedulers"])
         .env("ORCA_STALE_SECONDS", "0")
         .output()
         .unwrap();

@@ -44,6 +44,7 @@ fn before_migrate_every_command_says_to_migrate() {
         vec!["runs", "--json"],
         vec!["pools"],
         vec!["events"],
+        vec!["schedulers"],
         vec!["instances"],
         vec!["register", "-c", &config],
         vec!["run", "a"],

@@ -267,7 +267,7 @@ fn a_machine_login_holding_the_lead_lock_is_ended_and_the_scheduler_leads() {
         s.output()
     );
     s.stop();
-    // Overlap on: the instance doesn't wait for ever.
+    // Overlap on: the scheduler doesn't wait for ever.
     let mut held = db.client_as(&name, "pw");
     held.execute("SELECT pg_advisory_lock($1)", &[&LEAD_LOCK])
         .unwrap();
