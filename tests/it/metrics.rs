@@ -626,9 +626,11 @@ fn many_slow_clients_at_once_do_not_hold_up_a_scrape() {
     let began = Instant::now();
     let (status, _) = get(&metrics, "/metrics", 30.0).expect("the scrape is answered");
     assert_eq!(status, 200);
-    // Within Prometheus's 10 s scrape timeout.
+    // Twenty slow clients are 2 s each: a scrape served beside them, not
+    // after a share of them, is well under 5 s (and Prometheus's 10 s
+    // scrape timeout).
     assert!(
-        began.elapsed() < Duration::from_secs(10),
+        began.elapsed() < Duration::from_secs(5),
         "the scrape waited {:?} behind the slow clients",
         began.elapsed()
     );
