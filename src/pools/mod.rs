@@ -28,7 +28,9 @@
 //! pass here, removals in `remove`, a make in `grow` (through the
 //! scheduler's one [`Fleet`], which makes, ends and finds strays for EC2
 //! runs too; a pool's machine as it makes it: [`order`]), its log lines in
-//! [`say`].
+//! [`say`], its events in `event`; a pool's row is read into a
+//! [`PoolView`] in `view` (for the removals thread, [`mark`], too). This
+//! file imports its parts; none of them imports it back.
 //!
 //! Invariants:
 //! * Every write is fenced on the leading session ([`Term`]).
