@@ -4,27 +4,51 @@
 //! refusal (an event once per change), no room in any location (the walk
 //! moves on, [`TypeWalk::no_capacity`]).
 
+use std::collections::HashMap;
 use std::time::Instant;
 
+use crate::config::Pool;
 use crate::lead::{DutyError, Term};
 use crate::machines::fleet::Fleet;
 use crate::machines::make::Unmade;
 use crate::pools::decide::{self, PoolView, TypeWalk, say_no_capacity};
+use crate::pools::event::event;
 use crate::pools::order::PoolOrder;
 use crate::pools::say::{say_made, say_unavailable};
-use crate::pools::{PoolScaler, event};
+use crate::providers::Provider;
+use crate::settings::PoolTiming;
 
-impl PoolScaler {
+/// What a pool's attempts to make a machine keep between passes: the
+/// worker images' architectures (read again after
+/// `ORCA_POOL_IMAGE_SECONDS`), and each pool's last refusal. Owned by the
+/// scaler, which lends its fleet and the lead to each attempt.
+#[derive(Default)]
+pub(super) struct Attempts {
+    /// Each worker image's architectures as last read, and when.
+    images: HashMap<String, (Result<Vec<String>, String>, Instant)>,
+    /// The provider's refusal each pool's last attempt to make a machine
+    /// came to, as its `machine not made` event said it
+    /// ([`decide::refusal_is_news`]); gone once an attempt comes to
+    /// anything else.
+    refused: HashMap<String, String>,
+}
+
+/// The provider of pool `p`'s machines (see [`Fleet::provider`]).
+fn provider<'f>(fleet: &'f mut Fleet, p: &Pool) -> Result<&'f mut dyn Provider, String> {
+    fleet.provider(&p.machines.provider, p.machines.region.as_deref())
+}
+
+impl Attempts {
     /// The architectures of `image`, read again once they are older than
     /// `ORCA_POOL_IMAGE_SECONDS` (a tag can be pushed again).
-    pub(super) fn arches(&mut self, image: &str) -> Result<Vec<String>, String> {
+    fn arches(&mut self, image: &str, timing: &PoolTiming) -> Result<Vec<String>, String> {
         // Read again after ORCA_POOL_IMAGE_SECONDS; a read that failed, after
         // the try interval.
         let fresh = self.images.get(image).is_some_and(|(read, at)| {
             let limit = if read.is_ok() {
-                self.timing.image
+                timing.image
             } else {
-                self.timing.try_every
+                timing.try_every
             };
             at.elapsed().as_secs_f64() < limit
         });
@@ -39,17 +63,19 @@ impl PoolScaler {
         self.images[image].0.clone()
     }
 
-    /// One attempt to make a machine for pool `v`, the type walk `walk`
-    /// deciding which type; returns what it came to.
+    /// One attempt to make a machine for pool `v` (through `fleet`, on the
+    /// lead `term`), the type walk `walk` deciding which type; returns what
+    /// it came to.
     pub(super) fn attempt(
         &mut self,
         fleet: &mut Fleet,
         term: &mut Term,
         v: &PoolView,
         walk: &mut TypeWalk,
+        timing: &PoolTiming,
     ) -> Result<String, DutyError> {
         let p = &v.pool;
-        let arches = p.image.as_deref().map(|i| (i, self.arches(i)));
+        let arches = p.image.as_deref().map(|i| (i, self.arches(i, timing)));
         let mut notes = Vec::new();
         // Types skipped for their architecture are passed over in this
         // attempt. Architectures matter only with an image to match.
@@ -65,7 +91,7 @@ impl PoolScaler {
                 }
                 None => break (ty, String::new()),
             };
-            let why = match super::provider(fleet, p).and_then(|pr| pr.arch(&ty.name)) {
+            let why = match provider(fleet, p).and_then(|pr| pr.arch(&ty.name)) {
                 Ok(arch) if have.1.contains(&arch) => break (ty, arch),
                 Ok(arch) => format!(
                     "type {} skipped: image {} has no {arch} variant (it has {})",

@@ -25,6 +25,8 @@ use crate::db::{Fault, Link, sql};
 use crate::lead::Known;
 use crate::machines::logins::{self, Machine, Mark};
 use crate::pools::decide::{self, Removal};
+use crate::pools::say::say_removing;
+use crate::pools::view::view_of;
 use crate::settings::PoolTiming;
 
 /// Whether this thread begins removal `r`: an idle or a retired pool's
@@ -202,7 +204,7 @@ fn mark(link: &Link, m: &Candidate, pid: i32) -> Option<Mark> {
         logins::mark_ending(c, st, m.id, m.seen_busy, &m.why, Some(pid))
     }) {
         Ok(Mark::Marked) => {
-            log::info!("{}", super::say::say_removing(&m.pool, &m.name, &m.why));
+            log::info!("{}", say_removing(&m.pool, &m.name, &m.why));
             Some(Mark::Marked)
         }
         Ok(Mark::Held) => {
@@ -235,7 +237,7 @@ fn take(link: &Link, m: &Candidate, pid: i32) {
         .run(|c| logins::take_from_login(c, m.id, &m.name, &m.why, Some(pid)));
     match taken {
         Ok(Some(Mark::Marked)) => {
-            log::info!("{}", super::say::say_removing(&m.pool, &m.name, &m.why));
+            log::info!("{}", say_removing(&m.pool, &m.name, &m.why));
         }
         Ok(Some(Mark::Held)) => log::warn!(
             "pool {}: machine {}: its login is shut out, but its row is still held: the pass takes it up",
@@ -291,7 +293,7 @@ fn candidates(
     let mut out = Vec::new();
     let mut due: Option<f64> = None;
     for row in &rows {
-        let Some(view) = super::view_of(row) else {
+        let Some(view) = view_of(row) else {
             continue;
         };
         let mine: Vec<&Machine> = machines

@@ -28,7 +28,9 @@
 //! pass here, removals in `remove`, a make in `grow` (through the
 //! scheduler's one [`Fleet`], which makes, ends and finds strays for EC2
 //! runs too; a pool's machine as it makes it: [`order`]), its log lines in
-//! [`say`].
+//! [`say`], its events in `event`; a pool's row is read into a
+//! [`PoolView`] in `view` (for the removals thread, [`mark`], too). This
+//! file imports its parts; none of them imports it back.
 //!
 //! Invariants:
 //! * Every write is fenced on the leading session ([`Term`]).
@@ -41,26 +43,27 @@
 
 pub mod decide;
 pub mod demand;
+mod event;
 mod grow;
 pub mod mark;
 pub mod order;
 pub mod registry;
 mod remove;
 pub mod say;
+mod view;
 pub mod worker;
 
-use std::collections::HashMap;
 use std::time::Instant;
 
-use crate::config::Pool;
 use crate::db::Fault;
 use crate::db::sql;
 use crate::lead::{DutyError, Term};
 use crate::machines::fleet::{self, Deadline, Failed, Fleet};
 use crate::machines::logins::{self, Machine};
 use crate::pools::decide::{Decided, Grow, PoolView, TypeWalk};
+use crate::pools::grow::Attempts;
 use crate::pools::remove::Shrunk;
-use crate::providers::Provider;
+use crate::pools::view::view_of;
 use crate::settings::PoolTiming;
 
 /// The pools (indices into `names`) whose provider work a pass does, in
@@ -83,57 +86,17 @@ fn pass_order(names: &[&str], left: Option<&[String]>) -> Vec<usize> {
     }
 }
 
-/// A pool as `sql/pools_view.sql` reads it; `None` (said) if its stored
-/// spec is not one this binary reads.
-fn view_of(row: &postgres::Row) -> Option<PoolView> {
-    let name: String = row.get("name");
-    let pool: Pool = match serde_json::from_value(row.get("spec")) {
-        Ok(p) => p,
-        Err(e) => {
-            log::error!(
-                "pool {name}: its stored spec is not one this binary reads: {:?} error",
-                e.classify()
-            );
-            return None;
-        }
-    };
-    Some(PoolView {
-        pool,
-        retired: row.get("retired"),
-        walk_type: row.get::<_, i32>("walk_type").max(0) as usize,
-        walk_for: row.get("walk_for"),
-        tried_ago: row.get("tried_ago"),
-        status: row.get("status"),
-        waiting: row.get("waiting"),
-        demand: row.get("demand"),
-    })
-}
-
-/// Records a scaler decision of `kind` that has no other write, with `why`.
-fn event(term: &mut Term, kind: &str, why: &str) -> Result<(), DutyError> {
-    term.run(|c| {
-        c.execute(
-            sql::EVENT_ADD,
-            &[&None::<i64>, &None::<String>, &kind, &why],
-        )
-    })
-    .map(|_| ())
-}
-
-/// The autoscaler's state between passes: when it last ran, the worker
-/// images' architectures (read again after `ORCA_POOL_IMAGE_SECONDS`).
+/// The autoscaler's state between passes: when it last ran, what its
+/// attempts to make machines keep (the worker images' architectures, read
+/// again after `ORCA_POOL_IMAGE_SECONDS`; each pool's last refusal).
 /// The providers are the scheduler's [`Fleet`], lent to each pass.
 pub struct PoolScaler {
     timing: PoolTiming,
     last: Option<Instant>,
-    images: HashMap<String, (Result<Vec<String>, String>, Instant)>,
     /// Orphan roles that could not be dropped (said once each).
     undroppable: std::collections::HashSet<String>,
-    /// The provider's refusal each pool's last attempt to make a machine
-    /// came to, as its `machine not made` event said it
-    /// ([`decide::refusal_is_news`]); gone once an attempt comes to
-    /// anything else.
-    refused: HashMap<String, String>,
+    /// What attempts to make a machine keep between passes.
+    attempts: Attempts,
     /// The pools a pass that ran out of time (slow provider calls) left:
     /// the next pass, due at once, does their provider work alone.
     resume: Option<Vec<String>>,
@@ -145,9 +108,8 @@ impl PoolScaler {
         PoolScaler {
             timing,
             last: None,
-            images: HashMap::new(),
             undroppable: Default::default(),
-            refused: HashMap::new(),
+            attempts: Attempts::default(),
             resume: None,
         }
     }
@@ -221,7 +183,7 @@ impl PoolScaler {
         let mut shrinks = Vec::with_capacity(pools.len());
         for (view, mine) in &pools {
             let shrink = decide::shrink(view, mine, &self.timing, judge_silence);
-            shrinks.push(self.begin_removals(term, &view.pool, shrink)?);
+            shrinks.push(remove::begin(term, &view.pool, shrink)?);
         }
         // 2. Each pool's provider work (deletes, a make, strays), in turn
         // and within the tick's deadline: no pool's step begins after its
@@ -301,7 +263,9 @@ impl PoolScaler {
             },
             Grow::Attempt(mut d) => {
                 let mut walk = TypeWalk::begin(v);
-                d.status = self.attempt(fleet, term, v, &mut walk)?;
+                d.status = self
+                    .attempts
+                    .attempt(fleet, term, v, &mut walk, &self.timing)?;
                 (d.walk_type, d.walk_since) = (walk.ty, walk.since);
                 d
             }
@@ -310,7 +274,7 @@ impl PoolScaler {
         // pool's and stack's labels that no live row holds. Not in a step
         // that tried a make: its machine's row is newer than what was read.
         if !d.tried && !fleet.late() {
-            match self.strays(fleet, term, p, machines) {
+            match remove::strays(fleet, term, p, machines) {
                 Ok(()) => {}
                 Err(Failed::Provider(e)) => d.status = format!("can't list its machines: {e}"),
                 Err(Failed::Db(e)) => return Err(e),
@@ -318,11 +282,6 @@ impl PoolScaler {
         }
         Ok(d)
     }
-}
-
-/// The provider of pool `p`'s machines (see [`Fleet::provider`]).
-fn provider<'f>(fleet: &'f mut Fleet, p: &Pool) -> Result<&'f mut dyn Provider, String> {
-    fleet.provider(&p.machines.provider, p.machines.region.as_deref())
 }
 
 #[cfg(test)]

@@ -15,8 +15,9 @@ use crate::lead::{DutyError, Term};
 use crate::machines::fleet::{self, AtProvider, Failed, Fleet};
 use crate::machines::logins::{self, Machine};
 use crate::pools::decide::{self, Removal};
+use crate::pools::event::event;
+use crate::pools::mark;
 use crate::pools::say::{say_removed, say_removing};
-use crate::pools::{PoolScaler, event, mark};
 
 /// How long after making an EC2 machine its absence from DescribeInstances
 /// may be only the listing lagging (s): a machine not listed sooner is not
@@ -47,134 +48,129 @@ pub fn pass_begins(r: &Removal) -> bool {
     !mark::begins(r)
 }
 
-impl PoolScaler {
-    /// Begins the removals `shrink` decided for pool `p`'s machines that a
-    /// pass begins ([`pass_begins`]): each marked ending for its why. What
-    /// the pool's step finishes.
-    pub(super) fn begin_removals<'a>(
-        &mut self,
-        term: &mut Term,
-        p: &Pool,
-        shrink: decide::Shrink<'a>,
-    ) -> Result<Shrunk<'a>, DutyError> {
-        let mut shrunk = Shrunk {
-            live: shrink.live,
-            demand: shrink.demand,
-            ..Default::default()
+/// Begins the removals `shrink` decided for pool `p`'s machines that a
+/// pass begins ([`pass_begins`]), on the lead (`term`): each marked ending
+/// for its why. What the pool's step finishes.
+pub(super) fn begin<'a>(
+    term: &mut Term,
+    p: &Pool,
+    shrink: decide::Shrink<'a>,
+) -> Result<Shrunk<'a>, DutyError> {
+    let mut shrunk = Shrunk {
+        live: shrink.live,
+        demand: shrink.demand,
+        ..Default::default()
+    };
+    for (m, removal) in shrink.remove {
+        if !pass_begins(&removal) {
+            // The removals thread's: it marks it (it may have by now),
+            // and a later pass finishes it.
+            shrunk.kept += 1;
+            continue;
+        }
+        let why = removal.why();
+        // One marked on an earlier pass, or by the removals thread, is
+        // not marked again: its login holding its row can't keep its
+        // removal from being finished.
+        let marked = if m.ending {
+            Ok(logins::Mark::Marked)
+        } else {
+            term.run(|c| logins::mark_ending(c, sql::MACHINE_ENDING, m.id, None, &why, None))
         };
-        for (m, removal) in shrink.remove {
-            if !pass_begins(&removal) {
-                // The removals thread's: it marks it (it may have by now),
-                // and a later pass finishes it.
+        // Held: lost or never booted, it goes whatever it does (marking
+        // it would have revoked it all the same): taken from its login.
+        let marked = match marked {
+            Ok(logins::Mark::Held) => take(term, m, &why),
+            other => other,
+        };
+        match marked {
+            Ok(logins::Mark::Marked) => {}
+            Ok(logins::Mark::Held | logins::Mark::Not) => {
+                // Its row is held (a claim under way, or its login), or
+                // it is gone: kept for now.
+                log::info!("pool {}: machine {} is busy: kept", p.name, m.name);
                 shrunk.kept += 1;
                 continue;
             }
-            let why = removal.why();
-            // One marked on an earlier pass, or by the removals thread, is
-            // not marked again: its login holding its row can't keep its
-            // removal from being finished.
-            let marked = if m.ending {
-                Ok(logins::Mark::Marked)
-            } else {
-                term.run(|c| logins::mark_ending(c, sql::MACHINE_ENDING, m.id, None, &why, None))
-            };
-            // Held: lost or never booted, it goes whatever it does (marking
-            // it would have revoked it all the same): taken from its login.
-            let marked = match marked {
-                Ok(logins::Mark::Held) => take(term, m, &why),
-                other => other,
-            };
-            match marked {
-                Ok(logins::Mark::Marked) => {}
-                Ok(logins::Mark::Held | logins::Mark::Not) => {
-                    // Its row is held (a claim under way, or its login), or
-                    // it is gone: kept for now.
-                    log::info!("pool {}: machine {} is busy: kept", p.name, m.name);
-                    shrunk.kept += 1;
-                    continue;
-                }
-                Err(DutyError::Db(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_)))) => {
-                    log::error!("pool {}: machine {}: {e}", p.name, m.name);
-                    shrunk.problem = Some(e.to_string());
-                    shrunk.kept += 1;
-                    continue;
-                }
-                Err(down) => return Err(down),
+            Err(DutyError::Db(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_)))) => {
+                log::error!("pool {}: machine {}: {e}", p.name, m.name);
+                shrunk.problem = Some(e.to_string());
+                shrunk.kept += 1;
+                continue;
             }
-            if removal == Removal::Resumed {
-                log::debug!("{}", say_removing(&p.name, &m.name, &why));
-            } else {
-                log::info!("{}", say_removing(&p.name, &m.name, &why));
-            }
-            shrunk.ending.push((m, why));
+            Err(down) => return Err(down),
         }
-        Ok(shrunk)
+        if removal == Removal::Resumed {
+            log::debug!("{}", say_removing(&p.name, &m.name, &why));
+        } else {
+            log::info!("{}", say_removing(&p.name, &m.name, &why));
+        }
+        shrunk.ending.push((m, why));
     }
+    Ok(shrunk)
+}
 
-    /// Deletes pool `p`'s strays: the provider's machines with its and this
-    /// stack's labels that no row of `machines` holds; and removes at once
-    /// the rows whose machine its provider no longer lists before their
-    /// worker was seen ([`decide::ended_unseen`]). Err
-    /// ([`Failed::Provider`]): the provider couldn't list them.
-    pub(super) fn strays(
-        &mut self,
-        fleet: &mut Fleet,
-        term: &mut Term,
-        p: &Pool,
-        machines: &[&Machine],
-    ) -> Result<(), Failed> {
-        let stack = fleet.stack(term)?;
-        let (kind, region) = (&p.machines.provider, p.machines.region.as_deref());
-        let found = fleet
-            .listed(kind, region, &p.name, &stack)
-            .map_err(Failed::Provider)?;
-        // Rows whose machine is gone before their worker was seen: ended
-        // while booting (its login refused, its boot failed).
-        let grace = match p.machines.provider {
-            crate::config::Provider::Local => 0.0,
-            // DescribeInstances may not list an instance for a while after
-            // RunInstances made it.
-            crate::config::Provider::Ec2 => EC2_LISTS_WITHIN,
-        };
-        let gone =
-            decide::ended_unseen(machines, |name| found.iter().any(|f| f.name == name), grace);
-        for m in gone {
-            let why = Removal::EndedUnseen.why();
-            let marked =
-                term.run(|c| logins::mark_ending(c, sql::MACHINE_ENDING, m.id, None, &why, None))?;
-            if marked != logins::Mark::Marked {
-                continue;
-            }
-            log::warn!("{}", say_removing(&p.name, &m.name, &why));
-            match finish_removal(fleet, term, p, m, &why) {
-                Ok(()) => {}
-                // Marked ending: the next pass takes it up again.
-                Err(DutyError::Db(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_)))) => {
-                    log::error!("pool {}: machine {}: {e}", p.name, m.name);
-                }
-                Err(down) => return Err(down.into()),
-            }
+/// Deletes pool `p`'s strays: the provider's machines with its and this
+/// stack's labels that no row of `machines` holds; and removes at once
+/// the rows whose machine its provider no longer lists before their
+/// worker was seen ([`decide::ended_unseen`]). Err
+/// ([`Failed::Provider`]): the provider couldn't list them.
+pub(super) fn strays(
+    fleet: &mut Fleet,
+    term: &mut Term,
+    p: &Pool,
+    machines: &[&Machine],
+) -> Result<(), Failed> {
+    let stack = fleet.stack(term)?;
+    let (kind, region) = (&p.machines.provider, p.machines.region.as_deref());
+    let found = fleet
+        .listed(kind, region, &p.name, &stack)
+        .map_err(Failed::Provider)?;
+    // Rows whose machine is gone before their worker was seen: ended
+    // while booting (its login refused, its boot failed).
+    let grace = match p.machines.provider {
+        crate::config::Provider::Local => 0.0,
+        // DescribeInstances may not list an instance for a while after
+        // RunInstances made it.
+        crate::config::Provider::Ec2 => EC2_LISTS_WITHIN,
+    };
+    let gone = decide::ended_unseen(machines, |name| found.iter().any(|f| f.name == name), grace);
+    for m in gone {
+        let why = Removal::EndedUnseen.why();
+        let marked =
+            term.run(|c| logins::mark_ending(c, sql::MACHINE_ENDING, m.id, None, &why, None))?;
+        if marked != logins::Mark::Marked {
+            continue;
         }
-        let held = |name: &str| machines.iter().any(|m| m.name == name);
-        for (s, deleted) in fleet.delete_strays(kind, region, found, held) {
-            log::warn!(
-                "deleting stray machine {} ({}) of pool {}: no live row holds it",
-                s.name,
-                s.id,
-                p.name
-            );
-            if let Err(e) = deleted {
-                log::error!("stray {}: can't delete it: {e}", s.name);
-                continue;
+        log::warn!("{}", say_removing(&p.name, &m.name, &why));
+        match finish_removal(fleet, term, p, m, &why) {
+            Ok(()) => {}
+            // Marked ending: the next pass takes it up again.
+            Err(DutyError::Db(e @ (Fault::Sql(_) | Fault::Data(_) | Fault::Other(_)))) => {
+                log::error!("pool {}: machine {}: {e}", p.name, m.name);
             }
-            let why = format!(
-                "{} ({}) of pool {}: no live row held it",
-                s.name, s.id, p.name
-            );
-            event(term, "stray deleted", &why)?;
+            Err(down) => return Err(down.into()),
         }
-        Ok(())
     }
+    let held = |name: &str| machines.iter().any(|m| m.name == name);
+    for (s, deleted) in fleet.delete_strays(kind, region, found, held) {
+        log::warn!(
+            "deleting stray machine {} ({}) of pool {}: no live row holds it",
+            s.name,
+            s.id,
+            p.name
+        );
+        if let Err(e) = deleted {
+            log::error!("stray {}: can't delete it: {e}", s.name);
+            continue;
+        }
+        let why = format!(
+            "{} ({}) of pool {}: no live row held it",
+            s.name, s.id, p.name
+        );
+        event(term, "stray deleted", &why)?;
+    }
+    Ok(())
 }
 
 /// Machine `m`'s removal (for `why`: lost, never booted) skipped for its

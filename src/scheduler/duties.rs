@@ -20,7 +20,7 @@
 //!    pruning, within what is left of the tick.
 
 use crate::config::Placement;
-use crate::scheduler::Views;
+use crate::scheduler::views::Views;
 
 /// One of a leading tick's duties.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -91,7 +91,7 @@ pub(super) fn ec2_registered(pipelines: &Views) -> bool {
 mod tests {
     use super::*;
     use crate::config::Pipeline;
-    use crate::scheduler::View;
+    use crate::scheduler::views::View;
     use std::sync::Arc;
 
     #[test]

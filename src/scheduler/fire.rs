@@ -26,7 +26,7 @@ use chrono::{DateTime, Utc};
 use crate::config;
 use crate::db::sql;
 use crate::lead::Term;
-use crate::scheduler::Views;
+use crate::scheduler::views::Views;
 
 /// Missed slots counted at most after the one fired (a schedule every
 /// second, down for a day, is not walked slot by slot beyond this).

@@ -12,12 +12,15 @@
 //! ([`crate::lead::hold::Leadership::step`], each tick).
 //!
 //! The parts, by duty: this file (`main`, the loop, the tick, stopping);
+//! [`views`] (the pipelines a leading tick reads, lent to each duty);
+//! [`stops`] (SIGTERM and SIGINT counted);
 //! [`duties`] (a leading tick's duties in their order, pure); [`fire`]
 //! (schedules: what to fire, pure, then the writes); [`sense`]
 //! (sensors); [`start`] (queued local and EC2 runs); [`sweep`] (stale runs,
 //! and when silence may be judged at all); [`prune`] (history past
 //! `ORCA_KEEP_DAYS`, deleted in small batches); [`stats`] (`ORCA_TICK_STATS`);
-//! [`alerts`] (the alert thread). The scheduler calls into `lead`, `pools`,
+//! [`alerts`] (the alert thread). This file imports its parts; none of
+//! them imports it back. The scheduler calls into `lead`, `pools`,
 //! `warm_pool`, `supervise`, `config` and `db`; none of them imports it.
 //!
 //! Invariants:
@@ -38,17 +41,16 @@ pub mod prune;
 pub mod sense;
 pub mod start;
 pub mod stats;
+pub mod stops;
 pub mod sweep;
+pub mod views;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
-
-use crate::config::{self, Pipeline};
-use crate::db::sql;
+use crate::config;
 use crate::db::{self, Db, Fault, Link, Target};
 use crate::exit::{self, Failure, Outcome, bad, no};
 use crate::lead::hold::{Joined, Leadership, Supervised};
@@ -64,45 +66,8 @@ use duties::{Duty, Facts};
 use fire::Schedules;
 use sense::Sensors;
 use stats::TickStats;
-
-/// How many SIGTERM/SIGINT arrived. With overlap on, the first means drain
-/// and a second means stop now.
-static STOPS: AtomicUsize = AtomicUsize::new(0);
-
-extern "C" fn on_stop(_: libc::c_int) {
-    STOPS.fetch_add(1, Ordering::SeqCst);
-}
-
-fn stops() -> usize {
-    STOPS.load(Ordering::SeqCst)
-}
-
-fn install_stop_handlers() {
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(
-            libc::SIGTERM,
-            on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-        libc::signal(
-            libc::SIGINT,
-            on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
-}
-
-/// A pipeline as this tick sees it: its spec, next slot, and whether paused.
-struct View {
-    /// Its stored spec.
-    p: Arc<Pipeline>,
-    /// Its next slot not yet fired (`None`: none computed yet).
-    next_fire: Option<DateTime<Utc>>,
-    /// Whether it is paused.
-    paused: bool,
-}
-
-/// This tick's pipelines, by name.
-type Views = HashMap<String, View>;
+use stops::{install_stop_handlers, stops};
+use views::pipelines;
 
 /// The scheduler's state between ticks.
 pub struct Scheduler {
@@ -553,47 +518,6 @@ impl Scheduler {
         }
         0
     }
-}
-
-/// This tick's pipelines, those whose stored spec this binary reads (one
-/// it can't read is said once and skipped), and the database's clock
-/// (`None` when there is no pipeline), read on the lead (`term`).
-fn pipelines(
-    term: &mut Term,
-    unreadable: &mut HashSet<String>,
-) -> Result<(Option<DateTime<Utc>>, Views), DutyError> {
-    let rows = term.prepared(sql::TICK_PIPELINES, |c, s| c.query(s, &[]))?;
-    let mut now: Option<DateTime<Utc>> = None;
-    let mut pipelines = HashMap::new();
-    for row in &rows {
-        now = Some(row.get("now"));
-        let name: String = row.get("name");
-        let spec: serde_json::Value = row.get("spec");
-        let next_fire: Option<DateTime<Utc>> = row.get("next_fire");
-        let paused: bool = row.get("paused");
-        match serde_json::from_value::<Pipeline>(spec) {
-            Ok(p) => {
-                pipelines.insert(
-                    name,
-                    View {
-                        p: Arc::new(p),
-                        next_fire,
-                        paused,
-                    },
-                );
-            }
-            Err(e) => {
-                if unreadable.insert(name.clone()) {
-                    log::error!(
-                        "pipeline {name}: its stored spec is not one this binary reads \
-                         (registered by another version?); skipping it: {:?} error",
-                        e.classify()
-                    );
-                }
-            }
-        }
-    }
-    Ok((now, pipelines))
 }
 
 /// Whether machines' and instances' silence may be judged now, in a tick

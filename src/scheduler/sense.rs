@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::db::sql;
 use crate::lead::Term;
 use crate::runs::Exit;
-use crate::scheduler::{View, Views};
+use crate::scheduler::views::{View, Views};
 use crate::supervise::child::Child;
 
 /// A pipeline's sensor between ticks.

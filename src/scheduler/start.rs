@@ -17,11 +17,14 @@
 //! * No run is claimed once a SIGTERM or SIGINT came (the local runs a
 //!   tick claimed are all started: they were claimed in one statement).
 
-use crate::config::Placement;
+use std::sync::Arc;
+
+use crate::config::{Pipeline, Placement};
 use crate::db::sql;
 use crate::lead::Term;
 use crate::machines::fleet::Fleet;
-use crate::scheduler::{Arc, Pipeline, View, Views, stops};
+use crate::scheduler::stops::stops;
+use crate::scheduler::views::{View, Views};
 use crate::supervise::Supervisor;
 use crate::warm_pool::leader::{Ec2Runs, Short};
 
