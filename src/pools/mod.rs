@@ -137,6 +137,8 @@ pub struct PoolScaler {
     /// The pools a pass that ran out of time (slow provider calls) left:
     /// the next pass, due at once, does their provider work alone.
     resume: Option<Vec<String>>,
+    /// The removals the removals thread could not begin, and why.
+    unbegun: mark::Unbegun,
 }
 
 impl PoolScaler {
@@ -149,7 +151,14 @@ impl PoolScaler {
             undroppable: Default::default(),
             refused: HashMap::new(),
             resume: None,
+            unbegun: mark::Unbegun::default(),
         }
+    }
+
+    /// The removals the removals thread could not begin, for it to tell
+    /// ([`mark::run`]) and the pass to say in each pool's status.
+    pub fn unbegun(&self) -> mark::Unbegun {
+        self.unbegun.clone()
     }
 
     /// Its timing.

@@ -65,7 +65,11 @@ impl PoolScaler {
         for (m, removal) in shrink.remove {
             if !pass_begins(&removal) {
                 // The removals thread's: it marks it (it may have by now),
-                // and a later pass finishes it.
+                // and a later pass finishes it. One it could not mark is
+                // said in the pool's status, as the pass said its own.
+                if let Some(why) = self.unbegun.why(m.id) {
+                    shrunk.problem = Some(why);
+                }
                 shrunk.kept += 1;
                 continue;
             }
