@@ -17,8 +17,8 @@
 //! leading one.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::db::{Fault, Link, sql};
@@ -28,6 +28,40 @@ use crate::pools::decide::{self, Removal};
 use crate::pools::say::say_removing;
 use crate::pools::view::view_of;
 use crate::settings::PoolTiming;
+
+/// Why the removals this thread could not begin failed (a fault other
+/// than an outage), by machine id, as of its last try of each: the pass
+/// says it in the pool's status ("can't remove a machine: ..."), as it
+/// said its own before these removals were this thread's alone. Shared
+/// with the scaler ([`crate::pools::PoolScaler::unbegun`]).
+#[derive(Clone, Default)]
+pub struct Unbegun(Arc<Mutex<HashMap<i64, String>>>);
+
+impl Unbegun {
+    /// Why machine `id`'s removal could not begin at its last try, if it
+    /// could not.
+    pub fn why(&self, id: i64) -> Option<String> {
+        self.map().get(&id).cloned()
+    }
+
+    /// Machine `id`'s last try failed for `why`, or (`None`) did not.
+    fn said(&self, id: i64, why: Option<String>) {
+        match why {
+            Some(why) => self.map().insert(id, why),
+            None => self.map().remove(&id),
+        };
+    }
+
+    /// Forgets every machine but those `keep` says (no longer a candidate,
+    /// or this process no longer leads).
+    fn keep(&self, keep: impl Fn(i64) -> bool) {
+        self.map().retain(|id, _| keep(*id));
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i64, String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// Whether this thread begins removal `r`: an idle or a retired pool's
 /// machine (one taken up again, lost or never booted is the pass's).
@@ -42,14 +76,14 @@ pub fn begins(r: &Removal) -> bool {
 /// begins within a look's time of `idle_seconds`, not a pass later; and a
 /// mark skipped for a held row ([`Mark::Held`]) is asked again between
 /// looks ([`Held`]), not only at the next.
-pub fn run(link: Link, timing: PoolTiming, leader: Known, done: Arc<AtomicBool>) {
+pub fn run(link: Link, timing: PoolTiming, leader: Known, unbegun: Unbegun, done: Arc<AtomicBool>) {
     let every = Duration::from_secs_f64(timing.scale.max(0.1));
     let mut next = Instant::now();
     let mut held: HashMap<i64, Held> = HashMap::new();
     while !done.load(Ordering::SeqCst) {
         let now = Instant::now();
         if now < next {
-            retry_held(&link, &leader, &done, &mut held, now);
+            retry_held(&link, &leader, &unbegun, &done, &mut held, now);
             let wake = held.values().map(|h| h.again).fold(next, Instant::min);
             std::thread::sleep(
                 wake.saturating_duration_since(Instant::now())
@@ -61,6 +95,7 @@ pub fn run(link: Link, timing: PoolTiming, leader: Known, done: Arc<AtomicBool>)
         // Not leading: asked again soon, so that a lead just taken is
         // looked after at once, not a pass later.
         let Some(pid) = leader.pid() else {
+            unbegun.keep(|_| false);
             next = began + MIN_LOOK_GAP;
             continue;
         };
@@ -97,6 +132,7 @@ pub fn run(link: Link, timing: PoolTiming, leader: Known, done: Arc<AtomicBool>)
                 Instant::now() + Duration::from_secs_f64(due.clamp(0.0, timing.scale)) + DUE_MARGIN;
             next = next.min(at.max(began + MIN_LOOK_GAP));
         }
+        unbegun.keep(|id| candidates.iter().any(|c| c.id == id));
         // Held marks are kept across looks only while still held: one that
         // is marked, or no longer a candidate, is forgotten, and one still
         // held keeps the time it is given up at.
@@ -105,7 +141,7 @@ pub fn run(link: Link, timing: PoolTiming, leader: Known, done: Arc<AtomicBool>)
             if leader.pid() != Some(pid) || done.load(Ordering::SeqCst) {
                 break;
             }
-            match mark(&link, &m, pid) {
+            match mark(&link, &unbegun, &m, pid) {
                 None => break,
                 Some(Mark::Held) => {
                     let at = Instant::now();
@@ -120,7 +156,7 @@ pub fn run(link: Link, timing: PoolTiming, leader: Known, done: Arc<AtomicBool>)
                         },
                     };
                     if logins::held_for_good(h.first, at) {
-                        take(&link, &h.m, pid);
+                        take(&link, &unbegun, &h.m, pid);
                     } else if still.len() < HELD_AT_MOST {
                         still.insert(h.m.id, h);
                     }
@@ -157,6 +193,7 @@ struct Held {
 fn retry_held(
     link: &Link,
     leader: &Known,
+    unbegun: &Unbegun,
     done: &AtomicBool,
     held: &mut HashMap<i64, Held>,
     now: Instant,
@@ -172,9 +209,9 @@ fn retry_held(
         if now < h.again || done.load(Ordering::SeqCst) {
             return true;
         }
-        match mark(link, &h.m, pid) {
+        match mark(link, unbegun, &h.m, pid) {
             Some(Mark::Held) if logins::held_for_good(h.first, now) => {
-                take(link, &h.m, pid);
+                take(link, unbegun, &h.m, pid);
                 false
             }
             Some(Mark::Held) => {
@@ -197,12 +234,19 @@ fn back_off(first: Instant, now: Instant, gap: Duration) -> (Duration, Instant) 
 }
 
 /// Marks `m` ending on `link`, fenced on the lead of session `pid`, and
-/// says so; what came of it, or `None` when the database is out of reach.
-fn mark(link: &Link, m: &Candidate, pid: i32) -> Option<Mark> {
+/// says so (a fault other than an outage in `unbegun` too); what came of
+/// it, or `None` when the database is out of reach.
+fn mark(link: &Link, unbegun: &Unbegun, m: &Candidate, pid: i32) -> Option<Mark> {
     // Prepared: a held row's mark is asked again between looks.
-    match link.lock().prepared(sql::MACHINE_ENDING, |c, st| {
+    let marked = link.lock().prepared(sql::MACHINE_ENDING, |c, st| {
         logins::mark_ending(c, st, m.id, m.seen_busy, &m.why, Some(pid))
-    }) {
+    });
+    match &marked {
+        Ok(_) => unbegun.said(m.id, None),
+        Err(Fault::Down | Fault::Refused(_)) => {}
+        Err(e) => unbegun.said(m.id, Some(e.to_string())),
+    }
+    match marked {
         Ok(Mark::Marked) => {
             log::info!("{}", say_removing(&m.pool, &m.name, &m.why));
             Some(Mark::Marked)
@@ -219,7 +263,8 @@ fn mark(link: &Link, m: &Candidate, pid: i32) -> Option<Mark> {
             Some(Mark::Not)
         }
         Err(Fault::Down | Fault::Refused(_)) => None,
-        // This machine's alone (the pass says it in the pool's status).
+        // This machine's alone (the pass says it in the pool's status,
+        // from `unbegun`).
         Err(e) => {
             log::warn!("pool {}: machine {}: {e}", m.pool, m.name);
             Some(Mark::Not)
@@ -231,10 +276,15 @@ fn mark(link: &Link, m: &Candidate, pid: i32) -> Option<Mark> {
 /// [`logins::HELD_FOR_GOOD`] (see [`logins::take_from_login`]), fenced on
 /// the lead of session `pid`, with an `intruder` event naming the login.
 /// The pass finishes its removal.
-fn take(link: &Link, m: &Candidate, pid: i32) {
+fn take(link: &Link, unbegun: &Unbegun, m: &Candidate, pid: i32) {
     let taken = link
         .lock()
         .run(|c| logins::take_from_login(c, m.id, &m.name, &m.why, Some(pid)));
+    match &taken {
+        Ok(_) => unbegun.said(m.id, None),
+        Err(Fault::Down | Fault::Refused(_)) => {}
+        Err(e) => unbegun.said(m.id, Some(e.to_string())),
+    }
     match taken {
         Ok(Some(Mark::Marked)) => {
             log::info!("{}", say_removing(&m.pool, &m.name, &m.why));
@@ -349,6 +399,23 @@ mod tests {
         assert!(!begins(&Removal::Resumed));
         assert!(!begins(&Removal::NeverBooted { boot: 900.0 }));
         assert!(!begins(&Removal::Silent { silent: 400.0 }));
+    }
+
+    #[test]
+    fn a_removal_not_begun_is_known_until_a_try_of_it_comes_to_anything_else() {
+        let u = Unbegun::default();
+        let pass = u.clone();
+        u.said(7, Some("statement timeout".into()));
+        u.said(8, Some("no removal today".into()));
+        assert_eq!(pass.why(7).as_deref(), Some("statement timeout"));
+        u.said(7, None);
+        assert_eq!(pass.why(7), None, "marked, held or busy since");
+        // No longer a candidate (busy, gone), or the lead moved.
+        u.keep(|id| id != 8);
+        assert_eq!(pass.why(8), None);
+        u.said(9, Some("x".into()));
+        u.keep(|_| false);
+        assert_eq!(pass.why(9), None);
     }
 
     #[test]

@@ -100,6 +100,8 @@ pub struct PoolScaler {
     /// The pools a pass that ran out of time (slow provider calls) left:
     /// the next pass, due at once, does their provider work alone.
     resume: Option<Vec<String>>,
+    /// The removals the removals thread could not begin, and why.
+    unbegun: mark::Unbegun,
 }
 
 impl PoolScaler {
@@ -111,7 +113,14 @@ impl PoolScaler {
             undroppable: Default::default(),
             attempts: Attempts::default(),
             resume: None,
+            unbegun: mark::Unbegun::default(),
         }
+    }
+
+    /// The removals the removals thread could not begin, for it to tell
+    /// ([`mark::run`]) and the pass to say in each pool's status.
+    pub fn unbegun(&self) -> mark::Unbegun {
+        self.unbegun.clone()
     }
 
     /// Its timing.
@@ -183,7 +192,7 @@ impl PoolScaler {
         let mut shrinks = Vec::with_capacity(pools.len());
         for (view, mine) in &pools {
             let shrink = decide::shrink(view, mine, &self.timing, judge_silence);
-            shrinks.push(remove::begin(term, &view.pool, shrink)?);
+            shrinks.push(remove::begin(term, &view.pool, shrink, &self.unbegun)?);
         }
         // 2. Each pool's provider work (deletes, a make, strays), in turn
         // and within the tick's deadline: no pool's step begins after its

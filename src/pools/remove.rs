@@ -50,11 +50,13 @@ pub fn pass_begins(r: &Removal) -> bool {
 
 /// Begins the removals `shrink` decided for pool `p`'s machines that a
 /// pass begins ([`pass_begins`]), on the lead (`term`): each marked ending
-/// for its why. What the pool's step finishes.
+/// for its why; one the removals thread could not begin (`unbegun`) said
+/// in the pool's status. What the pool's step finishes.
 pub(super) fn begin<'a>(
     term: &mut Term,
     p: &Pool,
     shrink: decide::Shrink<'a>,
+    unbegun: &mark::Unbegun,
 ) -> Result<Shrunk<'a>, DutyError> {
     let mut shrunk = Shrunk {
         live: shrink.live,
@@ -64,7 +66,11 @@ pub(super) fn begin<'a>(
     for (m, removal) in shrink.remove {
         if !pass_begins(&removal) {
             // The removals thread's: it marks it (it may have by now),
-            // and a later pass finishes it.
+            // and a later pass finishes it. One it could not mark is
+            // said in the pool's status, as the pass said its own.
+            if let Some(why) = unbegun.why(m.id) {
+                shrunk.problem = Some(why);
+            }
             shrunk.kept += 1;
             continue;
         }

@@ -254,15 +254,16 @@ fn run(
     };
     // Removals begin off the tick, on the side connection too.
     let mark_thread = {
-        let (link, timing, leader, done) = (
+        let (link, timing, leader, unbegun, done) = (
             side_for_mark,
             scaler.timing().clone(),
             known,
+            scaler.unbegun(),
             alert_done.clone(),
         );
         std::thread::Builder::new()
             .name("removals".into())
-            .spawn(move || mark::run(link, timing, leader, done))
+            .spawn(move || mark::run(link, timing, leader, unbegun, done))
             .expect("spawn removals thread")
     };
     // The flood guard, on the side connection too: a session already open

@@ -486,3 +486,39 @@ workers = 1
         s.output()
     );
 }
+
+/// Issue 29's review: an idle machine whose removal can't begin for a
+/// reason other than an outage (here any mark of it fails, as a statement
+/// timeout on a loaded database or a DBA's trigger would) is said in its
+/// pool's status, as `orca pools` shows it, not only in a log line: the
+/// scaler's pass said "can't remove a machine: ..." before the removal of
+/// an idle machine was left to the removals thread alone.
+#[test]
+fn an_idle_machine_whose_removal_can_t_begin_is_said_in_its_pool_s_status() {
+    let (db, dir) = crate::pools::pool_test(
+        "max_machines = 1\nidle_seconds = 1\n\n[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
+    );
+    db.admin_here(
+        "CREATE FUNCTION public.no_removal() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'no removal today'; END $$;
+         CREATE TRIGGER no_removal BEFORE UPDATE OF ending ON orca.pool_machines
+           FOR EACH ROW WHEN (OLD.ending IS NULL AND NEW.ending IS NOT NULL)
+           EXECUTE FUNCTION public.no_removal();",
+    );
+    let run = db.queue("job");
+    let mut s = crate::pools::pool_scheduler(&db, &dir, &[]);
+    s.wait_for("the run succeeds on the machine", 60.0, || {
+        db.state(run) == "succeeded"
+    });
+    // Passes every 0.3 s, the machine idle past its 1 s well before this.
+    s.wait_for("the pool's status says why it stays", 30.0, || {
+        db.one::<String>("SELECT coalesce(status, '') FROM orca.pools WHERE name = 'p'")
+            .contains("no removal today")
+    });
+    assert_eq!(
+        db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE ended_at IS NULL"),
+        1,
+        "the machine stays while its removal can't begin"
+    );
+    s.stop();
+}
