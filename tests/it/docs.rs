@@ -326,6 +326,13 @@ fn run_sh_in(
         watch(child.id() as i32);
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
+    if !status.success() {
+        // A block that failed before its own `kill $!` leaves its
+        // background scheduler in its process group: stopped here, so a
+        // failed test leaks no scheduler (make test met one).
+        // SAFETY: kill(2) on the process group this test made.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGTERM) };
+    }
     Output {
         status,
         stdout: std::fs::read(dir.path("block.out")).unwrap(),
