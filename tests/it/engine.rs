@@ -124,13 +124,14 @@ fn a_head_whose_port_is_still_held_serves_its_run_once_it_is_free() {
         std::env::var("PATH").unwrap_or_default()
     );
     let mut s = db.scheduler(&dir, &[("PATH", path.as_str())]);
+    held.set_nonblocking(true).unwrap();
     let run = db.queue("dask");
-    s.wait_for("the run's head is serving", 120.0, || {
-        db.state(run) == "running"
+    // The run's driver (or a worker) reaching the held port: the head's
+    // scheduler, started before them, found it held. Then the holder goes,
+    // as the last run's scheduler would.
+    s.wait_for("the run reaches the held port", 120.0, || {
+        held.accept().is_ok()
     });
-    // The head's first try found the port held; a few seconds later the
-    // holder goes, as the last run's scheduler would.
-    std::thread::sleep(std::time::Duration::from_secs(5));
     drop(held);
     let output = succeeds(&db, &s, run, 240.0);
     assert!(output.contains("2 dask workers joined"), "{output}");
