@@ -340,7 +340,12 @@ fn flood_then_spin(another: bool) {
                 Err(e) if e.code() == Some(&postgres::error::SqlState::OUT_OF_MEMORY) => {
                     from += 200_001
                 }
-                _ => return true,
+                Ok(_) => from += 200_001,
+                // Ended: terminated by the guard, or its connection gone.
+                Err(e) => {
+                    return e.code() == Some(&postgres::error::SqlState::ADMIN_SHUTDOWN)
+                        || spinner.is_closed();
+                }
             }
         }
         false

@@ -643,8 +643,19 @@ fn a_uid_whose_cleaner_outlives_its_keeper_stays_held_until_it_is_done() {
         };
         // SAFETY: kill(2) on the keeper's child found above.
         unsafe { libc::kill(p, libc::SIGSTOP) };
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        if alive(p) {
+        // Seen stopped (state T), and still the keeper's root child: a
+        // stopped process can't change what it is.
+        let stopped = || {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|st| {
+                    st.rsplit(')')
+                        .next()
+                        .map(|r| r.trim_start().starts_with('T'))
+                })
+                .unwrap_or(false)
+        };
+        if within(5.0, std::time::Duration::from_millis(20), stopped) && root_child(&p) {
             cleaner = Some(p);
         }
         cleaner.is_some()
