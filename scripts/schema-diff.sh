@@ -13,8 +13,10 @@
 # would have left it at N) and then migrated by NEW_ORCA, against (b).
 # Needs ORCA_TEST_DATABASE_URL, a superuser's URL
 # (scripts/test-db.sh sets it: scripts/test-db.sh scripts/schema-diff.sh
-# /tmp/orca-old); makes a role and three databases of its own there and
-# drops them.
+# /tmp/orca-old); makes a role and three databases (four with OLD_REF) of
+# its own there and drops them. OLD_ORCA should know the same migrations
+# but 0025 (orca.function_files), else their intended changes show as
+# differences. Exit 2 when an orca migrate fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=${1:?usage: scripts/schema-diff.sh OLD_ORCA [NEW_ORCA]}

@@ -173,7 +173,7 @@ pub enum Cmd {
         db: DbOpts,
     },
     /// Each pipeline: placement, schedule and next fire, paused, max_runs,
-    /// runs running and queued, the last ended run.
+    /// on_lost, runs running and queued, the last ended run.
     Pipelines {
         /// Retired pipelines too.
         #[arg(long)]
@@ -272,8 +272,8 @@ pub enum Cmd {
         /// How long to stay warm (ORCA_EC2_POOL_SECONDS).
         seconds: f64,
     },
-    /// The schedulers (ORCA_OVERLAP=on), oldest first: live ones and those
-    /// gone within the last hour (--all: every one).
+    /// The schedulers, oldest first: live ones and those gone within the
+    /// last hour (--all: every one); with ORCA_OVERLAP=off, the one leading.
     // `orca instances`, its old name, is still taken (scripts use it).
     #[command(visible_alias = "instances")]
     Schedulers {
