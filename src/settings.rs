@@ -199,6 +199,27 @@ impl PoolTiming {
     }
 }
 
+/// `ORCA_LISTEN`: `on` (the default) or `off`. On, the scheduler, pool
+/// workers and `pool-next` wait on Postgres `LISTEN` over the connection
+/// they already hold, so a run starts (a warm instance is handed over) when
+/// it is queued rather than at the next tick or poll; the tick and the poll
+/// stay the floor either way. `off` is for a connection pooler in
+/// transaction mode (where `LISTEN` does not reach the session) and for the
+/// bench's comparison.
+#[allow(dead_code)] // read by the wake-ups being built (issue 30)
+pub fn listen_on() -> Result<bool, String> {
+    listen_parse(std::env::var("ORCA_LISTEN").ok().as_deref())
+}
+
+/// [`listen_on`]'s decision on the variable's value (`None`: unset).
+fn listen_parse(v: Option<&str>) -> Result<bool, String> {
+    match v.map(str::trim) {
+        None | Some("") | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(format!("ORCA_LISTEN={other}: want on or off")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +272,18 @@ mod tests {
         assert!(
             KEEP_SECONDS.parse(Some("0")).is_err(),
             "nothing kept: refused"
+        );
+    }
+
+    #[test]
+    fn listen_is_on_unless_said_off() {
+        assert_eq!(listen_parse(None), Ok(true));
+        assert_eq!(listen_parse(Some("")), Ok(true));
+        assert_eq!(listen_parse(Some("on")), Ok(true));
+        assert_eq!(listen_parse(Some("off")), Ok(false));
+        assert_eq!(
+            listen_parse(Some("no")),
+            Err("ORCA_LISTEN=no: want on or off".into())
         );
     }
 }
