@@ -60,6 +60,9 @@ pub enum Cmd {
     ///
     /// With --wait, it waits for the run's final outcome, after its retries:
     /// exit 0 if it succeeded, 1 if it failed, timed out or was cancelled.
+    /// With --each FILE, one run per line of FILE (- : standard input), its
+    /// tab-separated fields the run's arguments, all queued or none; prints
+    /// the first and last id (--json: every id).
     Run {
         /// The pipeline.
         pipeline: String,
@@ -74,6 +77,18 @@ pub enum Cmd {
         /// the other commands).
         #[arg(long = "db-wait", default_value_t = 10.0, value_name = "S")]
         db_wait: f64,
+        /// One run per line of FILE (- : standard input), the line's
+        /// tab-separated fields its arguments, in one transaction: a bad
+        /// line (empty, a CR or NUL, not UTF-8, over 65536 bytes or 256
+        /// fields) is named by its number and nothing is queued; at most
+        /// 100000 lines and 64 MiB. --wait: waits for them all (exit 1 if
+        /// any did not succeed).
+        #[arg(long, value_name = "FILE", conflicts_with = "args")]
+        each: Option<String>,
+        /// With --each: print every id, in the lines' order, as a JSON
+        /// array (not the first and last).
+        #[arg(long, requires = "each")]
+        json: bool,
         /// Arguments for the run's command.
         #[arg(last = true)]
         args: Vec<String>,

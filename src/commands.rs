@@ -21,6 +21,7 @@ use crate::printable;
 use crate::runs::{self, Cancelled, RunState, STATES};
 use crate::waits::{self, Waiting};
 
+pub mod each;
 pub mod events;
 pub mod pipelines;
 pub mod retry;

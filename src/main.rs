@@ -84,7 +84,24 @@ fn dispatch(cli: &Cli) -> Outcome {
             fill,
             wait,
             db_wait,
+            each: Some(path),
+            json,
+            ..
+        } => commands::each::run(
+            pipeline,
+            path,
+            *fill,
+            *json,
+            *wait,
+            &cli::DbOpts { wait: *db_wait },
+        ),
+        Cmd::Run {
+            pipeline,
+            fill,
+            wait,
+            db_wait,
             args,
+            ..
         } => commands::run(
             pipeline,
             *fill,

@@ -301,11 +301,20 @@ pub const RUNS_BEAT: &str = sql_file!("runs_beat.sql");
 /// See `sql/runs_cancel_queued.sql`.
 pub const RUNS_CANCEL_QUEUED: &str = sql_file!("runs_cancel_queued.sql");
 
+/// See `sql/runs_each_going.sql`.
+pub const RUNS_EACH_GOING: &str = sql_file!("runs_each_going.sql");
+
+/// See `sql/runs_each_tally.sql`.
+pub const RUNS_EACH_TALLY: &str = sql_file!("runs_each_tally.sql");
+
 /// See `sql/runs_finish.sql`.
 pub const RUNS_FINISH: &str = sql_file!("runs_finish.sql");
 
 /// See `sql/runs_list.sql`.
 pub const RUNS_LIST: &str = sql_file!("runs_list.sql");
+
+/// See `sql/runs_queue_each.sql`.
+pub const RUNS_QUEUE_EACH: &str = sql_file!("runs_queue_each.sql");
 
 /// See `sql/runs_start.sql`.
 pub const RUNS_START: &str = sql_file!("runs_start.sql");
