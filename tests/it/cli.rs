@@ -3,6 +3,7 @@
 
 use crate::harness::*;
 
+mod each;
 mod follow;
 mod input;
 mod login;
