@@ -7,7 +7,8 @@
 //! Postgres: per machine sessions, transactions and WAL, and Postgres's
 //! CPU), the fleet churn (`tests/chaos/churn.rs`), and the history soak
 //! (runs at full rate with the keep shrunk to minutes: sizes, rows, RSS,
-//! descriptors and tick p99 over time, and their slopes).
+//! descriptors and tick p99 over time, and their slopes); and 100,000 runs
+//! queued by one `orca run --each` (`batch`).
 //!
 //! ```text
 //! make bench                                         # every section
@@ -62,6 +63,7 @@ mod out;
 #[path = "../tests/it/harness/mod.rs"]
 mod harness;
 
+mod batch;
 mod binary;
 mod check;
 mod churn;
@@ -107,6 +109,10 @@ const SECTIONS: &[Section] = &[
     Section {
         name: "rate",
         run: rate::run,
+    },
+    Section {
+        name: "batch",
+        run: batch::run,
     },
     Section {
         name: "memory",

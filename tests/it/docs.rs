@@ -69,6 +69,11 @@ const RUN_HERE: &[(&str, &str, &str)] = &[
         "the_readme_s_dask_block_runs_as_written",
     ),
     (
+        "README.md",
+        "export ORCA_DATABASE_URL='postgres://orca:secret@localhost:5432/orca_batch'",
+        "the_readme_s_batch_block_runs_as_written",
+    ),
+    (
         "docs/setup.md",
         "orca migrate",
         "the_setup_page_s_migrate_runs_as_written",
@@ -386,6 +391,36 @@ fn the_readme_s_first_commands_run_as_written() {
     );
     let pipelines: i64 = db.one("SELECT count(*) FROM orca.pipelines");
     assert!(pipelines > 0, "registered");
+}
+
+/// The README's "Queueing many runs at once": two batches queued by
+/// `orca run --each` (from a pipe, then a file), the second waited for
+/// with the scheduler the block starts; the ids it says it prints, and
+/// every run succeeded with its line's arguments.
+#[test]
+fn the_readme_s_batch_block_runs_as_written() {
+    let db = TestDb::empty_on(&admin_url());
+    let dir = TempDir::new();
+    let block = sh_block(
+        "README.md",
+        "export ORCA_DATABASE_URL='postgres://orca:secret@localhost:5432/orca_batch'",
+    );
+    let out = run_sh(&block, &dir, &db.url, |_| {});
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{all}");
+    // Its other lines are migrate's (`applied ...`, `done: ...`, `stack ...`).
+    let ids: Vec<String> = text(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(ids, ["1 2", "3 202"], "{all}");
+    assert_eq!(
+        db.one::<i64>("SELECT count(*) FROM orca.runs WHERE state = 'succeeded' AND id >= 3"),
+        200
+    );
+    let args: Vec<String> = db.one("SELECT args FROM orca.runs WHERE id = 202");
+    assert_eq!(args, ["img200.png", "800x600"]);
 }
 
 /// The README's Dask block, from the repository's root, on a scratch
