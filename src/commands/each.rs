@@ -17,8 +17,8 @@ use crate::runs;
 
 use super::{POLL, catch_interrupt, connect, interrupted, pg, target, unknown_pipeline};
 
-/// The most lines (runs) one `--each` queues: what one transaction queues
-/// within about a second and a half (`make bench`'s `batch` figure).
+/// The most lines (runs) one `--each` queues: one transaction that should
+/// take at most 2 s (`make bench`'s `batch` figure).
 pub const MAX_LINES: usize = 100_000;
 
 /// The most bytes `--each` reads (at most this and a byte is read).
@@ -192,9 +192,10 @@ pub fn run(
     wait: bool,
     opts: &DbOpts,
 ) -> Outcome {
+    // Settings first: a bad one refuses before standard input is read.
+    let target = target(opts, "orca")?;
     let text = read(path)?;
     let lines = lines(&text).map_err(|b| bad(b.said(&source(path))))?;
-    let target = target(opts, "orca")?;
     let mut client = connect(opts)?;
     if wait {
         catch_interrupt();
