@@ -31,6 +31,7 @@ use cli::{Cli, Cmd};
 use exit::{Failure, Outcome};
 
 fn main() {
+    quiet_panics();
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some(supervise::keeper::KEEPER) {
         std::process::exit(supervise::keeper::keeper_main(
@@ -50,6 +51,18 @@ fn main() {
         }
         std::process::exit(f.code);
     }
+}
+
+/// In a build that aborts on panic (the release profile), a panic says its
+/// place and message on stderr (`orca: panicked at FILE:LINE:COLUMN:`, then
+/// the message) and aborts (SIGABRT, exit status 134), without walking the stack: the static
+/// binary carries no unwind tables (`.cargo/no-eh-frame.ld`), so a
+/// backtrace (`RUST_BACKTRACE=1`) would find no frames to walk, and a
+/// stripped binary has no names to print anyway. Builds that unwind (tests,
+/// debug) keep Rust's own hook.
+fn quiet_panics() {
+    #[cfg(panic = "abort")]
+    std::panic::set_hook(Box::new(|info| eprintln!("orca: {info}")));
 }
 
 /// A command line clap refused, or asked for help: the help or version
