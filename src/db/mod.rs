@@ -220,6 +220,79 @@ impl Db {
         self.exec(f)
     }
 
+    /// Waits up to `wait` for notifications on session number `session`
+    /// (never a newer one, never connecting: [`Fault::Down`] then), and
+    /// takes at most `max` of them: the first as it arrives, the rest only
+    /// if already sent. Others stay buffered for the next call. A session
+    /// that ended meanwhile is [`Fault::Down`] (it reconnects on its next
+    /// [`Db::ensure`]). Not counted in [`Db::calls`]: no statement.
+    pub fn notifications_fenced(
+        &mut self,
+        session: u64,
+        wait: Duration,
+        max: usize,
+    ) -> Result<Vec<postgres::Notification>, Fault> {
+        use postgres::fallible_iterator::FallibleIterator;
+        if self.sessions != session {
+            return Err(Fault::Down);
+        }
+        let Some(client) = self.client.as_mut() else {
+            return Err(Fault::Down);
+        };
+        let mut got = Vec::new();
+        let read = (|| {
+            let mut n = client.notifications();
+            if max == 0 {
+                return Ok(());
+            }
+            if let Some(first) = n.timeout_iter(wait).next()? {
+                got.push(first);
+            }
+            let mut more = n.iter();
+            while got.len() < max {
+                match more.next()? {
+                    Some(x) => got.push(x),
+                    None => break,
+                }
+            }
+            Ok(())
+        })();
+        let closed = client.is_closed();
+        match read {
+            Err(e) if !closed && !is_connection_error(&e) => Err(Fault::Other(plain(&e))),
+            Err(e) => {
+                self.client = None;
+                self.last_try = Some(Instant::now());
+                self.went_down(&plain(&e));
+                Err(Fault::Down)
+            }
+            Ok(()) if closed => {
+                self.client = None;
+                self.last_try = Some(Instant::now());
+                self.went_down("the session ended");
+                Err(Fault::Down)
+            }
+            Ok(()) => Ok(got),
+        }
+    }
+
+    /// Drops the notifications session `session` has read and not yet
+    /// handed out (after an `UNLISTEN`: the last that were on their way),
+    /// reading no more than has arrived; how many. Not on another session.
+    pub fn notifications_dropped(&mut self, session: u64) -> usize {
+        use postgres::fallible_iterator::FallibleIterator;
+        let Some(c) = self.client.as_mut().filter(|_| self.sessions == session) else {
+            return 0;
+        };
+        let mut n = c.notifications();
+        let mut dropped = 0;
+        let mut it = n.iter();
+        while let Ok(Some(_)) = it.next() {
+            dropped += 1;
+        }
+        dropped
+    }
+
     /// Connects if there is no open session; true if there is one now.
     /// While the database is down, this tries at most once a second, so a
     /// loop that calls it many times a tick doesn't wait on each; while the

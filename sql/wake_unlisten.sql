@@ -1,0 +1,2 @@
+-- The scheduler stops listening (it no longer leads, or wake-ups flood).
+UNLISTEN *
