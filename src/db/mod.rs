@@ -276,21 +276,11 @@ impl Db {
         }
     }
 
-    /// Drops the notifications session `session` has read and not yet
-    /// handed out (after an `UNLISTEN`: the last that were on their way),
-    /// reading no more than has arrived; how many. Not on another session.
-    pub fn notifications_dropped(&mut self, session: u64) -> usize {
-        use postgres::fallible_iterator::FallibleIterator;
-        let Some(c) = self.client.as_mut().filter(|_| self.sessions == session) else {
-            return 0;
-        };
-        let mut n = c.notifications();
-        let mut dropped = 0;
-        let mut it = n.iter();
-        while let Ok(Some(_)) = it.next() {
-            dropped += 1;
-        }
-        dropped
+    /// Closes the session, if open (the next [`Db::ensure`] opens another,
+    /// at once): the server keeps nothing for it.
+    pub fn close(&mut self) {
+        self.client = None;
+        self.statements.clear();
     }
 
     /// Connects if there is no open session; true if there is one now.

@@ -364,11 +364,11 @@ pub const SWEEP: &str = sql_file!("sweep.sql");
 /// See `sql/tick_pipelines.sql`.
 pub const TICK_PIPELINES: &str = sql_file!("tick_pipelines.sql");
 
+/// See `sql/wake_end.sql`.
+pub const WAKE_END: &str = sql_file!("wake_end.sql");
+
 /// See `sql/wake_listen.sql`.
 pub const WAKE_LISTEN: &str = sql_file!("wake_listen.sql");
-
-/// See `sql/wake_unlisten.sql`.
-pub const WAKE_UNLISTEN: &str = sql_file!("wake_unlisten.sql");
 
 /// See `sql/worker_finish.sql`.
 pub const WORKER_FINISH: &str = sql_file!("worker_finish.sql");

@@ -240,7 +240,7 @@ fn run(
 ) -> i32 {
     // The second connection: its runs' beats and ends, and alerts. (The
     // first is the tick's, which may stall; beats must not.)
-    let side = Link::new(Db::new(target, "heartbeat"));
+    let side = Link::new(Db::new(target.clone(), "heartbeat"));
     let sup = Supervisor::new(
         side.clone(),
         format!("the scheduler on {host}"),
@@ -253,7 +253,15 @@ fn run(
     // sends only while this process leads; the removals thread fences its
     // marks on the leading session's backend pid.
     let known = lead.known();
-    let wake = Wake::new(listen, known.clone());
+    let wake = Wake::new(
+        listen,
+        target.clone().with_application_name(&format!(
+            "{} wake pid {}",
+            crate::lead::lock::SCHEDULER_APP,
+            std::process::id()
+        )),
+        known.clone(),
+    );
     let alert_thread = {
         let done = alert_done.clone();
         let leads = known.clone();
@@ -334,7 +342,7 @@ impl Scheduler {
             }
             let (began, calls) = (Instant::now(), self.db.calls);
             self.tick();
-            self.wake.after_tick(&mut self.db, self.led);
+            self.wake.after_tick(self.led);
             crate::metrics::observe(&crate::metrics::TICK, began.elapsed().as_secs_f64());
             if let Some(stats) = &mut self.stats {
                 stats.tick((
@@ -397,7 +405,8 @@ impl Scheduler {
             self.sup.flush();
             self.sup.publish();
         }
-        let notified = self.wake.wait(&mut self.db, session, until, ended);
+        let notified = self.wake.wait(until, ended);
+        self.wake.unstall(&mut self.db, session);
         if !self.wake.gate.due(notified, ended) || stops() > 0 {
             return;
         }
@@ -409,8 +418,7 @@ impl Scheduler {
         }
         let started = start::start_local(&mut term, &mut self.sup, &self.host, &self.views);
         let bound = start::STARTS_PER_TICK as usize;
-        self.wake
-            .passed(&mut self.db, started, bound, notified, ended);
+        self.wake.passed(started, bound, notified, ended);
     }
 
     /// One tick: supervise, write what is pending, and decide if leading.

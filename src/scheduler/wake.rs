@@ -27,9 +27,11 @@
 //!   costs no more than the tick's poll, and bounded memory.
 //! * It listens only while it leads, on the leading session.
 
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::db::{Db, Fault, sql};
+use crate::db::{Db, Fault, Target, sql};
 use crate::lead::Known;
 
 /// The longest the scheduler waits on its session at a time between ticks
@@ -114,141 +116,260 @@ impl Gate {
     }
 }
 
-/// The scheduler's listening: on which session, its gate, whether on at all.
+/// What the main thread and the listener share.
+#[derive(Default)]
+struct State {
+    /// Listen now (the scheduler leads, not flooded, `ORCA_LISTEN` on).
+    listen: bool,
+    /// A notification came from another session than the lead's since the
+    /// main thread last looked.
+    woken: bool,
+    /// How many notifications were taken since then.
+    taken: usize,
+    /// The listener is reading since then (for [`STALLED`]).
+    reading: Option<Instant>,
+    /// The listener's backend pid, while it has a session.
+    pid: Option<i32>,
+    /// The scheduler is ending.
+    done: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A listener whose read has not returned for this long is reading a
+/// flood faster than it can (the client library reads every notification
+/// that has arrived before it returns): its session is ended, which ends
+/// the read and frees what it read and what the server held for it. Its
+/// reads return within [`SLICE`] otherwise.
+pub const STALLED: Duration = Duration::from_millis(150);
+
+/// How many ticks the listening stays off after the `floods`-th flood in a
+/// row (a tick that listened without one ends the row): 2, 4, ... 64.
+pub fn quiet_ticks(floods: u32) -> u32 {
+    1 << floods.clamp(1, 6)
+}
+
+/// The scheduler's wake-ups: the listener thread, on a session of its own
+/// (a flood it reads can hold up no tick), and the gate of passes, on the
+/// main thread.
 pub struct Wake {
-    /// `ORCA_LISTEN`.
-    on: bool,
-    /// The session it listens on (`None`: it doesn't).
-    listening: Option<u64>,
+    shared: Arc<Shared>,
     /// The gate of passes between ticks.
     pub gate: Gate,
-    /// Who leads, for the leading session's backend pid: its own
-    /// notifications (runs its tick queued, and started) wake nothing.
-    known: Known,
-    /// A failed `LISTEN` was said (said again once one worked).
-    said: bool,
+    /// `ORCA_LISTEN`.
+    on: bool,
+    listener: Option<JoinHandle<()>>,
+    /// Floods in a row, and the ticks left to stay off ([`quiet_ticks`]).
+    floods: u32,
+    quiet: u32,
+    /// This tick listened and was flooded.
+    flooded: bool,
 }
 
 impl Wake {
-    /// Listening as `ORCA_LISTEN` says (`on`), the lead as `known` tells.
-    pub fn new(on: bool, known: Known) -> Wake {
+    /// Wake-ups as `ORCA_LISTEN` says (`on`): the listener thread, off
+    /// `target` (named `app`), the lead as `known` tells (its own
+    /// notifications wake nothing: runs its tick queued, the tick started).
+    pub fn new(on: bool, target: Target, known: Known) -> Wake {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+        });
+        let listener = on.then(|| {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("wake".into())
+                .spawn(move || listen_loop(Db::new(target, "wake"), shared, known))
+                .expect("spawn wake thread")
+        });
         Wake {
-            on,
-            listening: None,
+            shared,
             gate: Gate::default(),
-            known,
-            said: false,
+            on,
+            listener,
+            floods: 0,
+            quiet: 0,
+            flooded: false,
         }
     }
 
-    /// Whether it listens on session `session` now.
-    pub fn listens(&self, session: u64) -> bool {
-        self.listening == Some(session)
-    }
-
-    /// After each tick: listens on the leading session `leads` (`None`:
-    /// this tick didn't lead, and it stops listening), and the gate begins
-    /// a new tick.
-    pub fn after_tick(&mut self, db: &mut Db, leads: Option<u64>) {
+    /// After each tick: listen while this tick led (`leads`) but for the
+    /// quiet ticks after a flood, and the gate begins a new tick.
+    pub fn after_tick(&mut self, leads: Option<u64>) {
         self.gate.tick();
-        match leads {
-            Some(session) if self.on => {
-                if self.listening != Some(session) {
-                    self.listen(db, session);
-                }
-            }
-            _ => self.unlisten(db),
+        let listened = self.shared.lock().listen || self.flooded;
+        if std::mem::take(&mut self.flooded) {
+            self.floods += 1;
+            self.quiet = quiet_ticks(self.floods);
+        } else if listened {
+            self.floods = 0;
         }
+        let quiet = self.quiet > 0;
+        self.quiet = self.quiet.saturating_sub(1);
+        self.shared.lock().listen = self.on && leads.is_some() && !quiet;
     }
 
-    fn listen(&mut self, db: &mut Db, session: u64) {
-        match db.run_fenced(session, |c| c.batch_execute(sql::WAKE_LISTEN)) {
-            Ok(()) => {
-                if std::mem::take(&mut self.said) {
-                    log::info!("listening for queued runs again");
-                }
-                self.listening = Some(session);
-            }
-            Err(e) => {
-                self.listening = None;
-                if !self.said && !matches!(e, Fault::Down) {
-                    log::warn!("can't listen for queued runs ({e}): they start at the tick");
-                    self.said = true;
-                }
-            }
-        }
-    }
-
-    /// Stops listening (and drops what was read but not taken).
-    pub fn unlisten(&mut self, db: &mut Db) {
-        let Some(session) = self.listening.take() else {
-            return;
+    /// Ends the listener's session, through `db`'s session `session` (the
+    /// lead's), if its read has not returned for [`STALLED`]: a flood.
+    /// Asked every slice between ticks.
+    pub fn unstall(&mut self, db: &mut Db, session: u64) {
+        let stalled = {
+            let st = self.shared.lock();
+            st.reading
+                .filter(|since| since.elapsed() >= STALLED)
+                .and(st.pid)
         };
-        if db
-            .run_fenced(session, |c| c.batch_execute(sql::WAKE_UNLISTEN))
-            .is_ok()
-        {
-            db.notifications_dropped(session);
+        let Some(pid) = stalled else { return };
+        if !self.flooded {
+            log::warn!("the wake-up listener is flooded: ending its session");
         }
+        self.mute();
+        if let Err(e) = db.run_fenced(session, |c| c.execute(sql::WAKE_END, &[&pid])) {
+            e.complain();
+        }
+        // Not asked again for this read.
+        self.shared.lock().reading = None;
     }
 
-    /// One slice between ticks, until `until` at most (and [`SLICE`]) on
-    /// the leading session `session`: waits for notifications while
-    /// listening (not at all when `ended` makes a pass due now), else
-    /// sleeps. Whether notifications came (from another session than the
-    /// leading one). A flood stops the listening here.
-    pub fn wait(&mut self, db: &mut Db, session: u64, until: Instant, ended: bool) -> bool {
-        let now = self.gate.now(ended);
-        let wait = if now {
+    /// One slice between ticks, until `until` at most (and [`SLICE`]):
+    /// waits for a notification (not at all when `ended` makes a pass due
+    /// now). Whether one came (from another session than the lead's).
+    pub fn wait(&mut self, until: Instant, ended: bool) -> bool {
+        let wait = if self.gate.now(ended) {
             Duration::ZERO
         } else {
             until.saturating_duration_since(Instant::now()).min(SLICE)
         };
-        if !self.listens(session) {
-            std::thread::sleep(wait);
-            return false;
+        let mut st = self.shared.lock();
+        if !st.woken && !wait.is_zero() {
+            st = self
+                .shared
+                .cv
+                .wait_timeout_while(st, wait, |st| !st.woken && !st.done)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
-        let got = match db.notifications_fenced(session, wait, DRAIN_MAX) {
-            Ok(got) => got,
-            Err(e) => {
-                // The session is gone: the next tick's lead step reconnects
-                // (and takes the lead again, or not) before any listening.
-                self.listening = None;
-                if !matches!(e, Fault::Down) {
-                    e.complain();
-                }
-                return false;
-            }
-        };
-        self.gate.drained(got.len());
-        let own = self.known.pid();
-        let notified = got.iter().any(|n| Some(n.process_id()) != own);
-        if self.gate.flooded() {
-            self.flood(db);
-        }
-        notified
+        let (woken, taken) = (std::mem::take(&mut st.woken), std::mem::take(&mut st.taken));
+        drop(st);
+        self.gate.drained(taken);
+        self.mute_if_flooded();
+        woken
     }
 
     /// A pass between ticks started `started` of at most `bound` (woken by
     /// `notified`, `ended`); a flood stops the listening until the next tick.
-    pub fn passed(
-        &mut self,
-        db: &mut Db,
-        started: usize,
-        bound: usize,
-        notified: bool,
-        ended: bool,
-    ) {
+    pub fn passed(&mut self, started: usize, bound: usize, notified: bool, ended: bool) {
         self.gate.passed(started, bound, notified, ended);
+        self.mute_if_flooded();
+    }
+
+    fn mute_if_flooded(&mut self) {
         if self.gate.flooded() {
-            self.flood(db);
+            self.mute();
         }
     }
 
-    fn flood(&mut self, db: &mut Db) {
-        if self.listening.is_some() {
-            log::debug!("wake-ups start nothing: not listening until the next tick");
-            self.unlisten(db);
+    fn mute(&mut self) {
+        let mut st = self.shared.lock();
+        if st.listen {
+            log::debug!("wake-ups start nothing: not listening for a while");
+            st.listen = false;
+            self.flooded = true;
+        }
+    }
+}
+
+impl Drop for Wake {
+    fn drop(&mut self) {
+        self.shared.lock().done = true;
+        self.shared.cv.notify_all();
+        if let Some(t) = self.listener.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The listener thread: while told to listen, holds a session that
+/// `LISTEN`s and tells the main thread of each notification another
+/// session than the lead's sent; told not to (not leading, a flood), it
+/// closes its session, so the server keeps nothing for it.
+fn listen_loop(mut db: Db, shared: Arc<Shared>, known: Known) {
+    let mut listening: Option<u64> = None;
+    let mut said = false;
+    loop {
+        let listen = {
+            let st = shared.lock();
+            if st.done {
+                return;
+            }
+            st.listen
+        };
+        if !listen {
+            if listening.take().is_some() {
+                db.close();
+                shared.lock().pid = None;
+            }
+            std::thread::sleep(SLICE);
+            continue;
+        }
+        if listening.is_none_or(|s| s != db.sessions) || !db.ensure() {
+            listening = None;
+            shared.lock().pid = None;
+            if !db.ensure() {
+                std::thread::sleep(SLICE);
+                continue;
+            }
+            let session = db.sessions;
+            let listened = db.run_fenced(session, |c| {
+                c.batch_execute(sql::WAKE_LISTEN)?;
+                c.query_one(sql::BACKEND_PID, &[])
+                    .map(|r| r.get::<_, i32>("pid"))
+            });
+            match listened {
+                Ok(pid) => {
+                    if std::mem::take(&mut said) {
+                        log::info!("listening for queued runs again");
+                    }
+                    shared.lock().pid = Some(pid);
+                    listening = Some(session);
+                }
+                Err(e) => {
+                    if !said && !matches!(e, Fault::Down) {
+                        log::warn!("can't listen for queued runs ({e}): they start at the tick");
+                        said = true;
+                    }
+                    db.close();
+                    std::thread::sleep(Duration::from_secs(1));
+                    continue;
+                }
+            }
+        }
+        let Some(session) = listening else { continue };
+        shared.lock().reading = Some(Instant::now());
+        let got = db.notifications_fenced(session, SLICE, DRAIN_MAX);
+        let mut st = shared.lock();
+        st.reading = None;
+        match got {
+            Ok(got) if !got.is_empty() => {
+                let lead = known.pid();
+                st.taken += got.len();
+                if got.iter().any(|n| Some(n.process_id()) != lead) {
+                    st.woken = true;
+                    shared.cv.notify_all();
+                }
+            }
+            Ok(_) => {}
+            // Its session ended: a new one listens (at most one a second).
+            Err(_) => listening = None,
         }
     }
 }
@@ -256,6 +377,12 @@ impl Wake {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn floods_in_a_row_keep_the_listening_off_longer_up_to_64_ticks() {
+        let quiet: Vec<u32> = (1..=8).map(quiet_ticks).collect();
+        assert_eq!(quiet, [2, 4, 8, 16, 32, 64, 64, 64]);
+    }
 
     #[test]
     fn notifications_and_ends_make_a_pass_and_nothing_else_does() {
