@@ -17,7 +17,7 @@ INSERT INTO orca.wake (channel)
 VALUES ('orca_queued_' || replace(gen_random_uuid()::text, '-', ''));
 
 -- orca.runs_wake_scheduler() made here: its body is in sql/functions/runs_wake_scheduler.sql.
-CREATE FUNCTION orca.runs_wake_scheduler() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+CREATE FUNCTION orca.runs_wake_scheduler() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
 
 -- One notification a statement, however many runs it queues (`orca run
 -- --each` queues 100,000 in one): the inserted rows are looked at through

@@ -1,31 +1,35 @@
 //! Start passes between ticks (issues 30 and 33): a local run starts when
 //! it is queued, and when a slot frees, not at the next tick.
 //!
-//! While it leads, the scheduler `LISTEN`s on its tick's session to the
-//! channel runs' triggers notify (migration 26: a secret name in
-//! `orca.wake`, which no machine or instance login can read), and between
-//! ticks waits on that session, a [`SLICE`] at a time, instead of sleeping.
-//! A notification (a run queued, or queued again), a run of its own that
-//! ended (reaped between ticks), or a pass that started as many as a pass
-//! may ([`crate::scheduler::start::STARTS_PER_TICK`]) makes one start pass:
-//! the tick's start step on the lead, with the pipelines the last tick
-//! read. Firing, sensors, sweeps, the lead's renewal and the scaler keep
-//! the tick's cadence.
+//! While the scheduler leads, its `wake` thread holds a session of its own
+//! that `LISTEN`s to the channel runs' triggers notify (migration 26: a
+//! secret name in `orca.wake`, which no machine or instance login can
+//! read), and tells the main thread of each notification; between ticks
+//! the main thread waits for that, a [`SLICE`] at a time, instead of
+//! sleeping. A notification (a run queued, or queued again), a run of its
+//! own that ended (reaped between ticks), or a pass that started as many as
+//! a pass may ([`crate::scheduler::start::STARTS_PER_TICK`]) makes one
+//! start pass: the tick's start step on the lead, with the pipelines the
+//! last tick read. Firing, sensors, sweeps, the lead's renewal and the
+//! scaler keep the tick's cadence.
 //!
 //! Invariants:
 //! * The tick stays the floor: a lost notification (a session cut, a
 //!   notification sent before the `LISTEN`) delays a run to the next tick,
-//!   never longer; `ORCA_LISTEN=off` is the tick alone.
+//!   never longer; `ORCA_LISTEN=off` is the tick alone (and a run's end
+//!   still makes a pass: no notification is needed for it).
 //! * A pass is fenced as a tick's start is: through the lead's
-//!   [`crate::lead::Term`], on the session that holds `LEAD_LOCK`; nothing
-//!   here connects again (the tick's lead step does), so nothing decided
-//!   after a lost session lands.
-//! * Any number of notifications is one pass; at most [`DRAIN_MAX`] are
-//!   taken a slice. Notifications keep coming with nothing to start
-//!   ([`Gate`]: more than [`STRIKES_PER_TICK`] strikes a tick): it stops
-//!   listening until the next tick, and drops what it had read, so a flood
-//!   costs no more than the tick's poll, and bounded memory.
-//! * It listens only while it leads, on the leading session.
+//!   [`crate::lead::Term`], on the session that holds `LEAD_LOCK`. The
+//!   listener's session decides nothing; nothing here connects the lead's
+//!   session again (the tick's lead step does).
+//! * Any number of notifications is one pass. Notifications that keep
+//!   coming with nothing to start ([`Gate`]: more than [`STRIKES_PER_TICK`]
+//!   strikes a tick), or a read that doesn't return within [`STALLED`] (a
+//!   flood read faster than the client library parses it: its session is
+//!   ended), turn the listening off for [`quiet_ticks`] ticks, its session
+//!   closed: a flood costs no more than the tick's poll, the tick's session
+//!   never reads one, and what was read is freed.
+//! * It listens only while the scheduler leads.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
