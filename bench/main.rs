@@ -8,7 +8,8 @@
 //! CPU), the fleet churn (`tests/chaos/churn.rs`), and the history soak
 //! (runs at full rate with the keep shrunk to minutes: sizes, rows, RSS,
 //! descriptors and tick p99 over time, and their slopes); and 100,000 runs
-//! queued by one `orca run --each` (`batch`).
+//! queued by one `orca run --each` (`batch`); queue to start of a local
+//! run with and without wake-ups (`latency`).
 //!
 //! ```text
 //! make bench                                         # every section
@@ -71,6 +72,7 @@ mod cpu;
 mod ctx;
 mod fleet;
 mod history;
+mod latency;
 mod memory;
 mod overlap;
 mod plans;
@@ -113,6 +115,10 @@ const SECTIONS: &[Section] = &[
     Section {
         name: "batch",
         run: batch::run,
+    },
+    Section {
+        name: "latency",
+        run: latency::run,
     },
     Section {
         name: "memory",

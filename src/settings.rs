@@ -199,14 +199,13 @@ impl PoolTiming {
     }
 }
 
-/// `ORCA_LISTEN`: `on` (the default) or `off`. On, the scheduler, pool
-/// workers and `pool-next` wait on Postgres `LISTEN` over the connection
-/// they already hold, so a run starts (a warm instance is handed over) when
+/// `ORCA_LISTEN`: `on` (the default) or `off`. On, the scheduler (on a
+/// session of its own, while it leads: `scheduler::wake`), pool
+/// workers and `pool-next` wait on Postgres `LISTEN`, so a run starts (a warm instance is handed over) when
 /// it is queued rather than at the next tick or poll; the tick and the poll
 /// stay the floor either way. `off` is for a connection pooler in
 /// transaction mode (where `LISTEN` does not reach the session) and for the
 /// bench's comparison.
-#[allow(dead_code)] // read by the wake-ups being built (issue 30)
 pub fn listen_on() -> Result<bool, String> {
     listen_parse(std::env::var("ORCA_LISTEN").ok().as_deref())
 }

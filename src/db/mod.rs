@@ -220,6 +220,69 @@ impl Db {
         self.exec(f)
     }
 
+    /// Waits up to `wait` for notifications on session number `session`
+    /// (never a newer one, never connecting: [`Fault::Down`] then), and
+    /// takes at most `max` of them: the first as it arrives, the rest only
+    /// if already sent. Others stay buffered for the next call. A session
+    /// that ended meanwhile is [`Fault::Down`] (it reconnects on its next
+    /// [`Db::ensure`]). Not counted in [`Db::calls`]: no statement.
+    pub fn notifications_fenced(
+        &mut self,
+        session: u64,
+        wait: Duration,
+        max: usize,
+    ) -> Result<Vec<postgres::Notification>, Fault> {
+        use postgres::fallible_iterator::FallibleIterator;
+        if self.sessions != session {
+            return Err(Fault::Down);
+        }
+        let Some(client) = self.client.as_mut() else {
+            return Err(Fault::Down);
+        };
+        let mut got = Vec::new();
+        let read = (|| {
+            let mut n = client.notifications();
+            if max == 0 {
+                return Ok(());
+            }
+            if let Some(first) = n.timeout_iter(wait).next()? {
+                got.push(first);
+            }
+            let mut more = n.iter();
+            while got.len() < max {
+                match more.next()? {
+                    Some(x) => got.push(x),
+                    None => break,
+                }
+            }
+            Ok(())
+        })();
+        let closed = client.is_closed();
+        match read {
+            Err(e) if !closed && !is_connection_error(&e) => Err(Fault::Other(plain(&e))),
+            Err(e) => {
+                self.client = None;
+                self.last_try = Some(Instant::now());
+                self.went_down(&plain(&e));
+                Err(Fault::Down)
+            }
+            Ok(()) if closed => {
+                self.client = None;
+                self.last_try = Some(Instant::now());
+                self.went_down("the session ended");
+                Err(Fault::Down)
+            }
+            Ok(()) => Ok(got),
+        }
+    }
+
+    /// Closes the session, if open (the next [`Db::ensure`] opens another,
+    /// at once): the server keeps nothing for it.
+    pub fn close(&mut self) {
+        self.client = None;
+        self.statements.clear();
+    }
+
     /// Connects if there is no open session; true if there is one now.
     /// While the database is down, this tries at most once a second, so a
     /// loop that calls it many times a tick doesn't wait on each; while the

@@ -364,6 +364,12 @@ pub const SWEEP: &str = sql_file!("sweep.sql");
 /// See `sql/tick_pipelines.sql`.
 pub const TICK_PIPELINES: &str = sql_file!("tick_pipelines.sql");
 
+/// See `sql/wake_end.sql`.
+pub const WAKE_END: &str = sql_file!("wake_end.sql");
+
+/// See `sql/wake_listen.sql`.
+pub const WAKE_LISTEN: &str = sql_file!("wake_listen.sql");
+
 /// See `sql/worker_finish.sql`.
 pub const WORKER_FINISH: &str = sql_file!("worker_finish.sql");
 
@@ -460,6 +466,10 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ),
     ("requeue_bound", sql_file!("functions/requeue_bound.sql")),
     ("runs_beat", sql_file!("functions/runs_beat.sql")),
+    (
+        "runs_wake_scheduler",
+        sql_file!("functions/runs_wake_scheduler.sql"),
+    ),
     ("worker_beat", sql_file!("functions/worker_beat.sql")),
     ("worker_claim", sql_file!("functions/worker_claim.sql")),
     ("worker_finish", sql_file!("functions/worker_finish.sql")),

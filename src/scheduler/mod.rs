@@ -44,6 +44,7 @@ pub mod stats;
 pub mod stops;
 pub mod sweep;
 pub mod views;
+pub mod wake;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -67,7 +68,8 @@ use fire::Schedules;
 use sense::Sensors;
 use stats::TickStats;
 use stops::{install_stop_handlers, stops};
-use views::pipelines;
+use views::{Views, pipelines};
+use wake::Wake;
 
 /// The scheduler's state between ticks.
 pub struct Scheduler {
@@ -106,11 +108,18 @@ pub struct Scheduler {
     gauges: gauges::Gauges,
     /// Pruning history past the keep (the leader's).
     prune: prune::Prune,
+    /// Start passes between ticks: listening for queued runs, the gate.
+    wake: Wake,
+    /// The session the last tick led on (`None`: it didn't lead), and the
+    /// pipelines it read, for the passes until the next tick.
+    led: Option<u64>,
+    views: Views,
 }
 
 /// `orca scheduler`: runs until SIGTERM or SIGINT.
 pub fn main(config_path: Option<&str>) -> Outcome {
     let timing = Timing::from_env().map_err(bad)?;
+    let listen = crate::settings::listen_on().map_err(bad)?;
     let pool_timing = PoolTiming::from_env().map_err(bad)?;
     let keep = crate::settings::keep_seconds().map_err(bad)?;
     let config = config_path
@@ -181,7 +190,7 @@ pub fn main(config_path: Option<&str>) -> Outcome {
         );
         let lead = Leadership::new(app, None, Some(Joined::new(id)));
         return exit::status(run(
-            db, target, timing, scaler, ec2_runs, host, lead, config, keep,
+            db, target, timing, scaler, ec2_runs, host, lead, config, keep, listen,
         ));
     }
     let session = db.sessions;
@@ -211,7 +220,7 @@ pub fn main(config_path: Option<&str>) -> Outcome {
         target.shown()
     );
     exit::status(run(
-        db, target, timing, scaler, ec2_runs, host, lead, None, keep,
+        db, target, timing, scaler, ec2_runs, host, lead, None, keep, listen,
     ))
 }
 
@@ -227,10 +236,11 @@ fn run(
     lead: Leadership,
     register: Option<config::Config>,
     keep: f64,
+    listen: bool,
 ) -> i32 {
     // The second connection: its runs' beats and ends, and alerts. (The
     // first is the tick's, which may stall; beats must not.)
-    let side = Link::new(Db::new(target, "heartbeat"));
+    let side = Link::new(Db::new(target.clone(), "heartbeat"));
     let sup = Supervisor::new(
         side.clone(),
         format!("the scheduler on {host}"),
@@ -243,6 +253,15 @@ fn run(
     // sends only while this process leads; the removals thread fences its
     // marks on the leading session's backend pid.
     let known = lead.known();
+    let wake = Wake::new(
+        listen,
+        target.clone().with_application_name(&format!(
+            "{} wake pid {}",
+            crate::lead::lock::SCHEDULER_APP,
+            std::process::id()
+        )),
+        known.clone(),
+    );
     let alert_thread = {
         let done = alert_done.clone();
         let leads = known.clone();
@@ -294,6 +313,9 @@ fn run(
         objects_swept: Instant::now(),
         stats: TickStats::from_env(),
         gauges: gauges::Gauges::default(),
+        wake,
+        led: None,
+        views: Views::new(),
     };
     let code = s.run_loop();
     alert_done.store(true, Ordering::SeqCst);
@@ -320,6 +342,7 @@ impl Scheduler {
             }
             let (began, calls) = (Instant::now(), self.db.calls);
             self.tick();
+            self.wake.after_tick(self.led);
             crate::metrics::observe(&crate::metrics::TICK, began.elapsed().as_secs_f64());
             if let Some(stats) = &mut self.stats {
                 stats.tick((
@@ -359,13 +382,48 @@ impl Scheduler {
                         None => may_wait = false,
                     }
                 }
+                // A leader waits on its session instead: a run queued, or
+                // one of its own ended, makes a start pass at once.
+                if let Some(session) = self.led {
+                    self.between_ticks(session, next);
+                    continue;
+                }
                 std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
             }
         }
     }
 
+    /// One slice of the wait between ticks of a leader (led on `session`),
+    /// until `until` at most: reaps what ended, waits for notifications
+    /// (`wake`), and makes a start pass if one is due (see [`wake`]).
+    fn between_ticks(&mut self, session: u64, until: Instant) {
+        let running = self.sup.running();
+        self.sup.reap();
+        let ended = self.sup.running() < running;
+        if ended {
+            // Written first: the pass counts running runs against max_runs.
+            self.sup.flush();
+            self.sup.publish();
+        }
+        let notified = self.wake.wait(until, ended);
+        self.wake.unstall(&mut self.db, session);
+        if !self.wake.gate.due(notified, ended) || stops() > 0 {
+            return;
+        }
+        let Some(mut term) = self.lead.term(&mut self.db) else {
+            return;
+        };
+        if term.session() != session {
+            return;
+        }
+        let started = start::start_local(&mut term, &mut self.sup, &self.host, &self.views);
+        let bound = start::STARTS_PER_TICK as usize;
+        self.wake.passed(started, bound, notified, ended);
+    }
+
     /// One tick: supervise, write what is pending, and decide if leading.
     fn tick(&mut self) {
+        self.led = None;
         let began = Instant::now();
         self.sup.reap();
         self.sup.enforce();
@@ -447,7 +505,12 @@ impl Scheduler {
                     }
                 }
                 Duty::Sense => self.sensors.sense(term, &pipelines),
-                Duty::StartLocal => start::start_local(term, &mut self.sup, &self.host, &pipelines),
+                Duty::StartLocal => {
+                    let started = start::start_local(term, &mut self.sup, &self.host, &pipelines);
+                    self.wake
+                        .gate
+                        .tick_started(started, start::STARTS_PER_TICK as usize);
+                }
                 Duty::Scale => {
                     let deadline = *deadline.get_or_insert_with(|| Deadline::from(Instant::now()));
                     let judge = judge_silence(term, began, stale);
@@ -494,6 +557,9 @@ impl Scheduler {
                 Duty::Prune => self.prune.step(term),
             }
         }
+        // Passes until the next tick start with what this tick read.
+        self.led = Some(term.session());
+        self.views = pipelines;
     }
 
     /// SIGTERM or SIGINT: start nothing more, SIGTERM the children, wait up

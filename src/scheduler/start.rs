@@ -28,7 +28,9 @@ use crate::scheduler::views::{View, Views};
 use crate::supervise::Supervisor;
 use crate::warm_pool::leader::{Ec2Runs, Short};
 
-/// How many runs one tick starts at most (the rest wait a tick).
+/// How many runs one start pass (a tick's, or one between ticks:
+/// [`crate::scheduler::wake`]) claims at most; a pass that claims as many
+/// is followed by another at once, so the rest wait no tick.
 pub const STARTS_PER_TICK: i64 = 64;
 
 /// What marks an attempt as an EC2 one to the database, as its `host`
@@ -80,14 +82,23 @@ fn pipeline_of(s: &Short, pipelines: &Views) -> Option<Arc<Pipeline>> {
 
 /// Starts queued `local` runs, oldest first, within `max_runs`: all
 /// claimed in one statement on the lead (`term`, naming `host`), then each
-/// launched by `sup`.
-pub(super) fn start_local(term: &mut Term, sup: &mut Supervisor, host: &str, pipelines: &Views) {
+/// launched by `sup`. How many were claimed (at most [`STARTS_PER_TICK`]:
+/// a pass that claims as many may leave more to start).
+pub(super) fn start_local(
+    term: &mut Term,
+    sup: &mut Supervisor,
+    host: &str,
+    pipelines: &Views,
+) -> usize {
     let chosen = match startable(term, Placement::Local) {
         Ok(rows) => chosen(rows, pipelines),
-        Err(e) => return e.complain(),
+        Err(e) => {
+            e.complain();
+            return 0;
+        }
     };
     if chosen.is_empty() || stops() > 0 {
-        return;
+        return 0;
     }
     let ids: Vec<i64> = chosen.iter().map(|c| c.0).collect();
     let scheduler = term.scheduler_id();
@@ -95,14 +106,18 @@ pub(super) fn start_local(term: &mut Term, sup: &mut Supervisor, host: &str, pip
         c.query(s, &[&ids, &host, &scheduler])
     }) {
         Ok(claimed) => claimed,
-        Err(e) => return e.complain(),
+        Err(e) => {
+            e.complain();
+            return 0;
+        }
     };
-    for row in claimed {
+    for row in &claimed {
         let (id, start): (i64, i32) = (row.get("id"), row.get("start"));
         if let Some((_, args, p)) = chosen.iter().find(|c| c.0 == id) {
             sup.launch(id, start, p, args, &[]);
         }
     }
+    claimed.len()
 }
 
 /// Starts queued `ec2` runs on instances of their own (through
