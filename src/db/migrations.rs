@@ -143,6 +143,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "function files",
         sql: sql_file!("migrations/0025_function_files.sql"),
     },
+    Migration {
+        version: 27,
+        name: "wake pool",
+        sql: sql_file!("migrations/0027_wake_pool.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:
