@@ -148,6 +148,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "wake",
         sql: sql_file!("migrations/0026_wake.sql"),
     },
+    Migration {
+        version: 27,
+        name: "wake pool",
+        sql: sql_file!("migrations/0027_wake_pool.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -35,6 +35,7 @@ pub mod sql;
 mod strip;
 pub mod target;
 pub mod tls;
+pub mod wake;
 
 // The paths the rest of the tree names (`crate::db::Fault`, ...).
 pub use fault::{Fault, Refusal, codes, error_kind, is_connection_error, plain};

@@ -118,6 +118,9 @@ pub const INSTANCE_RUN_OVER: &str = sql_file!("instance_run_over.sql");
 /// See `sql/instance_serve.sql`.
 pub const INSTANCE_SERVE: &str = sql_file!("instance_serve.sql");
 
+/// See `sql/instance_wake.sql`.
+pub const INSTANCE_WAKE: &str = sql_file!("instance_wake.sql");
+
 /// See `sql/instances_live_names.sql`.
 pub const INSTANCES_LIVE_NAMES: &str = sql_file!("instances_live_names.sql");
 
@@ -382,6 +385,9 @@ pub const WORKER_REQUEUE: &str = sql_file!("worker_requeue.sql");
 /// See `sql/worker_round.sql`.
 pub const WORKER_ROUND: &str = sql_file!("worker_round.sql");
 
+/// See `sql/worker_wake.sql`.
+pub const WORKER_WAKE: &str = sql_file!("worker_wake.sql");
+
 /// Every function of schema `orca`, by name: its current definition (every
 /// overload, its settings and grants), one file each under `sql/functions/`,
 /// applied by `orca migrate` when it changed (`db::migrate`).
@@ -434,6 +440,11 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
         sql_file!("functions/instance_run_over.sql"),
     ),
     ("instance_serve", sql_file!("functions/instance_serve.sql")),
+    ("instance_wake", sql_file!("functions/instance_wake.sql")),
+    (
+        "instances_wake_next",
+        sql_file!("functions/instances_wake_next.sql"),
+    ),
     (
         "login_objects_sweep",
         sql_file!("functions/login_objects_sweep.sql"),
@@ -466,10 +477,16 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ),
     ("requeue_bound", sql_file!("functions/requeue_bound.sql")),
     ("runs_beat", sql_file!("functions/runs_beat.sql")),
+    ("runs_wake_pool", sql_file!("functions/runs_wake_pool.sql")),
+    (
+        "runs_wake_pool_requeue",
+        sql_file!("functions/runs_wake_pool_requeue.sql"),
+    ),
     (
         "runs_wake_scheduler",
         sql_file!("functions/runs_wake_scheduler.sql"),
     ),
+    ("wake_channel", sql_file!("functions/wake_channel.sql")),
     ("worker_beat", sql_file!("functions/worker_beat.sql")),
     ("worker_claim", sql_file!("functions/worker_claim.sql")),
     ("worker_finish", sql_file!("functions/worker_finish.sql")),
@@ -478,4 +495,5 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ("worker_output", sql_file!("functions/worker_output.sql")),
     ("worker_requeue", sql_file!("functions/worker_requeue.sql")),
     ("worker_round", sql_file!("functions/worker_round.sql")),
+    ("worker_wake", sql_file!("functions/worker_wake.sql")),
 ];

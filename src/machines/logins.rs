@@ -59,13 +59,16 @@ pub struct Machine {
 
 impl Machine {
     /// Its state in words: removing, booting, silent (no beat for 5 s or
-    /// more: its worker beats every second), busy or idle.
+    /// more while it runs something: its worker beats every second; for
+    /// 15 s or more while idle: an idle worker listening for wake-ups
+    /// beats every 6 s), busy or idle.
     pub fn state(&self) -> &'static str {
+        let silent_after = if self.running > 0 { 5.0 } else { 15.0 };
         if self.ending {
             "removing"
         } else if !self.seen {
             "booting"
-        } else if self.silent >= 5.0 {
+        } else if self.silent >= silent_after {
             "silent"
         } else if self.running > 0 {
             "busy"

@@ -12,7 +12,14 @@
 //!   nothing is recorded, since the scheduler has queued its runs again.
 //! * It holds one connection ([`Link`]), which its main loop and its
 //!   heartbeat thread take in turn: its beat rides its claim, one
-//!   transaction a second while it has runs, every 2 s while idle.
+//!   transaction a second while it has runs, every 2 s while idle
+//!   ([`idle_every`]), every 6 s while idle and listening
+//!   ([`idle_listening`]).
+//! * With `ORCA_LISTEN` on (the default) that connection `LISTEN`s on its
+//!   pool's channel ([`crate::db::wake`]): a run of its pool queued wakes
+//!   it to claim at once; the idle look stays the floor (a notification
+//!   lost, a retry falling due). A run of its that ends is reaped, written
+//!   and its slot claimed again at once, not at the next tick.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Pipeline;
 use crate::db::sql;
+use crate::db::wake::{Gate, Heard, Listening, Wake};
 use crate::db::{Db, Fault, Link, Refusal, codes};
 use crate::exit::{Failure, Outcome, REVOKED, bad, no};
 use crate::settings::Timing;
@@ -128,6 +136,20 @@ fn idle_every(lost: f64) -> Duration {
     Duration::from_secs_f64((lost / 4.0).clamp(0.2, 2.0))
 }
 
+/// How often an idle worker that listens on its pool's channel beats and
+/// looks: every 6 s (a run queued wakes it), or as [`idle_every`] when
+/// `ORCA_POOL_LOST_SECONDS` is under 24 s, so that four beats fit in it.
+/// `orca pools` calls an idle machine silent after 15 s without a beat
+/// ([`crate::machines::logins::Machine::state`]).
+fn idle_listening(lost: f64) -> Duration {
+    Duration::from_secs_f64((lost / 4.0).clamp(0.2, 6.0))
+}
+
+/// How many wake-ups that found nothing an idle period of a listening
+/// worker may have ([`crate::db::wake::Gate`]): with its own look, three
+/// looks per [`idle_listening`], what the poll costs ([`idle_every`]'s 2 s).
+const FRUITLESS_ALLOWED: usize = 2;
+
 /// How often a worker beats and looks for runs.
 struct Pacing {
     /// `ORCA_TICK_SECONDS`: how often its main loop turns.
@@ -136,6 +158,8 @@ struct Pacing {
     beat: Duration,
     /// How often an idle worker beats and looks for runs ([`idle_every`]).
     idle: Duration,
+    /// How often while it listens for wake-ups ([`idle_listening`]).
+    idle_listening: Duration,
 }
 
 /// What a worker's supervisor says at the top of a tick.
@@ -155,6 +179,11 @@ struct Now {
     took: bool,
     /// How long ago a beat last landed (`None`: none yet).
     since_beat: Option<Duration>,
+    /// It listens for wake-ups on its pool's channel.
+    listening: bool,
+    /// A wake-up (a run queued, falling due, or a session begun that
+    /// listens): look now if it has room.
+    woken: bool,
 }
 
 /// What a tick of the worker does.
@@ -169,9 +198,10 @@ struct Step {
 }
 
 impl Pacing {
-    /// This tick's step. A worker rests (beats every [`Pacing::idle`])
-    /// when nothing runs, no end waits and its last round claimed nothing;
-    /// otherwise it beats each [`Pacing::beat`]. Its ends go at once, in
+    /// This tick's step. A worker rests (beats every [`Pacing::idle`], or
+    /// [`Pacing::idle_listening`] while it listens) when nothing runs, no
+    /// end waits and its last round claimed nothing; otherwise it beats
+    /// each [`Pacing::beat`]. Woken, it looks at once if it has room. Its ends go at once, in
     /// the round of the tick they are known on. While it has runs and room
     /// for more it looks for runs each tick, but for the tick right after
     /// the heartbeat thread beat in its stead (a beat under half a tick
@@ -183,10 +213,15 @@ impl Pacing {
         let half = self.tick / 2;
         let room = i64::from(n.slots) - (n.running + n.pending - n.ending) as i64;
         let resting = n.idle && !n.took;
-        let every = if resting { self.idle } else { self.beat };
+        let every = match (resting, n.listening) {
+            (false, _) => self.beat,
+            (true, false) => self.idle,
+            (true, true) => self.idle_listening,
+        };
         let looks = room > 0
-            && !resting
-            && (n.took || n.ending > 0 || n.since_beat.is_none_or(|t| t >= half));
+            && (n.woken
+                || (!resting
+                    && (n.took || n.ending > 0 || n.since_beat.is_none_or(|t| t >= half))));
         let due = looks || n.ending > 0 || n.since_beat.is_none_or(|t| t + half >= every);
         Step {
             every,
@@ -208,6 +243,7 @@ pub fn main(pool: &str) -> Outcome {
     let target = crate::machines::boot::own_target("worker").map_err(bad)?;
     let window = crate::settings::WORKER_REFUSED.read().map_err(bad)?;
     let lost = crate::settings::POOL_LOST.read().map_err(bad)?;
+    let listen = crate::settings::listen_on().map_err(bad)?;
     let mut refusals = Refusals {
         window,
         since: None,
@@ -281,10 +317,21 @@ pub fn main(pool: &str) -> Outcome {
         tick,
         beat: Duration::from_secs_f64(supervise::BEAT_SECONDS),
         idle: idle_every(lost),
+        idle_listening: idle_listening(lost),
+    };
+    let mut wake = if listen {
+        pool_channel(&link, pacing.idle_listening)
+    } else {
+        None
     };
     let mut said = String::new();
     // Whether its last round trip claimed a run.
     let mut took = false;
+    // A wake-up to act on (`counted`: a notification's, whose look the
+    // flood gate counts), and when a run said to fall due later does.
+    let mut woken = false;
+    let mut counted = false;
+    let mut look_at: Option<Instant> = None;
     loop {
         let began = Instant::now();
         if stopping() {
@@ -299,6 +346,20 @@ pub fn main(pool: &str) -> Outcome {
         // Ends ride this tick's round, which writes them before it claims
         // (their slots are free for it); what can't ride is written now.
         sup.flush_but_riding();
+        let listening = match wake.as_mut().map(|w| w.listen(&mut link.lock())) {
+            Some(Listening::Began) => {
+                // What was sent before it listened is lost: look now.
+                woken = true;
+                true
+            }
+            Some(Listening::Yes) => true,
+            Some(Listening::No) | None => false,
+        };
+        if look_at.is_some_and(|t| Instant::now() >= t) {
+            look_at = None;
+            woken = true;
+            counted = true;
+        }
         let step = pacing.step(&Now {
             slots: machine.slots,
             running: sup.running(),
@@ -307,7 +368,12 @@ pub fn main(pool: &str) -> Outcome {
             idle: sup.idle(),
             took,
             since_beat: sup.since_beat(),
+            listening,
+            woken,
         });
+        let by_wake = counted && step.round.is_some_and(|r| r > 0);
+        woken = false;
+        counted = false;
         sup.pace(step.every);
         if let Some(room) = step.round {
             match sup.round(room) {
@@ -315,6 +381,9 @@ pub fn main(pool: &str) -> Outcome {
                     said.clear();
                     refusals.since = None;
                     took = !rows.is_empty();
+                    if by_wake && let Some(w) = wake.as_mut() {
+                        w.looked(&mut link.lock(), took);
+                    }
                     for row in rows {
                         let id: i64 = row.get("id");
                         let start: i32 = row.get("start");
@@ -368,9 +437,55 @@ pub fn main(pool: &str) -> Outcome {
             }
         }
         sup.publish();
+        // Until the next tick, or sooner: a run of its ended (its end is
+        // written and its slot claimed at once), a wake-up, a run falling
+        // due.
         let next = began + tick;
-        while Instant::now() < next && !stopping() {
-            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+        while !stopping() {
+            let now = Instant::now();
+            let until = look_at.map_or(next, |t| t.min(next));
+            if now >= until || sup.any_ended() {
+                break;
+            }
+            let slice = (until - now).min(SLICE);
+            let heard = wake.as_mut().and_then(|w| w.hear(&mut link.lock(), slice));
+            match heard {
+                Some(Heard::Now) => {
+                    woken = true;
+                    counted = true;
+                    break;
+                }
+                Some(Heard::After(d)) => {
+                    let at = now + d.min(pacing.idle_listening);
+                    look_at = Some(look_at.map_or(at, |t| t.min(at)));
+                }
+                Some(Heard::Nothing) => {}
+                None => std::thread::sleep(slice),
+            }
+            // The heartbeat thread's turn on the connection.
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// How long the main loop waits at a time between its checks (a stop, an
+/// end, a wake-up), holding the connection while it listens.
+const SLICE: Duration = Duration::from_millis(50);
+
+/// The pool's wake channel (`orca.worker_wake()`, migration 27), to listen
+/// on with a flood gate of [`FRUITLESS_ALLOWED`] per `period`; `None` (the
+/// worker polls) when the database can't say (a database not migrated
+/// yet, or down: then it polls until its next start).
+fn pool_channel(link: &Link, period: Duration) -> Option<Wake> {
+    match link
+        .lock()
+        .run(|c| c.query_one(sql::WORKER_WAKE, &[]))
+        .map(|r| r.get::<_, String>("channel"))
+    {
+        Ok(channel) => Wake::new(channel, Gate::new(period, FRUITLESS_ALLOWED)),
+        Err(e) => {
+            log::warn!("can't learn this pool's wake channel ({e}): polling only");
+            None
         }
     }
 }
@@ -387,6 +502,7 @@ mod tests {
             tick: MS(1000),
             beat: MS(1000),
             idle: MS(2000),
+            idle_listening: MS(6000),
         }
     }
 
@@ -400,6 +516,8 @@ mod tests {
             idle: true,
             took: false,
             since_beat: since.map(MS),
+            listening: false,
+            woken: false,
         }
     }
 
@@ -518,6 +636,61 @@ mod tests {
             ..idle(Some(600))
         };
         assert_eq!(p.step(&requeue).round, Some(0));
+    }
+
+    #[test]
+    fn a_listening_idle_worker_looks_every_6_s_and_at_once_when_woken() {
+        let p = pacing();
+        let listening = |since| Now {
+            listening: true,
+            ..idle(Some(since))
+        };
+        assert_eq!(p.step(&listening(1500)).round, None);
+        assert_eq!(p.step(&listening(5000)).round, None);
+        assert_eq!(
+            p.step(&listening(5500)),
+            Step {
+                every: MS(6000),
+                round: Some(4)
+            }
+        );
+        // Woken a moment after a beat: it looks now, its whole room.
+        let woken = Now {
+            woken: true,
+            ..listening(0)
+        };
+        assert_eq!(p.step(&woken).round, Some(4));
+        // Woken with no room: no look, only its beat when due.
+        let full = Now {
+            running: 4,
+            idle: false,
+            woken: true,
+            ..listening(100)
+        };
+        assert_eq!(p.step(&full).round, None);
+        // Busy with room, a moment after the heartbeat thread beat: woken,
+        // it looks all the same.
+        let busy = Now {
+            running: 1,
+            idle: false,
+            woken: true,
+            ..listening(100)
+        };
+        assert_eq!(
+            p.step(&busy),
+            Step {
+                every: MS(1000),
+                round: Some(3)
+            }
+        );
+    }
+
+    #[test]
+    fn a_listening_idle_worker_beats_four_times_within_the_lost_limit_at_most_every_6_s() {
+        assert_eq!(idle_listening(300.0), Duration::from_secs(6));
+        assert_eq!(idle_listening(24.0), Duration::from_secs(6));
+        assert_eq!(idle_listening(8.0), Duration::from_secs(2));
+        assert_eq!(idle_listening(0.1), Duration::from_secs_f64(0.2));
     }
 
     #[test]

@@ -235,6 +235,15 @@ impl Supervisor {
             .map(|t| t.elapsed())
     }
 
+    /// Whether a process has ended that [`Supervisor::reap`] has not
+    /// reaped yet (asks the keeper, without waiting): its end can be
+    /// written, and its slot taken, at once.
+    pub fn any_ended(&mut self) -> bool {
+        self.running
+            .iter_mut()
+            .any(|s| s.child.try_exit().is_some())
+    }
+
     /// How many processes run now.
     pub fn running(&self) -> usize {
         self.running.len()

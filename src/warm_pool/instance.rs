@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{Command, Pipeline};
 use crate::db::sql;
+use crate::db::wake::{Gate, Heard, Wake};
 use crate::db::{Db, Fault, Link};
 use crate::exit::{Failure, Outcome, bad, no};
 use crate::settings::Timing;
@@ -117,13 +118,15 @@ pub fn pool_wait(instance: &str, run: i64, start: i32) -> Outcome {
 }
 
 /// `orca pool-next <instance> <run> <start> <seconds>`: marks the row the
-/// instance served idle, then polls every second. Handed a run: prints
+/// instance served idle, then polls every second, and at once when its
+/// hand-over wakes it (`ORCA_LISTEN`). Handed a run: prints
 /// `next <run> <start> <head address> <0|1>` and exits 0. Its row ended with
 /// no other (shut down), or `seconds` and a minute more passed
 /// (`ORCA_POOL_NEXT_GRACE_SECONDS`, 60, shortens the minute for tests):
 /// exits 1.
 pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> Outcome {
     let grace = crate::settings::POOL_NEXT_GRACE.read().map_err(bad)?;
+    let listen = crate::settings::listen_on().map_err(bad)?;
     if !(seconds.is_finite() && seconds >= 0.0) {
         return Err(bad(format!(
             "pool-next: seconds must be a number of seconds, not {seconds}"
@@ -151,8 +154,20 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> Outcome 
         }
         pause(Some(deadline));
     }
+    // Woken by its hand-over ([`crate::db::wake`]) on the same session; the
+    // poll stays its beat and the floor.
+    let mut wake = if listen {
+        instance_channel(&mut db, instance)
+    } else {
+        None
+    };
+    let mut by_wake = false;
     // The poll is prepared once per session: one round trip a second.
     loop {
+        // Listening before the poll: a hand-over just after it is heard.
+        if let Some(w) = wake.as_mut() {
+            w.listen(&mut db);
+        }
         let polled = db.prepared(sql::INSTANCE_POLL, |c, s| {
             c.query_one(s, &[&instance, &run, &start])
         });
@@ -174,7 +189,11 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> Outcome 
                     log::info!("instance {instance}: its row ended with no other: shut down");
                     return Err(Failure::quiet(1));
                 }
-                Poll::Wait => {}
+                Poll::Wait => {
+                    if by_wake && let Some(w) = wake.as_mut() {
+                        w.looked(&mut db, false);
+                    }
+                }
             },
             Err(e) if revoked(&e) => {
                 log::info!("instance {instance}: its credentials were revoked: shut down");
@@ -188,7 +207,55 @@ pub fn pool_next(instance: &str, run: i64, start: i32, seconds: f64) -> Outcome 
             );
             return Err(Failure::quiet(1));
         }
-        pause(Some(deadline));
+        by_wake = match wake.as_mut() {
+            Some(w) => hear_or_pause(&mut db, w, deadline),
+            None => {
+                pause(Some(deadline));
+                false
+            }
+        };
+    }
+}
+
+/// How many wake-ups that found nothing `pool-next` allows per
+/// [`NEXT_FRUITLESS_PERIOD`] before it only polls for a while (its channel
+/// is its own instance's: only its own login could flood it).
+const NEXT_FRUITLESS_ALLOWED: usize = 1;
+
+/// See [`NEXT_FRUITLESS_ALLOWED`].
+const NEXT_FRUITLESS_PERIOD: Duration = Duration::from_secs(2);
+
+/// The instance's wake channel (`orca.instance_wake`, migration 27);
+/// `None` (it polls) when the database can't say.
+fn instance_channel(db: &mut Db, instance: &str) -> Option<Wake> {
+    match db.run(|c| c.query_one(sql::INSTANCE_WAKE, &[&instance])) {
+        Ok(row) => row
+            .get::<_, Option<String>>("channel")
+            .and_then(|c| Wake::new(c, Gate::new(NEXT_FRUITLESS_PERIOD, NEXT_FRUITLESS_ALLOWED))),
+        Err(e) => {
+            log::warn!("instance {instance}: can't learn its wake channel ({e}): polling only");
+            None
+        }
+    }
+}
+
+/// Waits a second (less when `deadline` is nearer) for a wake-up on `w`,
+/// as [`pause`] does when it doesn't listen: whether one came (poll now).
+fn hear_or_pause(db: &mut Db, w: &mut Wake, deadline: Instant) -> bool {
+    let until = (Instant::now() + Duration::from_secs(1)).min(deadline);
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        match w.hear(db, left) {
+            Some(Heard::Now | Heard::After(_)) => return true,
+            Some(Heard::Nothing) => {}
+            None => {
+                std::thread::sleep(left.max(Duration::from_millis(10)));
+                return false;
+            }
+        }
     }
 }
 
