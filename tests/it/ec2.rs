@@ -503,7 +503,7 @@ fn a_slow_endpoint_cuts_passes_short_and_every_pool_gets_its_turn() {
 #[test]
 fn an_ec2_type_the_image_has_no_variant_for_is_skipped() {
     // The image is amd64 only; c7g (Graviton, arm64 by DescribeInstanceTypes)
-    // is skipped, m7i (x86_64) made.
+    // is skipped, though an AMI fits it, m7i (x86_64) made.
     let reg = tiny_registry(&[("team/worker", &["amd64"])]);
     let ec2 = FakeEc2::start(KEY, SECRET);
     let db = TestDb::new();
@@ -515,6 +515,10 @@ fn an_ec2_type_the_image_has_no_variant_for_is_skipped() {
     .replace(
         "max_machines = 2",
         &format!("max_machines = 2\nimage = \"{reg}/team/worker:v1\""),
+    )
+    .replace(
+        r#"ami = "ami-0123456789abcdef0""#,
+        r#"ami = { x86_64 = "ami-0123456789abcdef0", arm64 = "ami-arm64" }"#,
     );
     db.register(&dir, &file);
     db.queue("job");
