@@ -1,9 +1,9 @@
 -- Every live machine, by the database's clock: whether its worker was ever
 -- seen, seconds since it was last heard from (or made), seconds it has run
--- nothing, the runs running on it, its age, the busy_at a conditional
+-- nothing, the runs running on it, its age, its architecture, the busy_at a conditional
 -- removal compares, and whether it is being removed.
 -- COLLATE "C": their runs read through runs_machine_running (migration 12).
-SELECT m.id, m.pool, m.name, m.type, m.location, m.role, m.provider_id, m.slots,
+SELECT m.id, m.pool, m.name, m.type, m.location, m.arch, m.role, m.provider_id, m.slots,
        m.seen_at IS NOT NULL AS seen,
        extract(epoch FROM now() - coalesce(m.seen_at, m.made_at))::float8 AS silent,
        extract(epoch FROM now() - m.busy_at)::float8 AS idle,

@@ -533,6 +533,7 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
                 "machines": mine.iter().map(|m| serde_json::json!({
                     "name": m.name,
                     "type": m.type_,
+                    "arch": shown_arch(&m.arch),
                     "location": m.location,
                     "state": m.state(),
                     "runs": m.running,
@@ -560,15 +561,16 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
         );
         if !mine.is_empty() {
             println!(
-                "    {:<24} {:<14} {:<14} {:<8} {:>4}  IDLE FOR",
-                "MACHINE", "TYPE", "LOCATION", "STATE", "RUNS"
+                "    {:<24} {:<14} {:<7} {:<14} {:<8} {:>4}  IDLE FOR",
+                "MACHINE", "TYPE", "ARCH", "LOCATION", "STATE", "RUNS"
             );
         }
         for m in mine {
             println!(
-                "    {:<24} {:<14} {:<14} {:<8} {:>4}  {}",
+                "    {:<24} {:<14} {:<7} {:<14} {:<8} {:>4}  {}",
                 m.name,
                 m.type_,
+                shown_arch(&m.arch),
                 m.location,
                 m.state(),
                 m.running,
@@ -584,6 +586,15 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
         return print_json(&doc);
     }
     Ok(())
+}
+
+/// A machine's architecture as `orca pools` shows it: EC2's name
+/// (`x86_64`, `arm64`), `-` when its row doesn't say.
+fn shown_arch(stored: &str) -> &str {
+    match stored {
+        "" => "-",
+        a => crate::providers::ec2_arch(a),
+    }
 }
 
 /// Prints a listing as `--json` has it: one top-level array of objects.

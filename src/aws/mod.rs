@@ -7,6 +7,7 @@
 //! backoff and jitter), and everything else (said plainly, nothing made).
 
 pub mod credentials;
+pub mod images;
 pub mod sign;
 
 use std::time::{Duration, Instant, SystemTime};

@@ -187,8 +187,16 @@ pub struct MachineSettings {
     pub locations: Vec<String>,
     /// `local`: machines a location (or `TYPE@LOCATION`) has room for.
     pub capacity: BTreeMap<String, i32>,
-    /// `ec2`: the AMI.
+    /// `ec2`: the AMI (`ami = "ami-..."`), launched for a type only if it
+    /// is of one of the type's architectures.
     pub ami: Option<String>,
+    /// `ec2`: one AMI per architecture (`ami = { x86_64 = "ami-...", arm64
+    /// = "ami-..." }`), by EC2's names of them
+    /// ([`crate::machines::arch::AMI_KEYS`]); empty with a single `ami`.
+    /// Not stored when empty, so a spec with one AMI keeps its form (and an
+    /// EC2 run's instances' kind, the md5 of its `ec2` table, stays).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub amis: BTreeMap<String, String>,
     /// `ec2`: the instance profile (name or ARN).
     pub instance_profile: Option<String>,
     /// `ec2`: security group ids.
@@ -339,6 +347,7 @@ mod tests {
                 locations: vec!["subnet-a".into()],
                 capacity: BTreeMap::new(),
                 ami: Some("ami-1".into()),
+                amis: BTreeMap::new(),
                 instance_profile: None,
                 security_groups: vec!["sg-1".into()],
                 region: Some("eu-west-1".into()),
@@ -369,6 +378,32 @@ mod tests {
         );
         let back: Ec2Spec = serde_json::from_value(serde_json::to_value(&e).unwrap()).unwrap();
         assert_eq!(back, e);
+    }
+
+    #[test]
+    fn an_ami_per_architecture_is_stored_as_amis_and_one_ami_as_before() {
+        let m = MachineSettings {
+            provider: Provider::Ec2,
+            amis: BTreeMap::from([
+                ("x86_64".to_string(), "ami-x".to_string()),
+                ("arm64".to_string(), "ami-a".to_string()),
+            ]),
+            ..MachineSettings::default()
+        };
+        let stored = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            stored["amis"],
+            json!({ "x86_64": "ami-x", "arm64": "ami-a" })
+        );
+        assert_eq!(stored["ami"], json!(null));
+        let back: MachineSettings = serde_json::from_value(stored).unwrap();
+        assert_eq!(back, m);
+        // One AMI: no `amis` key, the form (and md5) of before.
+        let one = MachineSettings {
+            ami: Some("ami-1".into()),
+            ..MachineSettings::default()
+        };
+        assert!(serde_json::to_value(&one).unwrap().get("amis").is_none());
     }
 
     #[test]

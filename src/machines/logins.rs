@@ -31,6 +31,10 @@ pub struct Machine {
     pub type_: String,
     /// Its location.
     pub location: String,
+    /// The architecture it runs (EC2's names; `amd64` in a row written
+    /// before orca stored EC2's; empty in one written before orca stored
+    /// it for every machine).
+    pub arch: String,
     /// Its login role.
     pub role: String,
     /// The provider's id for it.
@@ -89,6 +93,7 @@ pub fn live(client: &mut Client) -> Result<Vec<Machine>, postgres::Error> {
             name: r.get("name"),
             type_: r.get("type"),
             location: r.get("location"),
+            arch: r.get("arch"),
             role: r.get("role"),
             provider_id: r.get("provider_id"),
             slots: r.get("slots"),

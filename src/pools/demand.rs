@@ -31,6 +31,7 @@ mod tests {
             name: "orca-p-1".into(),
             type_: "t".into(),
             location: "l".into(),
+            arch: String::new(),
             role: "r".into(),
             provider_id: None,
             slots,

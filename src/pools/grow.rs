@@ -1,5 +1,5 @@
-//! A pass's make for a pool: the type the walk is on (a type the worker
-//! image has no variant for skipped, saying so), made through the fleet
+//! A pass's make for a pool: the type the walk is on (a type no AMI fits,
+//! or that the worker image has no variant for, skipped, saying so), made through the fleet
 //! ([`Fleet::make`]), and what came of it said: the machine made, a
 //! refusal (an event once per change), no room in any location (the walk
 //! moves on, [`TypeWalk::no_capacity`]).
@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::config::Pool;
 use crate::lead::{DutyError, Term};
+use crate::machines::arch::Fit;
 use crate::machines::fleet::Fleet;
 use crate::machines::make::Unmade;
 use crate::pools::decide::{self, PoolView, TypeWalk, say_no_capacity};
@@ -63,6 +64,25 @@ impl Attempts {
         self.images[image].0.clone()
     }
 
+    /// A refusal of the provider's for pool `pool` (auth, a bad AMI, a
+    /// quota): an event once per change of it, not per attempt. Not this
+    /// tick's time being spent (no call sent): that is no answer of the
+    /// provider's (a refusal answered just before is said next pass).
+    fn refused(
+        &mut self,
+        fleet: &Fleet,
+        term: &mut Term,
+        pool: &str,
+        why: &str,
+    ) -> Result<(), DutyError> {
+        let said = self.refused.get(pool).map(String::as_str);
+        if !fleet.late() && decide::refusal_is_news(said, why) {
+            event(term, "machine not made", &format!("pool {pool}: {why}"))?;
+            self.refused.insert(pool.to_string(), why.to_string());
+        }
+        Ok(())
+    }
+
     /// One attempt to make a machine for pool `v` (through `fleet`, on the
     /// lead `term`), the type walk `walk` deciding which type; returns what
     /// it came to.
@@ -77,32 +97,42 @@ impl Attempts {
         let p = &v.pool;
         let arches = p.image.as_deref().map(|i| (i, self.arches(i, timing)));
         let mut notes = Vec::new();
-        // Types skipped for their architecture are passed over in this
-        // attempt. Architectures matter only with an image to match.
-        let (ty, arch) = loop {
+        // Each type is launched from the AMI of its architecture; a type no
+        // AMI fits, or (with an image) whose architecture the image has no
+        // variant for, is skipped in this attempt, saying why.
+        let (ty, fit) = loop {
             let ty = p.types[walk.ty].clone();
-            let have = match &arches {
-                Some((image, Ok(have))) => (image, have),
-                Some((image, Err(e))) => {
-                    notes.push(format!(
-                        "image {image}'s architectures can't be read ({e}): no type skipped"
-                    ));
-                    break (ty, String::new());
+            let fit = match provider(fleet, p).and_then(|pr| pr.fit(&ty.name, &p.machines)) {
+                Ok(fit) => fit,
+                Err(e) => {
+                    // Not an answer about the type: nothing skipped, the
+                    // next pass asks again.
+                    let why = format!("type {}: its architectures can't be told: {e}", ty.name);
+                    self.refused(fleet, term, &p.name, &why)?;
+                    notes.push(why);
+                    return Ok(notes.join("; "));
                 }
-                None => break (ty, String::new()),
             };
-            let why = match provider(fleet, p).and_then(|pr| pr.arch(&ty.name)) {
-                Ok(arch) if have.1.contains(&arch) => break (ty, arch),
-                Ok(arch) => format!(
-                    "type {} skipped: image {} has no {arch} variant (it has {})",
-                    ty.name,
-                    have.0,
-                    have.1.join(", ")
-                ),
-                Err(e) => format!(
-                    "type {} skipped: its architecture can't be told ({e})",
-                    ty.name
-                ),
+            let why = match (fit, &arches) {
+                (Fit::Skip(why), _) => why,
+                (fit @ Fit::Launch { .. }, None) => break (ty, fit),
+                (fit @ Fit::Launch { .. }, Some((image, Err(e)))) => {
+                    notes.push(format!(
+                        "image {image}'s architectures can't be read ({e}): no type skipped for it"
+                    ));
+                    break (ty, fit);
+                }
+                (Fit::Launch { ami, arch }, Some((image, Ok(have)))) => {
+                    let oci = crate::providers::oci_arch(&arch);
+                    if have.iter().any(|h| h == oci) {
+                        break (ty, Fit::Launch { ami, arch });
+                    }
+                    format!(
+                        "type {} skipped: image {image} has no {oci} variant (it has {})",
+                        ty.name,
+                        have.join(", ")
+                    )
+                }
             };
             event(term, "type skipped", &format!("pool {}: {why}", p.name))?;
             log::warn!("pool {}: {why}", p.name);
@@ -110,6 +140,9 @@ impl Attempts {
             if !walk.skip(p.types.len()) {
                 return Ok(format!("no type fits: {}", notes.join("; ")));
             }
+        };
+        let Fit::Launch { arch, .. } = fit else {
+            unreachable!("only a fit leaves the walk");
         };
         walk.tried();
         let order = PoolOrder {
@@ -123,16 +156,7 @@ impl Attempts {
             Err(Unmade::NotMade { name, tried }) => {
                 if let Some(why) = tried.failed {
                     log::warn!("pool {}: machine {name} not made: {why}", p.name);
-                    // A refusal (auth, a bad AMI, a quota) is an event once
-                    // per change of it, not per attempt. Not this tick's time
-                    // being spent (no call sent): that is no answer of the
-                    // provider's (a refusal answered just before is said next
-                    // pass).
-                    let said = self.refused.get(&p.name).map(String::as_str);
-                    if !fleet.late() && decide::refusal_is_news(said, &why) {
-                        event(term, "machine not made", &format!("pool {}: {why}", p.name))?;
-                        self.refused.insert(p.name.clone(), why.clone());
-                    }
+                    self.refused(fleet, term, &p.name, &why)?;
                     notes.push(format!("{name} not made: {why}"));
                     return Ok(notes.join("; "));
                 }

@@ -1,8 +1,11 @@
 //! The EC2 provider: a machine is an instance, made by RunInstances from the
-//! pool's AMI with the boot script as user-data, tagged `Name`, `orca-pool`
-//! and `orca-stack` (instance and volumes); found by those tags; deleted by
-//! TerminateInstances. A type's architecture is DescribeInstanceTypes'
-//! (cached). The client token of a make is the machine's name and this
+//! AMI of the type's architecture with the boot script as user-data, tagged
+//! `Name`, `orca-pool` and `orca-stack` (instance and volumes); found by
+//! those tags; deleted by TerminateInstances. A type's architectures are
+//! DescribeInstanceTypes', an AMI's DescribeImages' (each cached for the
+//! provider's life; a failed read is asked again): a type is never launched
+//! from an AMI of another architecture ([`crate::machines::arch::fit`],
+//! checked again by the make itself). The client token of a make is the machine's name and this
 //! stack's id, so a retried RunInstances whose answer was lost can't make a
 //! second instance.
 
@@ -10,11 +13,17 @@ use std::collections::HashMap;
 
 use super::{Listed, Made, Make, MakeError, Provider};
 use crate::aws::{Client, Ec2Error, Launch};
+use crate::config::MachineSettings;
+use crate::machines::arch::{self, Ami, Fit};
 
 /// One region's EC2.
 pub struct Ec2 {
     client: Client,
-    arches: HashMap<String, String>,
+    /// Each type's architectures (EC2's names), as DescribeInstanceTypes
+    /// told them.
+    type_arches: HashMap<String, Vec<String>>,
+    /// Each AMI's architecture, as DescribeImages told it.
+    image_arches: HashMap<String, String>,
     /// This pass's instances of the stack (one DescribeInstances for every
     /// pool), or why they couldn't be listed: by stack id.
     listed: Option<(String, Result<Vec<crate::aws::Instance>, String>)>,
@@ -65,7 +74,8 @@ impl Ec2 {
     pub fn new(region: Option<&str>) -> Result<Ec2, String> {
         Ok(Ec2 {
             client: Client::new(region)?,
-            arches: HashMap::new(),
+            type_arches: HashMap::new(),
+            image_arches: HashMap::new(),
             listed: None,
         })
     }
@@ -84,31 +94,54 @@ impl Provider for Ec2 {
         Some(self.client.region.clone())
     }
 
-    fn arch(&mut self, type_: &str) -> Result<String, String> {
-        if let Some(a) = self.arches.get(type_) {
-            return Ok(a.clone());
+    fn fit(&mut self, type_: &str, settings: &MachineSettings) -> Result<Fit, String> {
+        let type_arches = match self.type_arches.get(type_) {
+            Some(a) => a.clone(),
+            None => {
+                let found = self
+                    .client
+                    .architectures(type_)
+                    .map_err(|e| e.to_string())?;
+                self.type_arches.insert(type_.to_string(), found.clone());
+                found
+            }
+        };
+        let given = arch::amis_of(settings.ami.as_deref(), &settings.amis);
+        let mut amis = Vec::with_capacity(given.len());
+        for (key, id) in given {
+            let told = match self.image_arches.get(id) {
+                Some(a) => Ok(a.clone()),
+                None => match self.client.image_architecture(id) {
+                    Ok(a) => Ok(a),
+                    // EC2's answer that there is no such AMI (here): a
+                    // fact about it, which skips the types only it fits.
+                    Err(Ec2Error::Refused(code, m)) if code.starts_with("InvalidAMIID") => {
+                        Err(format!("{code}: {m}"))
+                    }
+                    // No answer, or auth: nothing is known, nothing skipped.
+                    Err(e) => return Err(format!("DescribeImages {id}: {e}")),
+                },
+            };
+            if let Ok(a) = &told {
+                self.image_arches.insert(id.to_string(), a.clone());
+            }
+            amis.push(Ami {
+                key,
+                id,
+                arch: told,
+            });
         }
-        let found = self
-            .client
-            .architectures(type_)
-            .map_err(|e| e.to_string())?;
-        // An instance runs one of them; prefer the 64-bit ones.
-        let arch = ["arm64", "x86_64"]
-            .iter()
-            .find(|a| found.iter().any(|f| f == *a))
-            .map(|a| a.to_string())
-            .unwrap_or_else(|| found[0].clone());
-        let arch = super::oci_arch(&arch).to_string();
-        self.arches.insert(type_.to_string(), arch.clone());
-        Ok(arch)
+        Ok(arch::fit(type_, &type_arches, &amis))
     }
 
     fn make(&mut self, m: &Make) -> Result<Made, MakeError> {
-        let ami = m
-            .settings
-            .ami
-            .as_deref()
-            .ok_or_else(|| MakeError::Failed("no ami".into()))?;
+        // The AMI of the type's architecture, never another (cached: the
+        // caller asked the same just before).
+        let ami = match self.fit(m.type_, m.settings) {
+            Ok(Fit::Launch { ami, .. }) => ami,
+            Ok(Fit::Skip(why)) | Err(why) => return Err(MakeError::Failed(why)),
+        };
+        let ami = ami.as_str();
         let script = user_data(m.env, m.script);
         let token = client_token(m.stack, m.name, m.location);
         let tags = [

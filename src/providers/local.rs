@@ -12,6 +12,8 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use super::{Listed, Made, Make, MakeError, Provider};
+use crate::config::MachineSettings;
+use crate::machines::arch::Fit;
 
 /// Environment variables of a local machine's boot process.
 const NAME_VAR: &str = "ORCA_LOCAL_MACHINE";
@@ -122,8 +124,12 @@ impl Provider for Local {
         self.listed = None;
     }
 
-    fn arch(&mut self, _type: &str) -> Result<String, String> {
-        Ok(super::oci_arch(std::env::consts::ARCH).to_string())
+    fn fit(&mut self, _type: &str, _settings: &MachineSettings) -> Result<Fit, String> {
+        // A local machine is a process of this binary: this host's.
+        Ok(Fit::Launch {
+            ami: String::new(),
+            arch: super::ec2_arch(std::env::consts::ARCH).to_string(),
+        })
     }
 
     fn make(&mut self, m: &Make) -> Result<Made, MakeError> {

@@ -7,6 +7,7 @@ pub mod ec2;
 pub mod local;
 
 use crate::config::MachineSettings;
+use crate::machines::arch::Fit;
 
 /// A machine to make.
 pub struct Make<'a> {
@@ -65,8 +66,12 @@ pub trait Provider {
     /// [`crate::aws::Client::until`]); `None`: no limit. A provider whose
     /// calls can't hang ignores it.
     fn until(&mut self, _deadline: Option<std::time::Instant>) {}
-    /// The architecture (OCI's names: `amd64`, `arm64`) of `type_`.
-    fn arch(&mut self, type_: &str) -> Result<String, String>;
+    /// Which AMI `type_` is launched from with `settings`, and the
+    /// architecture (EC2's names: `x86_64`, `arm64`) it then runs; or why
+    /// it is skipped (no AMI of its architectures, see
+    /// [`crate::machines::arch::fit`]). Err: its architectures can't be
+    /// told now.
+    fn fit(&mut self, type_: &str, settings: &MachineSettings) -> Result<Fit, String>;
     /// Makes a machine.
     fn make(&mut self, m: &Make) -> Result<Made, MakeError>;
     /// The machines labelled with `group` and `stack`.
@@ -84,6 +89,16 @@ pub trait Provider {
 pub fn oci_arch(name: &str) -> &str {
     match name {
         "x86_64" | "x86-64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// Maps an architecture as a platform names it to EC2's name (`x86_64`,
+/// `arm64`): the AMI keys' names, and what `orca pools` shows.
+pub fn ec2_arch(name: &str) -> &str {
+    match name {
+        "amd64" | "x86-64" => "x86_64",
         "aarch64" => "arm64",
         other => other,
     }

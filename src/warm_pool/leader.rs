@@ -35,9 +35,11 @@
 use crate::config::Pipeline;
 use crate::db::sql;
 use crate::lead::{DutyError, Term};
+use crate::machines::arch::Fit;
 use crate::machines::fleet::{self, AtProvider, Deadline, Failed, Fleet};
 use crate::machines::logins;
 use crate::machines::make::Unmade;
+use crate::machines::walk::Tried;
 use crate::settings::PoolTiming;
 use crate::warm_pool::decide::{self, Ended, Fill, LostHead, MakeBudget, Source};
 use crate::warm_pool::order::{GROUP, Want};
@@ -241,7 +243,31 @@ impl Ec2Runs {
     }
 
     /// Makes the instance `w` wants ([`Fleet::make`]): its own address.
+    /// A type no AMI fits is not made (its run queued again, saying why),
+    /// nor one whose architectures can't be told now.
     fn make(&mut self, fleet: &mut Fleet, term: &mut Term, w: &Want) -> Result<String, Unmade> {
+        let m = &w.ec2.machines;
+        let why = match fleet
+            .provider(&m.provider, m.region.as_deref())
+            .and_then(|p| p.fit(&w.ec2.type_, m))
+        {
+            Ok(Fit::Launch { .. }) => None,
+            Ok(Fit::Skip(why)) => Some(why),
+            Err(e) => Some(format!(
+                "type {}: its architectures can't be told: {e}",
+                w.ec2.type_
+            )),
+        };
+        if let Some(why) = why {
+            return Err(Unmade::NotMade {
+                name: String::new(),
+                tried: Tried {
+                    made: None,
+                    full: Vec::new(),
+                    failed: Some(why),
+                },
+            });
+        }
         let made = fleet.make(term, w)?;
         log::info!(
             "run {}: made instance {} as its {}",

@@ -472,11 +472,14 @@ workers = 1
         ec2.state.lock().unwrap().in_flight > 0
     });
     // Some ticks with the pass and the instances' makes, each call hung:
-    // three makes and two scans held (about 25 s of them).
+    // three makes and two scans held (about 25 s of them). A make begins
+    // with the type's and the AMI's architectures (not known yet, each
+    // asked while EC2 hangs): those calls are the makes' calls held.
     s.wait_for("three makes and two scans hung", 60.0, || {
         let st = ec2.state.lock().unwrap();
         let held = |a: &str| st.held.get(a).copied().unwrap_or(0);
-        held("RunInstances") >= 3 && held("DescribeInstances") >= 2
+        let makes = held("RunInstances") + held("DescribeInstanceTypes") + held("DescribeImages");
+        makes >= 3 && held("DescribeInstances") >= 2
     });
     s.stop();
     let max = crate::hardening::tick_max_ms(&stats);

@@ -80,10 +80,17 @@ fn an_ec2_pool_walks_locations_and_types_with_signed_calls() {
         // The first calls are throttled: retried within the pass.
         st.throttle_next = 2;
     }
-    let (db, dir) = setup(&ec2_pool(
-        r#"{ type = "c7g.large", wait = 2 }, { type = "m7i.large", wait = 0 }"#,
-        r#""subnet-a", "eu-west-1b""#,
-    ));
+    // An AMI per architecture: c7g (arm64) is tried, from the arm64 one.
+    let (db, dir) = setup(
+        &ec2_pool(
+            r#"{ type = "c7g.large", wait = 2 }, { type = "m7i.large", wait = 0 }"#,
+            r#""subnet-a", "eu-west-1b""#,
+        )
+        .replace(
+            r#"ami = "ami-0123456789abcdef0""#,
+            r#"ami = { x86_64 = "ami-0123456789abcdef0", arm64 = "ami-arm64" }"#,
+        ),
+    );
     db.queue("job");
     let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
     wait_until("an instance is made", 40.0, || !ec2.live().is_empty());
@@ -234,7 +241,9 @@ fn an_auth_failure_is_shown_and_nothing_is_made() {
 fn an_ec2_refusal_is_an_event_once_per_change() {
     let ec2 = FakeEc2::start(KEY, SECRET);
     let refuse = |code: &str, message: &str| {
-        ec2.state.lock().unwrap().fail_all = Some((403, code.into(), message.into()));
+        // RunInstances refused: the types' and the AMI's architectures
+        // are read (they fit), the launches refused.
+        ec2.state.lock().unwrap().fail_run = Some((403, code.into(), message.into()));
     };
     refuse(
         "UnauthorizedOperation",
@@ -494,7 +503,7 @@ fn a_slow_endpoint_cuts_passes_short_and_every_pool_gets_its_turn() {
 #[test]
 fn an_ec2_type_the_image_has_no_variant_for_is_skipped() {
     // The image is amd64 only; c7g (Graviton, arm64 by DescribeInstanceTypes)
-    // is skipped, m7i (x86_64) made.
+    // is skipped, though an AMI fits it, m7i (x86_64) made.
     let reg = tiny_registry(&[("team/worker", &["amd64"])]);
     let ec2 = FakeEc2::start(KEY, SECRET);
     let db = TestDb::new();
@@ -506,6 +515,10 @@ fn an_ec2_type_the_image_has_no_variant_for_is_skipped() {
     .replace(
         "max_machines = 2",
         &format!("max_machines = 2\nimage = \"{reg}/team/worker:v1\""),
+    )
+    .replace(
+        r#"ami = "ami-0123456789abcdef0""#,
+        r#"ami = { x86_64 = "ami-0123456789abcdef0", arm64 = "ami-arm64" }"#,
     );
     db.register(&dir, &file);
     db.queue("job");

@@ -1,8 +1,10 @@
 //! A fake EC2 endpoint and a fake IMDSv2 on loopback, for the tests. The
 //! EC2 side checks every request's SigV4 signature itself (its own
 //! implementation, against the secrets it knows), keeps instances with their
-//! tags, pages DescribeInstances, and answers with capacity, throttling and
-//! auth errors on demand. Nothing here reaches the internet.
+//! tags, pages DescribeInstances, answers DescribeInstanceTypes and
+//! DescribeImages with architectures (and refuses, as EC2 does, a
+//! RunInstances of a type with an AMI of another architecture), and
+//! answers with capacity, throttling and auth errors on demand. Nothing here reaches the internet.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -52,6 +54,14 @@ pub struct Ec2State {
     pub throttle_next: u32,
     /// Every request gets this error: (HTTP status, code, message).
     pub fail_all: Option<(u16, String, String)>,
+    /// Every RunInstances gets this error (IAM without `ec2:RunInstances`,
+    /// an AMI RunInstances can't use): (HTTP status, code, message).
+    pub fail_run: Option<(u16, String, String)>,
+    /// Each AMI's architecture, beside the rule of [`image_arch`].
+    pub images: HashMap<String, String>,
+    /// RunInstances refused for a type and an AMI of different
+    /// architectures (orca must never send one).
+    pub arch_refused: u32,
     /// The next RunInstances that makes an instance closes the connection
     /// without answering.
     pub drop_next_run_answer: bool,
@@ -137,6 +147,37 @@ fn error(code: &str, message: &str) -> String {
 }
 
 const NS: &str = "xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"";
+
+/// The architectures the fake says type `t` runs: Graviton families
+/// (`c7g`, `m7gd`, `c6gn`...) arm64; `t2` i386 and x86_64; any other x86_64.
+pub fn type_arches(t: &str) -> Vec<&'static str> {
+    let family = t.split('.').next().unwrap_or("");
+    let graviton = family.len() > 2
+        && (family.ends_with('g') || family.ends_with("gd") || family.ends_with("gn"));
+    if graviton {
+        vec!["arm64"]
+    } else if family == "t2" {
+        vec!["i386", "x86_64"]
+    } else {
+        vec!["x86_64"]
+    }
+}
+
+/// The architecture of AMI `id` as the fake's DescribeImages tells it:
+/// `images` first, else arm64 for an id with `arm` in it, x86_64 for any
+/// other; `None` (no such AMI) for one starting `ami-gone`.
+pub fn image_arch(st: &Ec2State, id: &str) -> Option<String> {
+    if let Some(a) = st.images.get(id) {
+        return Some(a.clone());
+    }
+    if id.starts_with("ami-gone") || id.is_empty() {
+        None
+    } else if id.contains("arm") {
+        Some("arm64".into())
+    } else {
+        Some("x86_64".into())
+    }
+}
 
 fn matches(rule: &str, v: &str) -> bool {
     rule == "*" || rule == v
@@ -309,7 +350,38 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
                 );
                 return reply(conn, 200, &body);
             }
+            if let Some((status, code, message)) = st.fail_run.clone() {
+                return reply(conn, status, &error(&code, &message));
+            }
             let type_ = params.get("InstanceType").cloned().unwrap_or_default();
+            let ami = params.get("ImageId").cloned().unwrap_or_default();
+            // As EC2 does: an AMI of another architecture than the type's
+            // is refused, as is one that doesn't exist.
+            let Some(ami_arch) = image_arch(&st, &ami) else {
+                return reply(
+                    conn,
+                    400,
+                    &error(
+                        "InvalidAMIID.NotFound",
+                        &format!("The image id '[{ami}]' does not exist"),
+                    ),
+                );
+            };
+            let arches = type_arches(&type_);
+            if !arches.contains(&ami_arch.as_str()) {
+                st.arch_refused += 1;
+                return reply(
+                    conn,
+                    400,
+                    &error(
+                        "InvalidParameterValue",
+                        &format!(
+                            "The architecture '{}' of the specified instance type does not match the architecture '{ami_arch}' of the specified AMI. Specify an instance type and an AMI that have matching architectures, and try again.",
+                            arches.join(", ")
+                        ),
+                    ),
+                );
+            }
             let location = params
                 .get("SubnetId")
                 .or_else(|| params.get("Placement.AvailabilityZone"))
@@ -490,19 +562,37 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
         }
         "DescribeInstanceTypes" => {
             let t = params.get("InstanceType.1").cloned().unwrap_or_default();
-            // Graviton families (c7g, m7g, ...) are arm64.
-            let arch = if t.split('.').next().is_some_and(|f| f.ends_with('g')) {
-                "arm64"
-            } else {
-                "x86_64"
-            };
+            let arches: String = type_arches(&t)
+                .iter()
+                .map(|a| format!("<item>{a}</item>"))
+                .collect();
             reply(
                 conn,
                 200,
                 &format!(
-                    "<DescribeInstanceTypesResponse {NS}><instanceTypeSet><item><instanceType>{t}</instanceType><processorInfo><supportedArchitectures><item>{arch}</item></supportedArchitectures></processorInfo></item></instanceTypeSet></DescribeInstanceTypesResponse>"
+                    "<DescribeInstanceTypesResponse {NS}><instanceTypeSet><item><instanceType>{t}</instanceType><processorInfo><supportedArchitectures>{arches}</supportedArchitectures></processorInfo></item></instanceTypeSet></DescribeInstanceTypesResponse>"
                 ),
             )
+        }
+        "DescribeImages" => {
+            let id = params.get("ImageId.1").cloned().unwrap_or_default();
+            match image_arch(&st, &id) {
+                Some(arch) => reply(
+                    conn,
+                    200,
+                    &format!(
+                        "<DescribeImagesResponse {NS}><requestId>x</requestId><imagesSet><item><imageId>{id}</imageId><imageState>available</imageState><architecture>{arch}</architecture><rootDeviceType>ebs</rootDeviceType></item></imagesSet></DescribeImagesResponse>"
+                    ),
+                ),
+                None => reply(
+                    conn,
+                    400,
+                    &error(
+                        "InvalidAMIID.NotFound",
+                        &format!("The image id '[{id}]' does not exist"),
+                    ),
+                ),
+            }
         }
         other => reply(
             conn,

@@ -410,7 +410,7 @@ fn a_worker_serves_its_runs_starts_and_ends() {
 #[test]
 fn make_attempts_and_failures_are_counted_by_pool() {
     let ec2 = FakeEc2::start(KEY, SECRET);
-    ec2.state.lock().unwrap().fail_all = Some((
+    ec2.state.lock().unwrap().fail_run = Some((
         403,
         "UnauthorizedOperation".into(),
         "You are not authorized to perform this operation.".into(),
@@ -440,7 +440,7 @@ fn make_attempts_and_failures_are_counted_by_pool() {
     );
     // Once EC2 makes it, the machine is counted, booting (the fake's
     // instance never runs a worker).
-    ec2.state.lock().unwrap().fail_all = None;
+    ec2.state.lock().unwrap().fail_run = None;
     wait_until("the leader reads the machine as booting", 60.0, || {
         get(&metrics, "/metrics", 5.0).is_some_and(|(_, t)| {
             sample(&t, r#"orca_pool_machines{pool="p",state="booting"}"#) == Some(1.0)

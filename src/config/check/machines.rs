@@ -6,9 +6,47 @@ use toml::de::DeValue;
 
 use super::checker::{Checker, MAX_CAPACITY, MAX_SHORT_BYTES, Seen};
 use super::text::Problem;
+use std::collections::BTreeMap;
+
 use crate::config::spec::{MachineSettings, Provider};
+use crate::machines::arch::AMI_KEYS;
+
+/// What `ami` must be.
+const AMI_FORM: &str = "ami must be a string or a table of one AMI per architecture: { x86_64 = \"ami-...\", arm64 = \"ami-...\" }";
 
 impl Checker {
+    /// `ami = { x86_64 = "...", arm64 = "..." }`: an AMI per architecture,
+    /// each key one of [`AMI_KEYS`]; an empty table, an unknown key or a
+    /// value that is not a string refused.
+    fn ami_table(&mut self, v: &Spanned<DeValue>) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        let DeValue::Table(t) = v.get_ref() else {
+            return out;
+        };
+        if t.is_empty() {
+            self.say(v, format!("ami: the table is empty; {AMI_FORM}"));
+        }
+        for (k, av) in t.iter() {
+            let arch = k.get_ref().to_string();
+            if !AMI_KEYS.contains(&arch.as_str()) {
+                let shown: String = arch.chars().take(64).collect();
+                self.say(
+                    k,
+                    format!(
+                        "ami: unknown architecture '{}': want {}",
+                        shown.escape_debug(),
+                        AMI_KEYS.join(" or ")
+                    ),
+                );
+                continue;
+            }
+            if let Some(id) = self.string(&format!("ami.{arch}"), av) {
+                out.insert(arch, id);
+            }
+        }
+        out
+    }
+
     /// Reads `key` into `m` if it is one of the machine settings a pool and
     /// an EC2 run share; false if it isn't one.
     pub(super) fn machine_key(
@@ -31,11 +69,18 @@ impl Checker {
             "locations" => {
                 m.locations = self.strings(key, v, true, "strings");
             }
-            "ami" | "instance_profile" | "region" => {
+            "ami" => {
+                seen.ec2_lines.push(self.line(v.span().start));
+                match v.get_ref() {
+                    DeValue::Table(_) => m.amis = self.ami_table(v),
+                    DeValue::String(_) => m.ami = self.string(key, v),
+                    _ => self.say(v, AMI_FORM),
+                }
+            }
+            "instance_profile" | "region" => {
                 seen.ec2_lines.push(self.line(v.span().start));
                 let value = self.string(key, v);
                 match key {
-                    "ami" => m.ami = value,
                     "instance_profile" => m.instance_profile = value,
                     _ => m.region = value,
                 }
@@ -84,7 +129,7 @@ impl Checker {
                     message: "ami, instance_profile, security_groups and region are settings of the ec2 provider".into(),
                 });
             }
-        } else if m.ami.is_none() {
+        } else if m.ami.is_none() && m.amis.is_empty() {
             self.say(at, format!("{what}: the ec2 provider needs an ami"));
         }
         if let Some(line) = seen.capacity_at {

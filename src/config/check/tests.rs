@@ -385,3 +385,48 @@ fn syntax_errors_have_a_line() {
     let problems = parse("[pipelines.a]\ncommand = \"x\"\nmax_runs = = 3\n").unwrap_err();
     assert_eq!(problems[0].line, 3, "{problems:?}");
 }
+
+#[test]
+fn ami_takes_one_ami_or_one_per_architecture() {
+    let text = "[pools.p]\nprovider = \"ec2\"\nami = { x86_64 = \"ami-x\", arm64 = \"ami-a\" }\n\
+                types = [{ type = \"m7g.large\" }, { type = \"t3.micro\" }]\nlocations = [\"subnet-a\"]\n\n\
+                [pipelines.t]\ncommand = \"true\"\nplacement = \"ec2\"\n[pipelines.t.ec2]\nprovider = \"ec2\"\n\
+                type = \"c7g.large\"\nlocations = [\"subnet-a\"]\nami = { arm64 = \"ami-a\" }\n";
+    let c = parse(text).unwrap();
+    let amis = &c.pools[0].machines.amis;
+    assert_eq!(amis.get("x86_64").map(String::as_str), Some("ami-x"));
+    assert_eq!(amis.get("arm64").map(String::as_str), Some("ami-a"));
+    assert_eq!(c.pools[0].machines.ami, None);
+    let e = c.pipelines[0].ec2.as_ref().unwrap();
+    assert_eq!(e.machines.amis.len(), 1);
+
+    let bad = "[pools.p]\nprovider = \"ec2\"\nami = { x86 = \"ami-x\", arm64 = \"ami-a\" }\n\
+               types = [{ type = \"t\" }]\nlocations = [\"x\"]\n\n\
+               [pools.q]\nprovider = \"ec2\"\nami = {}\ntypes = [{ type = \"t\" }]\nlocations = [\"x\"]\n\n\
+               [pools.r]\nprovider = \"ec2\"\nami = { arm64 = 1 }\ntypes = [{ type = \"t\" }]\nlocations = [\"x\"]\n\n\
+               [pools.s]\nprovider = \"ec2\"\nami = [\"ami-1\"]\ntypes = [{ type = \"t\" }]\nlocations = [\"x\"]\n\n\
+               [pools.l]\nami = { arm64 = \"ami-a\" }\ntypes = [{ type = \"t\" }]\nlocations = [\"x\"]\n";
+    let problems = parse(bad).unwrap_err();
+    assert!(
+        has(
+            &problems,
+            3,
+            "unknown architecture 'x86': want x86_64 or arm64"
+        ),
+        "{problems:?}"
+    );
+    assert!(has(&problems, 9, "the table is empty"), "{problems:?}");
+    assert!(has(&problems, 7, "needs an ami"), "{problems:?}");
+    assert!(
+        has(&problems, 15, "ami.arm64 must be a string"),
+        "{problems:?}"
+    );
+    assert!(
+        has(&problems, 21, "ami must be a string or a table"),
+        "{problems:?}"
+    );
+    assert!(
+        has(&problems, 26, "settings of the ec2 provider"),
+        "{problems:?}"
+    );
+}

@@ -51,6 +51,7 @@ fn machine(id: i64) -> Machine {
         name: format!("orca-builders-{id}"),
         type_: "small".into(),
         location: "rack-a".into(),
+        arch: String::new(),
         role: format!("orca_m_s_{id}"),
         provider_id: None,
         slots: 1,
