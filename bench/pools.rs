@@ -5,12 +5,17 @@
 //!    `ORCA_BENCH_POOL_SECONDS`; `ORCA_TICK_STATS` gives each pass's ms and
 //!    statements;
 //! 2. claims per second: 8 pgbench clients, each logged in as a pool
-//!    machine of its own, each transaction one `orca.worker_round` with
-//!    the end of the run it claimed last and room for one, as a worker with
-//!    one slot does (prepared statements; 8 pipelines, 100,000 queued;
-//!    `runs claimed and finished` counts what they did); beside pgbench's
-//!    own simple-update, 8 clients, prepared statements too; the two taken in
-//!    turn in slices, so that the box's drift in speed falls on both;
+//!    machine of its own, each transaction the statement a worker sends
+//!    each round (`sql/worker_round.sql`, included here as the worker
+//!    embeds it) with the end of the run it claimed last and room for one,
+//!    as a worker with one slot does (prepared statements; 8 pipelines,
+//!    100,000 queued; `runs claimed and finished` counts what they did);
+//!    beside pgbench's own simple-update, 8 clients, prepared statements
+//!    too; the two taken in turn in slices, so that the box's drift in
+//!    speed falls on both. What was measured is printed with the figures
+//!    (the statement, the clients, the protocol, the time, the server's
+//!    durability settings and the load), so that a ratio read elsewhere
+//!    can be compared with this one;
 //! 3. a worker's peak RSS while it runs 200 runs of `["true"]`.
 
 use crate::ctx::{Bench, pause, pgbench, pgbench_cmd, wait_for};
@@ -239,6 +244,73 @@ struct Claims {
     ratios: Vec<Option<f64>>,
     /// How many runs the claims claimed and finished.
     claimed: Option<i64>,
+    /// Seconds each slice of each measure ran.
+    slice_s: u64,
+    /// The server's settings that weigh on both rates (fsync,
+    /// synchronous_commit, full_page_writes), as it said them.
+    settings: Option<String>,
+    /// The load average (1 min) before the first slice and after the last.
+    load: (String, String),
+}
+
+/// The statement a worker sends each round (`sql/worker_round.sql`, as
+/// `src/db/sql.rs`'s `WORKER_ROUND` embeds it: without its whole-line
+/// comments), the very text the worker prepares.
+const WORKER_ROUND: &str = include_str!("../sql/worker_round.sql");
+
+/// What each of the round's 17 parameters is in the claims' pgbench script:
+/// a worker with one slot, no attempt to beat and no output to append
+/// ($1-$7), room for one ($8), the end of the run it claimed last round
+/// (`:id`, `:start`: run 0 on the first round, which ends nothing),
+/// succeeded with exit code 0, no signal, no why, no output, no alert body,
+/// ended a millisecond ago by its clock ($9-$17).
+const ROUND_ARGS: [&str; 17] = [
+    "'{}'",
+    "'{}'",
+    "'{}'",
+    "'{}'",
+    "'{}'",
+    "'{}'",
+    "'{}'",
+    "1",
+    "ARRAY[:id]::bigint[]",
+    "ARRAY[:start]::integer[]",
+    "'{succeeded}'",
+    "'{0}'",
+    "'{NULL}'",
+    "'{NULL}'",
+    "ARRAY[''::bytea]",
+    "ARRAY['null'::jsonb]",
+    "'{0.001}'",
+];
+
+/// The claims' pgbench script: `statement` (a worker's round) without its
+/// comment lines, on one line, its `$n` replaced by `args[n - 1]`, wrapped
+/// so that it yields one row always (\gset): the run it claimed and that
+/// run's start, or 0 and 0. None if `statement` doesn't name exactly
+/// `$1`..`$N` for N = `args.len()`.
+fn round_script(statement: &str, args: &[&str]) -> Option<String> {
+    let mut text = statement
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    // The highest first: `$1` is a prefix of `$17`.
+    for n in (1..=args.len()).rev() {
+        let p = format!("${n}");
+        if !text.contains(&p) {
+            return None;
+        }
+        text = text.replace(&p, args[n - 1]);
+    }
+    if text.contains('$') {
+        return None;
+    }
+    Some(format!(
+        "SELECT coalesce(max(r.id), 0) AS id, coalesce(max(r.start), 0) AS start \
+         FROM ({}) r WHERE r.kind = 'claimed' \\gset\n",
+        text.trim()
+    ))
 }
 
 /// Claims per second and simple-update's rate in [`SLICES`] slices of each,
@@ -246,16 +318,22 @@ struct Claims {
 /// runs the claims claimed and finished.
 fn claims_and_simple_update(b: &Bench, pgbench: &Path, db: &TestDb, roles: &[String]) -> Claims {
     // A worker's round with one slot: the end of the run it claimed last
-    // round (none on the first: run 0) and the claim of the next, in one
-    // statement. One row always (\\gset), the run claimed or 0.
-    let script = b.dir.write(
-        "claim.sql",
-        "SELECT coalesce(max(id), 0) AS id, coalesce(max(start), 0) AS start \
-         FROM orca.worker_round('{}', '{}', '{}', '{}', '{}', '{}', '{}', 1, \
-           ARRAY[:id]::bigint[], ARRAY[:start]::integer[], '{succeeded}', '{0}', '{NULL}', \
-           '{bench}', ARRAY[''::bytea], ARRAY['{}'::jsonb]) WHERE kind = 'claimed' \\gset\n",
-    );
+    // round (none on the first: run 0) and the claim of the next, in the
+    // statement the worker sends (sql/worker_round.sql).
+    let round = round_script(WORKER_ROUND, &ROUND_ARGS)
+        .expect("sql/worker_round.sql names $1..$17: ROUND_ARGS follows it");
+    let script = b.dir.write("claim.sql", &round);
     let secs = (b.knobs.pool_s / SLICES).max(1);
+    let settings = b
+        .client(db)
+        .query_one(
+            "SELECT current_setting('fsync') || ' / ' || current_setting('synchronous_commit')
+                    || ' / ' || current_setting('full_page_writes')",
+            &[],
+        )
+        .ok()
+        .map(|r| r.get(0));
+    let load_before = load1();
     let simple = simple_update_db(b, pgbench);
     let (mut claims, mut updates, mut ratios) = (Some(0.0), Some(0.0), Vec::new());
     for slice in 1..=SLICES {
@@ -280,7 +358,18 @@ fn claims_and_simple_update(b: &Bench, pgbench: &Path, db: &TestDb, roles: &[Str
         updates,
         ratios,
         claimed,
+        slice_s: secs,
+        settings,
+        load: (load_before, load1()),
     }
+}
+
+/// The 1-minute load average, as /proc/loadavg says it ("?" without it).
+fn load1() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
 }
 
 /// A worker logged in as `role` runs 200 runs of `["true"]` (the queue
@@ -350,15 +439,46 @@ pub fn run(b: &mut Bench) {
     fig("pools at max_machines at stop", &s.at_max);
     fig("machines made (rows; 2000 preloaded)", s.made);
     fig("scheduler exit code", s.exit);
+    // What the claims measured, so that a figure read elsewhere can be
+    // told apart from this one: the statement, its clients, the protocol,
+    // how long, the server's durability settings and the box's load.
     fig(
-        &format!(
-            "claims per second, {MACHINES} machines (pgbench -M prepared: a worker's round, worker_round with the end of its last run and room 1)"
+        "claims: the statement",
+        "sql/worker_round.sql as the worker sends it (orca.worker_round, 17 arguments): \
+         the end of the run claimed last round (succeeded) and room for 1",
+    );
+    fig(
+        "claims: the clients",
+        format!(
+            "{MACHINES} pgbench processes of 1 client each, each logged in as a pool machine of its own (1 pool, {MACHINES} pipelines, 100000 queued)"
         ),
+    );
+    fig(
+        "claims and simple-update: the protocol",
+        "pgbench -M prepared (prepared once a session, as the worker does)",
+    );
+    fig(
+        "claims and simple-update: the time measured",
+        format!(
+            "{SLICES} slices of {} s each, taken in turn (claims, simple-update, ...)",
+            claims.slice_s
+        ),
+    );
+    fig(
+        "server fsync / synchronous_commit / full_page_writes",
+        or_na(claims.settings.clone()),
+    );
+    fig(
+        "load average (1 min) before the claims / after",
+        format!("{} / {}", claims.load.0, claims.load.1),
+    );
+    fig(
+        &format!("claims per second, {MACHINES} machines"),
         or_na(claims.claims.map(|t| format!("{t:.0}"))),
     );
     fig("runs claimed and finished", or_na(claims.claimed));
     fig(
-        "pgbench simple-update per second, 8 clients (-M prepared)",
+        "pgbench simple-update per second, 8 clients (-c 8 -j 2)",
         or_na(claims.updates.map(|t| format!("{t:.0}"))),
     );
     fig(
