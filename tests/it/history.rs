@@ -190,7 +190,7 @@ fn a_big_backlog_is_pruned_over_several_ticks_none_of_them_long() {
         .batch_execute(
             "INSERT INTO orca.runs (pipeline, state, start, ended_at, output)
              SELECT 'job', 'succeeded', 1, now() - interval '1 hour' + g * interval '1 ms', 'out'
-             FROM generate_series(1, 20000) g;
+             FROM generate_series(1, 6000) g;
              INSERT INTO orca.events (at, run, pipeline, kind, why)
              SELECT now() - interval '1 hour', r.id, 'job', k, 'x'
              FROM orca.runs r, unnest(ARRAY['started', 'succeeded']) k;

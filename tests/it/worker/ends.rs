@@ -113,7 +113,7 @@ fn a_workers_end_and_its_next_claim_are_one_round() {
 fn an_end_a_round_could_not_write_is_written_on_its_own() {
     let (db, dir) = setup(&with_pool(
         "p",
-        "[pipelines.quick]\ncommand = [\"sleep\", \"1\"]\nplacement = \"worker:p\"\n",
+        "[pipelines.quick]\ncommand = [\"sleep\", \"4\"]\nplacement = \"worker:p\"\n",
     ));
     let role = hand_machine(&db, "p", "fallback", "pw");
     db.client()
@@ -125,11 +125,16 @@ fn an_end_a_round_could_not_write_is_written_on_its_own() {
     wait_until("the first run runs", 30.0, || db.state(first) == "running");
     let mut holder = db.client();
     let mut tx = holder.transaction().unwrap();
-    tx.execute(
-        "SELECT 1 FROM orca.runs WHERE id = $1 FOR UPDATE",
-        &[&first],
-    )
-    .unwrap();
+    // Locked while it still runs (a loaded box may see "running" late: the
+    // lock must hold the row before the worker writes its end, or the
+    // round has nothing to fail on).
+    let locked = tx
+        .execute(
+            "SELECT 1 FROM orca.runs WHERE id = $1 AND state = 'running' FOR UPDATE",
+            &[&first],
+        )
+        .unwrap();
+    assert_eq!(locked, 1, "the first run still runs when its row is locked");
     wait_until("the round carrying its end fails", 30.0, || {
         w.output().contains("ends failed")
     });
