@@ -406,7 +406,6 @@ impl Scheduler {
             self.sup.publish();
         }
         let notified = self.wake.wait(until, ended);
-        self.wake.unstall(&mut self.db, session);
         if !self.wake.gate.due(notified, ended) || stops() > 0 {
             return;
         }

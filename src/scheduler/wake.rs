@@ -42,8 +42,10 @@ use crate::lead::Known;
 /// (a stop or an ended run is noticed within it).
 pub const SLICE: Duration = Duration::from_millis(50);
 
-/// The most notifications taken in one slice; more are left buffered (and
-/// count as a strike: [`Gate::drained`]).
+/// The most notifications taken in one slice: a slice that takes this many
+/// is a flood, and the listener closes its session (what else it read is
+/// freed with it; the secret channel's own notifications come one per
+/// statement that queues runs, far fewer).
 pub const DRAIN_MAX: usize = 1000;
 
 /// The strikes a tick may have before the scheduler stops listening until
@@ -134,6 +136,9 @@ struct State {
     reading: Option<Instant>,
     /// The listener's backend pid, while it has a session.
     pid: Option<i32>,
+    /// The watch ended the listener's session for a flood since the main
+    /// thread last looked (see [`watch_loop`]).
+    flood: bool,
     /// The scheduler is ending.
     done: bool,
 }
@@ -156,6 +161,9 @@ impl Shared {
 /// reads return within [`SLICE`] otherwise.
 pub const STALLED: Duration = Duration::from_millis(150);
 
+/// How often the watch looks at the listener's read ([`watch_loop`]).
+const WATCH_EVERY: Duration = Duration::from_millis(25);
+
 /// How many ticks the listening stays off after the `floods`-th flood in a
 /// row (a tick that listened without one ends the row): 2, 4, ... 64.
 pub fn quiet_ticks(floods: u32) -> u32 {
@@ -172,6 +180,8 @@ pub struct Wake {
     /// `ORCA_LISTEN`.
     on: bool,
     listener: Option<JoinHandle<()>>,
+    /// The watch of the listener's reads ([`watch_loop`]).
+    watch: Option<JoinHandle<()>>,
     /// Floods in a row, and the ticks left to stay off ([`quiet_ticks`]).
     floods: u32,
     quiet: u32,
@@ -188,6 +198,13 @@ impl Wake {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
         });
+        let watch = on.then(|| {
+            let (shared, target) = (shared.clone(), target.clone());
+            std::thread::Builder::new()
+                .name("wake watch".into())
+                .spawn(move || watch_loop(target, shared))
+                .expect("spawn wake watch thread")
+        });
         let listener = on.then(|| {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -200,6 +217,7 @@ impl Wake {
             gate: Gate::default(),
             on,
             listener,
+            watch,
             floods: 0,
             quiet: 0,
             flooded: false,
@@ -210,8 +228,11 @@ impl Wake {
     /// quiet ticks after a flood, and the gate begins a new tick.
     pub fn after_tick(&mut self, leads: Option<u64>) {
         self.gate.tick();
-        let listened = self.shared.lock().listen || self.flooded;
-        if std::mem::take(&mut self.flooded) {
+        let (listened, watched) = {
+            let mut st = self.shared.lock();
+            (st.listen || self.flooded, std::mem::take(&mut st.flood))
+        };
+        if std::mem::take(&mut self.flooded) | watched {
             self.floods += 1;
             self.quiet = quiet_ticks(self.floods);
         } else if listened {
@@ -220,28 +241,6 @@ impl Wake {
         let quiet = self.quiet > 0;
         self.quiet = self.quiet.saturating_sub(1);
         self.shared.lock().listen = self.on && leads.is_some() && !quiet;
-    }
-
-    /// Ends the listener's session, through `db`'s session `session` (the
-    /// lead's), if its read has not returned for [`STALLED`]: a flood.
-    /// Asked every slice between ticks.
-    pub fn unstall(&mut self, db: &mut Db, session: u64) {
-        let stalled = {
-            let st = self.shared.lock();
-            st.reading
-                .filter(|since| since.elapsed() >= STALLED)
-                .and(st.pid)
-        };
-        let Some(pid) = stalled else { return };
-        if !self.flooded {
-            log::warn!("the wake-up listener is flooded: ending its session");
-        }
-        self.mute();
-        if let Err(e) = db.run_fenced(session, |c| c.execute(sql::WAKE_END, &[&pid])) {
-            e.complain();
-        }
-        // Not asked again for this read.
-        self.shared.lock().reading = None;
     }
 
     /// One slice between ticks, until `until` at most (and [`SLICE`]):
@@ -296,10 +295,69 @@ impl Drop for Wake {
     fn drop(&mut self) {
         self.shared.lock().done = true;
         self.shared.cv.notify_all();
-        if let Some(t) = self.listener.take() {
+        for t in [self.listener.take(), self.watch.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = t.join();
         }
     }
+}
+
+/// The watch thread: a listener's read that has not returned within
+/// [`STALLED`] is a flood; the watch stops the listening and ends the
+/// listener's session on a session opened for that alone, then closed (a
+/// flood is rare; a session held for it would cost every scheduler one).
+/// Off the main thread, so that a tick that takes long (a loaded box, a
+/// slow database) lets no read grow for the whole tick.
+fn watch_loop(target: Target, shared: Arc<Shared>) {
+    let mut db = Db::new(target, "wake watch");
+    loop {
+        let stalled = {
+            let mut st = shared.lock();
+            if st.done {
+                return;
+            }
+            let stalled = st
+                .reading
+                .filter(|since| since.elapsed() >= STALLED)
+                .and(st.pid);
+            if stalled.is_some() {
+                // Not asked again for this read.
+                st.reading = None;
+                if st.listen {
+                    st.listen = false;
+                    st.flood = true;
+                }
+            }
+            stalled
+        };
+        if let Some(pid) = stalled {
+            log::debug!("the wake-up listener's read or close is stalled: ending its session");
+            if let Err(e) = db.run(|c| c.execute(sql::WAKE_END, &[&pid])) {
+                e.complain();
+            }
+            db.close();
+        }
+        std::thread::sleep(WATCH_EVERY);
+    }
+}
+
+/// Closes the listener's session under the watch ([`watch_loop`]): a
+/// close reads all the server still sends (in a flood, without end), so the
+/// watch ends the session if the close has not returned within [`STALLED`],
+/// and at once after a `flood`.
+fn close_watched(db: &mut Db, shared: &Shared, flood: bool) {
+    let now = Instant::now();
+    shared.lock().reading = Some(if flood {
+        now.checked_sub(STALLED).unwrap_or(now)
+    } else {
+        now
+    });
+    db.close();
+    let mut st = shared.lock();
+    st.reading = None;
+    st.pid = None;
 }
 
 /// The listener thread: while told to listen, holds a session that
@@ -319,8 +377,7 @@ fn listen_loop(mut db: Db, shared: Arc<Shared>, known: Known) {
         };
         if !listen {
             if listening.take().is_some() {
-                db.close();
-                shared.lock().pid = None;
+                close_watched(&mut db, &shared, false);
             }
             std::thread::sleep(SLICE);
             continue;
@@ -333,17 +390,28 @@ fn listen_loop(mut db: Db, shared: Arc<Shared>, known: Known) {
                 continue;
             }
             let session = db.sessions;
-            let listened = db.run_fenced(session, |c| {
-                c.batch_execute(sql::WAKE_LISTEN)?;
-                c.query_one(sql::BACKEND_PID, &[])
-                    .map(|r| r.get::<_, i32>("pid"))
-            });
+            // Its pid first: from the LISTEN on, a flood may hold any
+            // statement's answer behind what it sends, and the watch ends
+            // the session by its pid.
+            let listened = db
+                .run_fenced(session, |c| {
+                    c.query_one(sql::BACKEND_PID, &[])
+                        .map(|r| r.get::<_, i32>("pid"))
+                })
+                .and_then(|pid| {
+                    let mut st = shared.lock();
+                    st.pid = Some(pid);
+                    st.reading = Some(Instant::now());
+                    drop(st);
+                    let listened = db.run_fenced(session, |c| c.batch_execute(sql::WAKE_LISTEN));
+                    shared.lock().reading = None;
+                    listened
+                });
             match listened {
-                Ok(pid) => {
+                Ok(()) => {
                     if std::mem::take(&mut said) {
                         log::info!("listening for queued runs again");
                     }
-                    shared.lock().pid = Some(pid);
                     listening = Some(session);
                 }
                 Err(e) => {
@@ -351,7 +419,7 @@ fn listen_loop(mut db: Db, shared: Arc<Shared>, known: Known) {
                         log::warn!("can't listen for queued runs ({e}): they start at the tick");
                         said = true;
                     }
-                    db.close();
+                    close_watched(&mut db, &shared, false);
                     std::thread::sleep(Duration::from_secs(1));
                     continue;
                 }
@@ -369,6 +437,20 @@ fn listen_loop(mut db: Db, shared: Arc<Shared>, known: Known) {
                 if got.iter().any(|n| Some(n.process_id()) != lead) {
                     st.woken = true;
                     shared.cv.notify_all();
+                }
+                if got.len() >= DRAIN_MAX {
+                    // A flood: what the client library read beyond these
+                    // stays buffered until the session ends, and grows
+                    // with every read. Ended now, not at the main thread's
+                    // next look (a long tick would let it grow meanwhile).
+                    if st.listen {
+                        st.listen = false;
+                        st.flood = true;
+                    }
+                    drop(st);
+                    log::warn!("the wake-up listener is flooded: ending its session");
+                    listening = None;
+                    close_watched(&mut db, &shared, true);
                 }
             }
             Ok(_) => {}
