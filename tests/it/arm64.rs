@@ -161,6 +161,19 @@ fn the_aarch64_binary_says_what_the_x86_64_one_says() {
     assert!(native[3].0.ends_with("-> 0"), "{native:?}");
     let runs: i64 = aarch64.one("SELECT count(*) FROM orca.runs");
     assert_eq!(runs, 2);
+    // One database serves both (a mixed fleet): on the x86_64 binary's,
+    // the aarch64 one finds nothing to migrate, the same stack, and the
+    // same runs, word for word.
+    for args in [&["migrate"][..], &["runs", "--json"], &["events", "--json"]] {
+        let n = orca(&[Path::new(bin())], &x86, args);
+        let e = orca(&[qemu, &arm], &x86, args);
+        assert!(n.status.success(), "{args:?}: {}", text(&n.stderr));
+        assert_eq!(
+            (text(&n.stdout), exit_code(n.status)),
+            (text(&e.stdout), exit_code(e.status)),
+            "{args:?} on one database: x86_64 (left), aarch64 (right)"
+        );
+    }
     // The binary says what it was built for.
     let v = Command::new(qemu)
         .arg(&arm)
