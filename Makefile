@@ -69,8 +69,9 @@ demo: deps-demo release
 	scripts/test-db.sh scripts/demo.sh
 
 # The static musl binaries, x86_64 and aarch64: release, opt-level z, LTO,
-# stripped, relocations packed and unwind tables dropped
-# (.cargo/config.toml); each within budget, then copied to
+# stripped, unwind tables dropped, x86_64's relocations packed (a
+# static-pie; aarch64's is a plain static executable: .cargo/config.toml);
+# each within budget, then copied to
 # target/static/orca-ARCH with orca-ARCH.sha256 beside it
 # (scripts/static-out.sh). (And the completions and man pages `make install`
 # installs.)
