@@ -38,7 +38,8 @@ release:
 # The whole suite against a real Postgres (scripts/test-db.sh finds or makes one).
 # Built once first, then run; the tests mostly wait on processes, so they run
 # more at once than there are cores. The aarch64 release binary is built
-# first too (about 1.5 min from scratch), and ORCA_REQUIRE_ARM64=1 makes
+# first too (3 min from scratch on two busy cores, 1 min after a change to
+# orca alone), and ORCA_REQUIRE_ARM64=1 makes
 # tests/it/arm64.rs fail rather than skip without it or qemu-aarch64.
 test: deps-test
 	cargo build --all-targets
