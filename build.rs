@@ -1,7 +1,9 @@
 //! Names the commit the binary is built from, for `orca --version`
 //! (`ORCA_COMMIT`): `git rev-parse --short HEAD` when the source is a git
 //! checkout (a `.git` beside `Cargo.toml`), `unknown` otherwise (a tarball,
-//! no git). Built again when the checkout's HEAD or its branch moves.
+//! no git). Built again when the checkout's HEAD or its branch moves. And
+//! the architecture it is built for (`ORCA_ARCH`: `x86_64`, `aarch64`, as
+//! cargo names the target's).
 //!
 //! And writes the `.sql` files of `sql/`, `sql/migrations/` and
 //! `sql/functions/` as the binary embeds them, without their whole-line comments (`src/db/strip.rs`), to
@@ -74,6 +76,8 @@ fn main() {
     } else {
         None
     };
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").expect("cargo sets CARGO_CFG_TARGET_ARCH");
+    println!("cargo:rustc-env=ORCA_ARCH={arch}");
     println!(
         "cargo:rustc-env=ORCA_COMMIT={}",
         commit.as_deref().unwrap_or("unknown")

@@ -1,5 +1,5 @@
-//! The binary's size: the static one `make static` builds (budget 3.5 MiB)
-//! and the one the bench measures.
+//! The binary's size: the static ones `make static` builds, x86_64 and
+//! aarch64 (budget 3.5 MiB each), and the one the bench measures.
 
 use crate::ctx::Bench;
 use crate::harness::bin;
@@ -15,13 +15,17 @@ pub fn run(_: &mut Bench) {
         .parent()
         .and_then(Path::parent)
         .unwrap();
-    let musl = target.join("x86_64-unknown-linux-musl/release/orca");
-    match std::fs::metadata(&musl) {
-        Ok(m) => {
-            fig("static binary bytes", m.len());
-            fig("static binary MiB", mib(m.len()));
+    for (arch, name) in [
+        ("x86_64-unknown-linux-musl", "static binary"),
+        ("aarch64-unknown-linux-musl", "static aarch64 binary"),
+    ] {
+        match std::fs::metadata(target.join(arch).join("release/orca")) {
+            Ok(m) => {
+                fig(&format!("{name} bytes"), m.len());
+                fig(&format!("{name} MiB"), mib(m.len()));
+            }
+            Err(_) => fig(name, "not built (make static)"),
         }
-        Err(_) => fig("static binary", "not built (make static)"),
     }
     let size = std::fs::metadata(bin()).map_or(0, |m| m.len());
     fig(&format!("bench binary ({}) MiB", bin()), mib(size));

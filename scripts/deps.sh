@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make test` and `make demo` need beyond Rust, on Debian:
 #
-#   scripts/deps.sh test|demo
+#   scripts/deps.sh test|demo|static
 #
 #   test  Postgres (server and psql), openssl (TLS tests), procps (pgrep),
 #         systemd (systemctl and systemd-analyze read the shipped unit), jq
@@ -11,8 +11,12 @@
 #         with venv (the Dask engine test makes a virtualenv and installs from
 #         PyPI), prometheus (a real Prometheus and promtool scrape and check
 #         the scheduler's /metrics; installed with its service kept from
-#         starting, so nothing takes :9090)
+#         starting, so nothing takes :9090), qemu-user (tests/it/arm64.rs
+#         runs the aarch64 binary under qemu-aarch64), and what `static` needs
 #   demo  Postgres (server and psql)
+#   static  gcc-aarch64-linux-gnu (ring's C and assembly for the aarch64
+#         binary), and rustup's x86_64 and aarch64 musl targets (added with
+#         rustup, as whoever runs it, not root's apt-get)
 #
 # Nothing is installed when everything is there. As root with apt-get it
 # installs what is missing; otherwise, or with ORCA_NO_INSTALL=1, it prints the
@@ -21,16 +25,29 @@
 # tests use neither (they make clusters and registries of their own).
 set -euo pipefail
 
-what=${1:?usage: scripts/deps.sh test|demo}
+what=${1:?usage: scripts/deps.sh test|demo|static}
 need=()
+# The musl targets `make static` builds for: added by rustup (as the user
+# who builds) only when missing.
+if [ "$what" = test ] || [ "$what" = static ]; then
+  if command -v rustup >/dev/null; then
+    installed=$(rustup target list --installed)
+    for t in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
+      grep -qx "$t" <<<"$installed" || rustup target add "$t" >&2
+    done
+  fi
+  command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+fi
 have_initdb() {
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && return 0
   [ -x "$(pg_config --bindir 2>/dev/null)/initdb" ]
 }
-command -v psql >/dev/null || need+=(postgresql-client)
+if [ "$what" != static ]; then
+  command -v psql >/dev/null || need+=(postgresql-client)
+fi
 # The demo needs a server only when it makes its own; some tests always
 # make clusters of their own (restarts, TLS), whatever the database is.
-if [ "$what" = test ] || [ -z "${ORCA_TEST_DATABASE_URL:-}" ]; then
+if [ "$what" = test ] || { [ "$what" = demo ] && [ -z "${ORCA_TEST_DATABASE_URL:-}" ]; }; then
   have_initdb || need+=(postgresql)
 fi
 if [ "$what" = test ]; then
@@ -41,13 +58,14 @@ if [ "$what" = test ]; then
   command -v man >/dev/null || need+=(man-db)
   [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
   command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(prometheus)
+  command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
   if ! command -v python3 >/dev/null; then
     need+=(python3 python3-venv)
   elif ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
     need+=(python3-venv)
   fi
-elif [ "$what" != demo ]; then
-  echo "deps.sh: unknown target '$what' (test or demo)" >&2
+elif [ "$what" != demo ] && [ "$what" != static ]; then
+  echo "deps.sh: unknown target '$what' (test, demo or static)" >&2
   exit 2
 fi
 

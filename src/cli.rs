@@ -14,9 +14,17 @@ pub struct Cli {
     pub command: Cmd,
 }
 
-/// What `orca --version` says after `orca `: the crate's version and the
-/// commit it was built from (`build.rs`: `unknown` outside a git checkout).
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("ORCA_COMMIT"), ")");
+/// What `orca --version` says after `orca `: the crate's version, the
+/// commit it was built from (`build.rs`: `unknown` outside a git checkout)
+/// and the architecture it was built for (`x86_64`, `aarch64`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("ORCA_COMMIT"),
+    ", ",
+    env!("ORCA_ARCH"),
+    ")"
+);
 
 /// Options every one-shot command that talks to the database takes.
 #[derive(Args, Debug, Clone)]

@@ -337,7 +337,8 @@ fn a_listing_whose_reader_goes_ends_quietly() {
 }
 
 /// `orca --version` names the commit it was built from (this checkout's
-/// HEAD: cargo builds it again when HEAD moves), or `unknown` outside git.
+/// HEAD: cargo builds it again when HEAD moves), or `unknown` outside git,
+/// and the architecture it was built for (the tests' own).
 #[test]
 fn version_names_the_commit_it_was_built_from() {
     let out = orca_within(&["--version"], 20.0);
@@ -352,9 +353,10 @@ fn version_names_the_commit_it_was_built_from() {
         .filter(|o| o.status.success())
         .map(|o| text(&o.stdout).trim().to_string());
     let want = format!(
-        "orca {} ({})\n",
+        "orca {} ({}, {})\n",
         env!("CARGO_PKG_VERSION"),
-        head.as_deref().unwrap_or("unknown")
+        head.as_deref().unwrap_or("unknown"),
+        std::env::consts::ARCH
     );
     assert_eq!(v, want);
 }

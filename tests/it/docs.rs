@@ -45,6 +45,11 @@ const NOT_RUN_HERE: &[(&str, &str, &str)] = &[
         "builds and installs as root: tests/it/setup.rs and launch.rs run make install with DESTDIR",
     ),
     (
+        "docs/aws.md",
+        "make static\nmake install BIN=target/static/orca-aarch64",
+        "builds both static binaries (minutes): make test builds the aarch64 one and tests/it/arm64.rs runs it; tests/it/setup.rs and launch.rs run make install with DESTDIR",
+    ),
+    (
         "docs/setup.md",
         "sudo install -d -m 0755 /etc/orca",
         "root's /etc and a running systemd: tests/it/launch.rs runs the unit's commands and systemctl --root",

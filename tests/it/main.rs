@@ -1,6 +1,7 @@
 //! orca's integration tests: the real binary, real processes, a real
 //! Postgres (see `harness`). One test crate, so the suite links once.
 
+mod arm64;
 mod attempts;
 mod chaos_found;
 mod cli;
