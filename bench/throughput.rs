@@ -1,17 +1,21 @@
 //! Throughput at the defaults (issue 33): a pipeline with `max_runs` 64
-//! and a short command (`/bin/sh -c 'date +%s.%N >> FILE'`), 2,000 runs
-//! queued up front, then `orca scheduler` at the default tick (1 s); runs
-//! a second from the scheduler's start to the last run's line, beside the
-//! floor (`xargs -P 64` of the same command, measured just before) and the
-//! share. Then what a scheduler costs idle (nothing queued, nothing
-//! running) with wake-ups and without, and its tick with 100,000 runs
-//! queued (`orca run --each`) and worked through.
+//! and a short command (`/bin/sh -c 'date +%s.%N >> FILE'`). The floor
+//! first: `xargs -P 64` of the same command, 2,000 times. Then 2,000 runs
+//! queued up front and `orca scheduler` at the default tick (1 s): runs a
+//! second from the scheduler's start to the last run's line, beside the
+//! floor, and the share; then a steady stream (the runs queued one
+//! `INSERT` at a time while the others run, from the first queued). Each
+//! beside a scheduler at a 0.05 s tick with `ORCA_LISTEN=off` (the poll
+//! wake-ups replace), with the scheduler's CPU and the database's
+//! transactions per run. Then what a scheduler costs idle (nothing
+//! queued, nothing running) with wake-ups and without, and its tick with
+//! 100,000 runs queued (`orca run --each`) and worked through.
 
 use std::process::{Command, Stdio};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::ctx::{Bench, pause, wait_for};
-use crate::harness::Cost;
+use crate::harness::{Cost, TestDb};
 use crate::out::{f2, fig, heading};
 
 const RUNS: usize = 2000;
@@ -31,6 +35,123 @@ fn stamps(path: &std::path::Path) -> Vec<f64> {
         .lines()
         .filter_map(|l| l.trim().parse().ok())
         .collect()
+}
+
+/// How the runs of a burst are queued.
+#[derive(Clone, Copy, PartialEq)]
+enum Queued {
+    /// All in one statement before the scheduler starts.
+    UpFront,
+    /// One `INSERT` at a time, as fast as they go, while the others run.
+    Stream,
+}
+
+/// One burst's figures.
+struct Burst {
+    /// Runs a second, or None if not all ran within the deadline.
+    rate: Option<f64>,
+    /// Lines written (of [`RUNS`]).
+    done: usize,
+    /// The scheduler's CPU (user and system), ms a run.
+    cpu_ms: f64,
+    /// The database's transactions a run (the bench's own inserts left out).
+    xacts: f64,
+    /// The scheduler's stats file.
+    stats: crate::out::Stats,
+}
+
+/// [`RUNS`] runs through a scheduler at `tick` s with `env`, queued as
+/// `how`; `out` is the pipeline's file.
+#[allow(clippy::too_many_arguments)]
+fn burst(
+    b: &Bench,
+    db: &TestDb,
+    cost: &mut Cost,
+    out: &std::path::Path,
+    how: Queued,
+    tick: &str,
+    env: &[(&str, &str)],
+    name: &str,
+) -> Burst {
+    let _ = std::fs::remove_file(out);
+    let mut c = b.client(db);
+    let mut ours = 0i64;
+    if how == Queued::UpFront {
+        c.execute(
+            "INSERT INTO orca.runs (pipeline) SELECT 't' FROM generate_series(1, $1::int)",
+            &[&(RUNS as i32)],
+        )
+        .unwrap();
+        c.batch_execute("ANALYZE orca.runs").unwrap();
+        ours += 2;
+    }
+    let stats = format!("stats-{name}");
+    // The bench's statements so far reported before the window opens.
+    pause(1.5);
+    let (x0, _, _) = cost.now();
+    let mut began = epoch();
+    let mut s = b.scheduler(db, tick, &stats, env, &format!("sched-{name}.log"));
+    let mut want = RUNS;
+    if how == Queued::Stream {
+        // Once it leads (a first run has run), the stream.
+        c.execute("INSERT INTO orca.runs (pipeline) VALUES ('t')", &[])
+            .unwrap();
+        ours += 1;
+        want += 1;
+        assert!(
+            wait_for(60.0, 0.01, || !stamps(out).is_empty()),
+            "the scheduler started nothing; its log:\n{}",
+            s.tail(20)
+        );
+        let stmt = c
+            .prepare("INSERT INTO orca.runs (pipeline) VALUES ('t')")
+            .unwrap();
+        began = epoch();
+        for _ in 0..RUNS {
+            c.execute(&stmt, &[]).unwrap();
+        }
+        ours += RUNS as i64;
+    }
+    let all = wait_for(180.0, 0.02, || stamps(out).len() >= want);
+    let cpu = crate::cpu::of(s.pid()).map(|t| t.own).unwrap_or(0);
+    let last = stamps(out).into_iter().reduce(f64::max);
+    s.terminate(30.0);
+    drop(c);
+    // The scheduler's and the bench's sessions report as they end.
+    pause(2.0);
+    let (x1, _, _) = cost.now();
+    let done = stamps(out).len().min(want) - (want - RUNS);
+    Burst {
+        rate: last.filter(|_| all).map(|l| RUNS as f64 / (l - began)),
+        done,
+        cpu_ms: cpu as f64 / crate::cpu::hz() * 1000.0 / want as f64,
+        xacts: (x1 - x0 - ours) as f64 / want as f64,
+        stats: b.stats(&stats),
+    }
+}
+
+/// Prints a burst's figures beside the floor.
+fn report(label: &str, r: &Burst, floor: f64, goal: bool) {
+    match r.rate {
+        Some(rate) => fig(
+            &format!("{label}: runs a second / share of the floor{}", if goal { " (goal >= 0.8)" } else { "" }),
+            format!("{rate:.0} / {:.2}", rate / floor),
+        ),
+        None => fig(
+            &format!("{label}: runs a second"),
+            format!("n/a ({} of {RUNS} within 180 s)", r.done),
+        ),
+    }
+    fig(
+        &format!("{label}: scheduler CPU ms a run / transactions a run / ticks / tick p99 ms"),
+        format!(
+            "{:.3} / {:.2} / {} / {}",
+            r.cpu_ms,
+            r.xacts,
+            r.stats.get("ticks"),
+            r.stats.get("p99_ms")
+        ),
+    );
 }
 
 /// Prints the figures.
@@ -55,6 +176,10 @@ pub fn run(b: &mut Bench) {
     assert!(xargs.wait().unwrap().success());
     let floor = RUNS as f64 / t0.elapsed().as_secs_f64();
     assert_eq!(stamps(&floor_file).len(), RUNS);
+    fig(
+        "floor: runs a second (xargs -P 64 of the same command, just before)",
+        format!("{floor:.0}"),
+    );
 
     let out = b.dir.path("throughput-runs");
     let config = format!(
@@ -62,43 +187,19 @@ pub fn run(b: &mut Bench) {
         out.display()
     );
     let db = b.db("orca_bench_throughput", &config);
-    let mut c = b.client(&db);
-    c.execute(
-        "INSERT INTO orca.runs (pipeline) SELECT 't' FROM generate_series(1, $1::int)",
-        &[&(RUNS as i32)],
-    )
-    .unwrap();
-    c.batch_execute("ANALYZE orca.runs").unwrap();
-    progress!("throughput: {RUNS} runs queued, the scheduler at the default tick");
-    let began = epoch();
-    let mut s = b.scheduler(&db, "1", "stats-throughput", &[], "sched-throughput.log");
-    let all = wait_for(180.0, 0.05, || stamps(&out).len() >= RUNS);
-    let last = stamps(&out).into_iter().reduce(f64::max);
-    s.terminate(30.0);
-    let stats = b.stats("stats-throughput");
-    match last.filter(|_| all) {
-        Some(last) => {
-            let rate = RUNS as f64 / (last - began);
-            fig(
-                "runs per second, the scheduler's start to the last run's line",
-                format!("{rate:.0}"),
-            );
-            fig(
-                "floor per second (xargs -P 64 of the same command, just before)",
-                format!("{floor:.0}"),
-            );
-            fig(
-                "share of the floor (goal >= 0.8)",
-                format!("{:.2}", rate / floor),
-            );
+    let mut cost = Cost::of(&db);
+    let poll = [("ORCA_LISTEN", "off")];
+    for (how, what) in [(Queued::UpFront, "queued up front"), (Queued::Stream, "a stream")] {
+        for (tick, env, label) in [
+            ("1", &[][..], "tick 1 s, wake-ups"),
+            ("0.05", &poll[..], "tick 0.05 s, ORCA_LISTEN=off"),
+        ] {
+            progress!("throughput: {RUNS} runs {what}, {label}");
+            let name = format!("{}-{tick}", if how == Queued::UpFront { "upfront" } else { "stream" });
+            let r = burst(b, &db, &mut cost, &out, how, tick, env, &name);
+            report(&format!("{what}, {label}"), &r, floor, tick == "1");
         }
-        None => fig(
-            "runs per second, the scheduler's start to the last run's line",
-            format!("n/a ({} of {RUNS} within 180 s)", stamps(&out).len()),
-        ),
     }
-    fig("ticks", stats.get("ticks"));
-    fig("tick p99 ms", stats.get("p99_ms"));
 
     // Idle: nothing queued, nothing running.
     for listen in ["on", "off"] {
@@ -111,7 +212,7 @@ pub fn run(b: &mut Bench) {
             &format!("sched-idle-{listen}.log"),
         );
         pause(2.0);
-        let f = Cost::of(&db).measure(10.0, None);
+        let f = cost.measure(10.0, None);
         s.terminate(30.0);
         fig(
             &format!(
