@@ -9,7 +9,9 @@
 //! (runs at full rate with the keep shrunk to minutes: sizes, rows, RSS,
 //! descriptors and tick p99 over time, and their slopes); and 100,000 runs
 //! queued by one `orca run --each` (`batch`); queue to start of a local
-//! run with and without wake-ups (`latency`).
+//! run with and without wake-ups (`latency`); 2,000 short runs at the
+//! default tick beside `xargs -P 64`, idle transactions, and the tick with
+//! 100,000 queued (`throughput`).
 //!
 //! ```text
 //! make bench                                         # every section
@@ -79,6 +81,7 @@ mod plans;
 mod pools;
 mod rate;
 mod setup;
+mod throughput;
 mod tick;
 mod warm;
 
@@ -119,6 +122,10 @@ const SECTIONS: &[Section] = &[
     Section {
         name: "latency",
         run: latency::run,
+    },
+    Section {
+        name: "throughput",
+        run: throughput::run,
     },
     Section {
         name: "memory",
