@@ -37,5 +37,6 @@ mod scheduler;
 mod secrets;
 mod setup;
 mod upkeep;
+mod wake_pool;
 mod warm_pool;
 mod worker;
