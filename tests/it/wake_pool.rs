@@ -10,6 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use postgres::fallible_iterator::FallibleIterator;
+
 use crate::harness::*;
 use crate::pools::with_pool;
 
@@ -367,4 +369,94 @@ fn a_hand_over_ends_pool_next_at_once_and_its_beat_stays() {
     // A poll a second would take half a second on the median.
     let m = median(took.clone());
     assert!(m < 0.25, "pool-next took {took:?} s");
+}
+
+/// The SQLSTATE of what `sql` failed with in `c` (`None`: it did not fail).
+fn refused(c: &mut postgres::Client, sql: &str) -> Option<String> {
+    c.batch_execute(sql)
+        .err()
+        .and_then(|e| e.code().map(|s| s.code().to_string()))
+}
+
+#[test]
+fn a_machine_of_one_pool_cannot_learn_another_pool_s_channel() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    db.register(
+        &dir,
+        &with_pool(
+            "p",
+            &with_pool(
+                "q",
+                r#"
+[pipelines.job]
+command = "true"
+placement = "worker:p"
+
+[pipelines.other]
+command = "true"
+placement = "worker:q"
+"#,
+            ),
+        ),
+    );
+    let a = hand_machine(&db, "p", "chan_a", "pw");
+    let b = hand_machine(&db, "q", "chan_b", "pw");
+    // Pool q's worker listens on its channel (its LISTEN statement is what
+    // a curious session would look for).
+    let mut w = hand_worker(&db, &dir, "q", &b, "pw");
+    let run = db.queue("other");
+    wait_until("q's run succeeds", 30.0, || db.state(run) == "succeeded");
+    let q_channel: String = db.one("SELECT orca.wake_channel('pool', 'q')");
+    let p_channel: String = db.one("SELECT orca.wake_channel('pool', 'p')");
+    assert_ne!(p_channel, q_channel);
+    let mut c = db.client_as(&a, "pw");
+    // Its own channel, and nothing that makes another's.
+    let own: String = c
+        .query_one("SELECT orca.worker_wake()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(own, p_channel);
+    for sql in [
+        "SELECT secret FROM orca.wake_secret",
+        "SELECT orca.wake_channel('pool', 'q')",
+        "SELECT orca.instance_wake('i-1')",
+    ] {
+        assert_eq!(refused(&mut c, sql).as_deref(), Some("42501"), "{sql}");
+    }
+    // Other logins' statements (q's worker's, its LISTEN among them) are
+    // not shown to it.
+    let seen: Vec<String> = c
+        .query(
+            "SELECT coalesce(query, '') FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        seen.iter().all(|q| !q.contains(&q_channel[10..])),
+        "{seen:?}"
+    );
+    // Listening on its own channel, it hears its pool's runs and not q's.
+    c.batch_execute(&format!("LISTEN \"{own}\"")).unwrap();
+    let run = db.queue("other");
+    wait_until("q's run succeeds", 30.0, || db.state(run) == "succeeded");
+    let heard: Vec<String> = c
+        .notifications()
+        .timeout_iter(Duration::from_secs(1))
+        .map(|n| Ok(n.channel().to_string()))
+        .collect()
+        .unwrap();
+    assert!(heard.is_empty(), "heard {heard:?}");
+    db.queue("job");
+    let heard = c
+        .notifications()
+        .timeout_iter(Duration::from_secs(20))
+        .next()
+        .unwrap()
+        .map(|n| n.channel().to_string());
+    assert_eq!(heard.as_deref(), Some(own.as_str()));
+    w.stop();
 }
