@@ -8,7 +8,9 @@
 //! CPU), the fleet churn (`tests/chaos/churn.rs`), and the history soak
 //! (runs at full rate with the keep shrunk to minutes: sizes, rows, RSS,
 //! descriptors and tick p99 over time, and their slopes); and 100,000 runs
-//! queued by one `orca run --each` (`batch`).
+//! queued by one `orca run --each` (`batch`); and waking on NOTIFY
+//! (`wake`: queue to claim and hand-over to `pool-next`'s exit, idle
+//! transactions per machine, with `ORCA_LISTEN` on and off).
 //!
 //! ```text
 //! make bench                                         # every section
@@ -51,6 +53,7 @@
 //! `ORCA_BENCH_FLEET` (300), real machines in the fleet section, and
 //! `ORCA_BENCH_FLEET_SECONDS` (10), each of its windows;
 //! `ORCA_BENCH_HISTORY_MINUTES` (30), the history soak's length;
+//! `ORCA_BENCH_WAKE_SECONDS` (20), idle workers watched in `wake`;
 //! `ORCA_BIN`, the binary; `ORCA_PG_BINDIR`, where pgbench is.
 //!
 //! A section is a function in a file of its own, listed in [`SECTIONS`].
@@ -78,6 +81,7 @@ mod pools;
 mod rate;
 mod setup;
 mod tick;
+mod wake;
 mod warm;
 
 use ctx::{Bench, Knobs};
@@ -133,6 +137,10 @@ const SECTIONS: &[Section] = &[
     Section {
         name: "warm",
         run: warm::run,
+    },
+    Section {
+        name: "wake",
+        run: wake::run,
     },
     Section {
         name: "overlap",
