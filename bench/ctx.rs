@@ -23,6 +23,9 @@ pub struct Knobs {
     pub warm_s: f64,
     /// `ORCA_BENCH_HANDOVERS` (10): warm hand-overs through the scheduler.
     pub handovers: u32,
+    /// `ORCA_BENCH_WAKE_SECONDS` (20): how long idle workers are watched
+    /// in the wake section.
+    pub wake_s: f64,
     /// `ORCA_BENCH_KEEP=1`: the databases are left in place at the end.
     pub keep: bool,
     /// `ORCA_BENCH_CHURN` (1000): machines the fleet churn makes.
@@ -61,6 +64,7 @@ impl Knobs {
             fleet: knob("ORCA_BENCH_FLEET", 300),
             fleet_s: knob("ORCA_BENCH_FLEET_SECONDS", 10.0),
             history_min: knob("ORCA_BENCH_HISTORY_MINUTES", 30.0),
+            wake_s: knob("ORCA_BENCH_WAKE_SECONDS", 20.0),
             keep: std::env::var("ORCA_BENCH_KEEP").is_ok_and(|v| v == "1"),
         }
     }

@@ -11,7 +11,9 @@
 //! queued by one `orca run --each` (`batch`); queue to start of a local
 //! run with and without wake-ups (`latency`); 2,000 short runs at the
 //! default tick beside `xargs -P 64`, idle transactions, and the tick with
-//! 100,000 queued (`throughput`).
+//! 100,000 queued (`throughput`); and waking a pool's machines on NOTIFY
+//! (`wake`: queue to claim and hand-over to `pool-next`'s exit, idle
+//! transactions per machine, with `ORCA_LISTEN` on and off).
 //!
 //! ```text
 //! make bench                                         # every section
@@ -54,6 +56,7 @@
 //! `ORCA_BENCH_FLEET` (300), real machines in the fleet section, and
 //! `ORCA_BENCH_FLEET_SECONDS` (10), each of its windows;
 //! `ORCA_BENCH_HISTORY_MINUTES` (30), the history soak's length;
+//! `ORCA_BENCH_WAKE_SECONDS` (20), idle workers watched in `wake`;
 //! `ORCA_BIN`, the binary; `ORCA_PG_BINDIR`, where pgbench is.
 //!
 //! A section is a function in a file of its own, listed in [`SECTIONS`].
@@ -83,6 +86,7 @@ mod rate;
 mod setup;
 mod throughput;
 mod tick;
+mod wake;
 mod warm;
 
 use ctx::{Bench, Knobs};
@@ -146,6 +150,10 @@ const SECTIONS: &[Section] = &[
     Section {
         name: "warm",
         run: warm::run,
+    },
+    Section {
+        name: "wake",
+        run: wake::run,
     },
     Section {
         name: "overlap",

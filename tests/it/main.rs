@@ -39,5 +39,6 @@ mod secrets;
 mod setup;
 mod upkeep;
 mod wake;
+mod wake_pool;
 mod warm_pool;
 mod worker;
