@@ -266,3 +266,110 @@ fn an_ec2_run_whose_type_no_ami_fits_is_queued_again_not_lost() {
     none_refused(&ec2);
     s.stop();
 }
+
+/// docs/aws.md's "A pool that walks Graviton first": its toml block, as
+/// written, and a double that knows its arm64 AMI (whose id doesn't say
+/// so) as arm64.
+fn graviton_page(ec2: &FakeEc2) -> String {
+    let page = crate::setup::repo_file("docs/aws.md");
+    let found: Vec<String> = crate::setup::blocks(&page, "toml")
+        .into_iter()
+        .filter(|b| b.contains("[pools.batch]"))
+        .collect();
+    assert_eq!(found.len(), 1, "docs/aws.md: one toml block of pool batch");
+    ec2.state
+        .lock()
+        .unwrap()
+        .images
+        .insert(PAGE_ARM.into(), "arm64".into());
+    found.into_iter().next().unwrap()
+}
+
+/// The page's AMIs.
+const PAGE_ARM: &str = "ami-0fedcba9876543210";
+const PAGE_X86: &str = "ami-0123456789abcdef0";
+
+#[test]
+fn the_aws_page_s_graviton_pool_makes_graviton_from_the_arm64_ami() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    let file = graviton_page(&ec2);
+    let (db, dir) = setup(&file);
+    db.queue("nightly");
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    s.wait_for("a machine is made", 40.0, || !ec2.live().is_empty());
+    assert_eq!(amis_of(&ec2, "c7g.xlarge"), [PAGE_ARM]);
+    assert_eq!(ec2.live().len(), 1);
+    none_refused(&ec2);
+    s.stop();
+}
+
+#[test]
+fn the_aws_page_s_graviton_pool_falls_back_to_x86_from_the_x86_64_ami() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    // The page's file with c7g's wait of 300 s cut to 1 s (the one change),
+    // and no Graviton capacity in any location.
+    let page = graviton_page(&ec2);
+    let file = page.replace(
+        r#"{ type = "c7g.xlarge", wait = 300 }"#,
+        r#"{ type = "c7g.xlarge", wait = 1 }"#,
+    );
+    assert_ne!(file, page, "the page's c7g wait");
+    ec2.state
+        .lock()
+        .unwrap()
+        .no_capacity
+        .push(("c7g.xlarge".into(), "*".into()));
+    let (db, dir) = setup(&file);
+    db.queue("nightly");
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    s.wait_for("a machine is made", 40.0, || !ec2.live().is_empty());
+    assert_eq!(amis_of(&ec2, "c7i.xlarge"), [PAGE_X86]);
+    assert_eq!(ec2.live().len(), 1);
+    let said: String = db.one(
+        "SELECT coalesce(string_agg(why, ' | '), '') FROM orca.events WHERE kind = 'no capacity'",
+    );
+    assert!(said.contains("no capacity for type c7g.xlarge"), "{said}");
+    none_refused(&ec2);
+    s.stop();
+}
+
+/// The double's refusal is real, so `none_refused` can fail: an AMI that
+/// DescribeImages said was arm64 (cached by the scheduler) is x86_64 when
+/// the next Graviton machine is launched from it; the double refuses that
+/// launch with InvalidParameterValue, counts it, and orca shows the
+/// refusal and makes nothing.
+#[test]
+fn the_double_refuses_and_counts_a_launch_of_another_architecture() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    let file = pool(
+        &format!("\"{ARM}\""),
+        r#"{ type = "m7g.large", wait = 0 }"#,
+        2,
+    );
+    let (db, dir) = setup(&file);
+    db.queue("job");
+    db.queue("job");
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    s.wait_for("a Graviton machine is made", 40.0, || {
+        !ec2.live().is_empty()
+    });
+    ec2.state
+        .lock()
+        .unwrap()
+        .images
+        .insert(ARM.into(), "x86_64".into());
+    db.client()
+        .execute("UPDATE orca.pool_machines SET seen_at = now()", &[])
+        .unwrap();
+    s.wait_for("the next launch is refused", 40.0, || {
+        ec2.state.lock().unwrap().arch_refused > 0
+    });
+    wait_until("orca says it was refused", 20.0, || {
+        let said: String = db.one(
+            "SELECT coalesce(string_agg(why, ' | '), '') FROM orca.events WHERE kind = 'machine not made'",
+        );
+        said.contains("InvalidParameterValue")
+    });
+    assert_eq!(ec2.live().len(), 1);
+    s.stop();
+}
