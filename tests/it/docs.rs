@@ -254,24 +254,29 @@ fn the_readme_s_role_runs_orca() {
     assert!(out.status.success(), "orca migrate: {}", text(&out.stderr));
 }
 
-/// Each `toml` block of the README passes `orca check` on its own.
+/// Each `toml` block of the README and docs/ passes `orca check` on its own.
 #[test]
-fn each_readme_toml_block_passes_orca_check() {
+fn each_toml_block_passes_orca_check() {
     let dir = TempDir::new();
-    let toml = blocks(&repo_file("README.md"), "toml");
-    assert!(toml.len() >= 3, "the README's orca.toml examples");
-    for (i, b) in toml.iter().enumerate() {
-        let path = dir.write(&format!("block{i}.toml"), b);
-        let out = Command::new(bin())
-            .args(["check", "-c", &path])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "README.md's toml block {i}: {}\n{b}",
-            text(&out.stderr)
-        );
+    let readme = blocks(&repo_file("README.md"), "toml");
+    assert!(readme.len() >= 3, "the README's orca.toml examples");
+    let mut checked = 0;
+    for page in pages() {
+        for (i, b) in blocks(&repo_file(&page), "toml").iter().enumerate() {
+            let path = dir.write(&format!("block{checked}.toml"), b);
+            let out = Command::new(bin())
+                .args(["check", "-c", &path])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{page}'s toml block {i}: {}\n{b}",
+                text(&out.stderr)
+            );
+            checked += 1;
+        }
     }
+    assert!(checked > readme.len(), "docs/aws.md's Graviton pool");
 }
 
 /// Runs `script` with `sh -e` in `dir`, `orca` first on PATH, with

@@ -15,6 +15,7 @@ mod engine;
 mod fake_aws;
 mod flood;
 mod functions;
+mod graviton;
 mod hardening;
 // Some harness items are the bench's alone (bench/main.rs includes it too).
 #[allow(dead_code)]
