@@ -182,7 +182,15 @@ fn claims_slice(
             Some(t) if ok => sum = sum.map(|s| s + t),
             _ => {
                 sum = None;
-                progress!("a claims pgbench failed: {}", p.tail(2));
+                // pgbench's own error (the statement's), not only its
+                // closing lines.
+                let out = p.output();
+                let why: Vec<&str> = out
+                    .lines()
+                    .filter(|l| l.contains("ERROR"))
+                    .take(2)
+                    .collect();
+                progress!("a claims pgbench failed: {} {}", why.join(" / "), p.tail(2));
             }
         }
     }
@@ -262,7 +270,8 @@ const WORKER_ROUND: &str = include_str!("../sql/worker_round.sql");
 /// a worker with one slot, no attempt to beat and no output to append
 /// ($1-$7), room for one ($8), the end of the run it claimed last round
 /// (`:id`, `:start`: run 0 on the first round, which ends nothing),
-/// succeeded with exit code 0, no signal, no why, no output, no alert body,
+/// succeeded with exit code 0, no signal, the why a supervisor gives it
+/// (`exit code 0 after ...`: never NULL, as events.why), no output, no alert body,
 /// ended a millisecond ago by its clock ($9-$17).
 const ROUND_ARGS: [&str; 17] = [
     "'{}'",
@@ -278,7 +287,7 @@ const ROUND_ARGS: [&str; 17] = [
     "'{succeeded}'",
     "'{0}'",
     "'{NULL}'",
-    "'{NULL}'",
+    "ARRAY['exit code 0 after 0.001 s']",
     "ARRAY[''::bytea]",
     "ARRAY['null'::jsonb]",
     "'{0.001}'",
