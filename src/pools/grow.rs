@@ -148,6 +148,8 @@ impl Attempts {
         let order = PoolOrder {
             pool: p,
             type_: &ty.name,
+            market: ty.market,
+            max_price: ty.max_price.as_deref(),
             arch: &arch,
         };
         let made = match fleet.make(term, &order) {
