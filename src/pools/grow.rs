@@ -175,11 +175,11 @@ impl Attempts {
         };
         self.refused.remove(&p.name);
         let (name, location) = (&made.name, &made.location);
-        log::info!("{}", say_made(&p.name, name, &ty.name, location));
+        log::info!("{}", say_made(&p.name, name, &ty.called(), location));
         walk.made();
         notes.push(format!(
             "made {name} (type {}, location {location})",
-            ty.name
+            ty.called()
         ));
         Ok(notes.join("; "))
     }

@@ -36,6 +36,7 @@ mod run_uids;
 mod scheduler;
 mod secrets;
 mod setup;
+mod spot;
 mod upkeep;
 mod wake;
 mod warm_pool;
