@@ -534,6 +534,7 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
                     "name": m.name,
                     "type": m.type_,
                     "arch": shown_arch(&m.arch),
+                    "market": m.market,
                     "location": m.location,
                     "state": m.state(),
                     "runs": m.running,
@@ -561,16 +562,17 @@ pub fn pools(json: bool, opts: &DbOpts) -> Outcome {
         );
         if !mine.is_empty() {
             println!(
-                "    {:<24} {:<14} {:<7} {:<14} {:<8} {:>4}  IDLE FOR",
-                "MACHINE", "TYPE", "ARCH", "LOCATION", "STATE", "RUNS"
+                "    {:<24} {:<14} {:<7} {:<9} {:<14} {:<8} {:>4}  IDLE FOR",
+                "MACHINE", "TYPE", "ARCH", "MARKET", "LOCATION", "STATE", "RUNS"
             );
         }
         for m in mine {
             println!(
-                "    {:<24} {:<14} {:<7} {:<14} {:<8} {:>4}  {}",
+                "    {:<24} {:<14} {:<7} {:<9} {:<14} {:<8} {:>4}  {}",
                 m.name,
                 m.type_,
                 shown_arch(&m.arch),
+                m.market,
                 m.location,
                 m.state(),
                 m.running,

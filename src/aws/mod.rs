@@ -27,6 +27,34 @@ const CAPACITY: &[&str] = &[
     "InsufficientCapacity",
 ];
 
+/// Error codes of spot launches that mean "no spot capacity for it here
+/// now" (beside [`CAPACITY`], which spot launches answer too): the walk
+/// moves on as for any location without room.
+const SPOT_CAPACITY: &[&str] = &[
+    "SpotMaxPriceTooLow",
+    "MaxSpotInstanceCountExceeded",
+    "UnfulfillableCapacity",
+    "InsufficientSpotCapacity",
+    "SpotCapacityNotAvailable",
+];
+
+/// Whether EC2's error `code` means the location doesn't have it now.
+pub fn is_capacity(code: &str) -> bool {
+    CAPACITY.contains(&code) || SPOT_CAPACITY.contains(&code)
+}
+
+/// What to do when a spot launch is refused for the missing service-linked
+/// role of EC2 Spot (`AWSServiceRoleForEC2Spot`).
+pub const SPOT_ROLE_FIX: &str = "spot launches need EC2 Spot's service-linked role: create it once with `aws iam create-service-linked-role --aws-service-name spot.amazonaws.com` (or allow orca iam:CreateServiceLinkedRole for spot.amazonaws.com, see docs/aws.md)";
+
+/// Whether EC2's refusal (`code`, `message`) is of the missing
+/// service-linked role of EC2 Spot, which orca's credentials may not create.
+pub fn is_spot_role_missing(code: &str, message: &str) -> bool {
+    code == "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+        || ((code.starts_with("AuthFailure") || code == "UnauthorizedOperation")
+            && message.to_ascii_lowercase().contains("service-linked role"))
+}
+
 /// Error codes that mean the credentials were refused.
 const AUTH: &[&str] = &[
     "AuthFailure",
@@ -232,7 +260,7 @@ impl Client {
                     });
                     // Capacity errors come as 5xx: they are answers, not
                     // trouble to retry here (the walk tries the next location).
-                    if CAPACITY.contains(&c.as_str()) {
+                    if is_capacity(&c) {
                         return Err(Ec2Error::Capacity(c, m));
                     }
                     if c == "RequestLimitExceeded" || c == "Throttling" || code >= 500 {
@@ -422,6 +450,34 @@ pub struct Launch<'a> {
     pub tags: &'a [(&'a str, &'a str)],
     /// Makes a retry idempotent.
     pub client_token: &'a str,
+    /// Spot: a one-time spot instance, terminated when interrupted, at
+    /// most at this price an hour if given (`Some(None)`: EC2's on-demand
+    /// price); `None`: on-demand.
+    pub spot: Option<Option<&'a str>>,
+}
+
+/// The parameters of a spot launch (`max_price`: the most paid an hour,
+/// none for EC2's default): a one-time request that ends the instance when
+/// EC2 takes it back.
+pub fn spot_params(max_price: Option<&str>) -> Vec<(String, String)> {
+    let mut p: Vec<(String, String)> = vec![
+        ("InstanceMarketOptions.MarketType".into(), "spot".into()),
+        (
+            "InstanceMarketOptions.SpotOptions.SpotInstanceType".into(),
+            "one-time".into(),
+        ),
+        (
+            "InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior".into(),
+            "terminate".into(),
+        ),
+    ];
+    if let Some(price) = max_price {
+        p.push((
+            "InstanceMarketOptions.SpotOptions.MaxPrice".into(),
+            price.into(),
+        ));
+    }
+    p
 }
 
 impl Client {
@@ -461,6 +517,9 @@ impl Client {
         for (i, g) in l.security_groups.iter().enumerate() {
             p.push((format!("SecurityGroupId.{}", i + 1), g.clone()));
         }
+        if let Some(max_price) = l.spot {
+            p.extend(spot_params(max_price));
+        }
         for (s, kind) in ["instance", "volume"].iter().enumerate() {
             let spec = format!("TagSpecification.{}", s + 1);
             p.push((format!("{spec}.ResourceType"), kind.to_string()));
@@ -469,7 +528,12 @@ impl Client {
                 p.push((format!("{spec}.Tag.{}.Value", t + 1), v.to_string()));
             }
         }
-        let xml = self.call("RunInstances", &p)?;
+        let xml = self.call("RunInstances", &p).map_err(|e| match e {
+            Ec2Error::Refused(c, m) if l.spot.is_some() && is_spot_role_missing(&c, &m) => {
+                Ec2Error::Refused(c, format!("{m} ({SPOT_ROLE_FIX})"))
+            }
+            other => other,
+        })?;
         let doc = roxmltree::Document::parse(&xml)
             .map_err(|e| Ec2Error::Unreachable(format!("RunInstances: unreadable answer: {e}")))?;
         let text = |name: &str| {
@@ -615,6 +679,62 @@ mod tests {
         let mid = now + Duration::from_secs(7);
         assert_eq!(attempt_wait(Some(mid), now), Some(Duration::from_secs(7)));
         assert!(ATTEMPT_FLOOR < ATTEMPT_TIMEOUT);
+    }
+
+    #[test]
+    fn spot_refusals_are_no_capacity_and_the_missing_role_says_what_to_do() {
+        for code in [
+            "InsufficientInstanceCapacity",
+            "SpotMaxPriceTooLow",
+            "MaxSpotInstanceCountExceeded",
+            "UnfulfillableCapacity",
+            "InsufficientCapacity",
+        ] {
+            assert!(is_capacity(code), "{code}");
+        }
+        assert!(!is_capacity("AuthFailure"));
+        assert!(!is_capacity("InvalidParameterValue"));
+        assert!(is_spot_role_missing(
+            "AuthFailure.ServiceLinkedRoleCreationNotPermitted",
+            "The provided credentials do not have permission to create the service-linked role for EC2 Spot Instances."
+        ));
+        assert!(is_spot_role_missing(
+            "UnauthorizedOperation",
+            "You are not authorized to create the service-linked role"
+        ));
+        assert!(!is_spot_role_missing(
+            "UnauthorizedOperation",
+            "not allowed"
+        ));
+        assert!(
+            SPOT_ROLE_FIX.contains(
+                "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com"
+            )
+        );
+    }
+
+    #[test]
+    fn a_spot_launch_asks_a_one_time_terminating_instance() {
+        let p = spot_params(Some("0.05"));
+        let get = |k: &str| p.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("InstanceMarketOptions.MarketType"), Some("spot"));
+        assert_eq!(
+            get("InstanceMarketOptions.SpotOptions.SpotInstanceType"),
+            Some("one-time")
+        );
+        assert_eq!(
+            get("InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior"),
+            Some("terminate")
+        );
+        assert_eq!(
+            get("InstanceMarketOptions.SpotOptions.MaxPrice"),
+            Some("0.05")
+        );
+        assert!(
+            spot_params(None)
+                .iter()
+                .all(|(k, _)| !k.ends_with("MaxPrice"))
+        );
     }
 
     #[test]

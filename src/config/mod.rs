@@ -18,7 +18,7 @@ pub mod register;
 pub mod spec;
 
 pub use check::{Config, load};
-pub use spec::{Command, MachineSettings, Pipeline, Placement, Pool, PoolType, Provider};
+pub use spec::{Command, MachineSettings, Market, Pipeline, Placement, Pool, PoolType, Provider};
 
 /// Where `orca.toml` is, when `-c` does not say: `ORCA_CONFIG`, else `./orca.toml`.
 pub fn default_path() -> String {

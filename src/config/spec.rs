@@ -166,14 +166,83 @@ pub enum Provider {
     Ec2,
 }
 
-/// One entry of a pool's `types`: an instance type, and how long to keep
-/// trying it when no location has it before moving to the next.
+/// How a machine is bought: on-demand, or spot (EC2's spare capacity,
+/// cheaper, which EC2 may refuse to launch or take back).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Market {
+    /// Bought on demand (the default, and all a spec stored before spot
+    /// existed holds).
+    #[default]
+    #[serde(rename = "on-demand")]
+    OnDemand,
+    /// A one-time spot instance, terminated when EC2 takes it back.
+    #[serde(rename = "spot")]
+    Spot,
+}
+
+impl Market {
+    /// Parses `on-demand` or `spot`.
+    pub fn parse(s: &str) -> Option<Market> {
+        match s {
+            "on-demand" => Some(Market::OnDemand),
+            "spot" => Some(Market::Spot),
+            _ => None,
+        }
+    }
+
+    /// The text form, as stored (`orca.machines.market`) and shown.
+    pub fn as_text(self) -> &'static str {
+        match self {
+            Market::OnDemand => "on-demand",
+            Market::Spot => "spot",
+        }
+    }
+
+    /// Whether it is the default (not stored in a spec, so an on-demand
+    /// entry keeps the form, and md5, it had before spot existed).
+    pub fn is_on_demand(&self) -> bool {
+        *self == Market::OnDemand
+    }
+}
+
+/// One entry of a pool's `types`, a step of its walk: an instance type
+/// and its market (the same type may be a step twice, spot then
+/// on-demand), and how long to keep trying it when no location has it
+/// before moving to the next.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct PoolType {
     /// The provider's name for it (`c7g.large`; anything for `local`).
     pub name: String,
     /// Seconds to keep trying it (ignored for the last type).
     pub wait: f64,
+    /// How it is bought (not stored when on-demand).
+    #[serde(default, skip_serializing_if = "Market::is_on_demand")]
+    pub market: Market,
+    /// Spot only: the most paid an hour, a decimal string (`"0.05"`);
+    /// none: EC2's on-demand price. Not stored when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_price: Option<String>,
+}
+
+impl PoolType {
+    /// An on-demand step of type `name`, kept `wait` seconds.
+    #[cfg(test)]
+    pub fn on_demand(name: &str, wait: f64) -> PoolType {
+        PoolType {
+            name: name.to_string(),
+            wait,
+            market: Market::OnDemand,
+            max_price: None,
+        }
+    }
+
+    /// The step as logs and events name it: `c7g.large`, `c7g.large (spot)`.
+    pub fn called(&self) -> String {
+        match self.market {
+            Market::OnDemand => self.name.clone(),
+            Market::Spot => format!("{} (spot)", self.name),
+        }
+    }
 }
 
 /// Where machines come from and how they are made: the settings a pool and
@@ -222,6 +291,13 @@ pub struct Ec2Spec {
     pub worker_service: Option<Command>,
     /// What an instance runs to take new code (on a run's first start).
     pub update: Option<Command>,
+    /// How its instances are bought, all of them alike (not stored when
+    /// on-demand: the kind, the md5 of this table, stays).
+    #[serde(default, skip_serializing_if = "Market::is_on_demand")]
+    pub market: Market,
+    /// Spot only: the most paid an hour (see [`PoolType::max_price`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_price: Option<String>,
 }
 
 /// One `[pools.NAME]`: machines that run `worker:NAME` pipelines.
@@ -357,6 +433,8 @@ mod tests {
             head_service: Some(Command::Shell("ray start --head".into())),
             worker_service: None,
             update: None,
+            market: Market::OnDemand,
+            max_price: None,
         };
         // `sql/ec2_runs_short.sql` reads `spec -> 'ec2' ->> 'workers'`.
         assert_eq!(
@@ -410,10 +488,7 @@ mod tests {
     fn a_pool_is_stored_in_this_form() {
         let pool = Pool {
             name: "builders".into(),
-            types: vec![PoolType {
-                name: "big".into(),
-                wait: 600.0,
-            }],
+            types: vec![PoolType::on_demand("big", 600.0)],
             max_machines: 4,
             idle_seconds: 300.0,
             slots: 2,
@@ -442,6 +517,35 @@ mod tests {
                 "region": null,
             })
         );
+    }
+
+    #[test]
+    fn a_spot_step_stores_its_market_and_an_on_demand_one_its_old_form() {
+        let spot = PoolType {
+            market: Market::Spot,
+            max_price: Some("0.05".into()),
+            ..PoolType::on_demand("c7g.large", 0.0)
+        };
+        assert_eq!(
+            serde_json::to_value(&spot).unwrap(),
+            json!({ "name": "c7g.large", "wait": 0.0, "market": "spot", "max_price": "0.05" })
+        );
+        let back: PoolType = serde_json::from_value(serde_json::to_value(&spot).unwrap()).unwrap();
+        assert_eq!(back, spot);
+        // On-demand: the form (and md5) of before spot existed.
+        let od = PoolType::on_demand("c7g.large", 60.0);
+        assert_eq!(
+            serde_json::to_value(&od).unwrap(),
+            json!({ "name": "c7g.large", "wait": 60.0 })
+        );
+        let old: PoolType = serde_json::from_value(json!({ "name": "t", "wait": 1.0 })).unwrap();
+        assert_eq!(old.market, Market::OnDemand);
+        assert_eq!(spot.called(), "c7g.large (spot)");
+        assert_eq!(od.called(), "c7g.large");
+        for t in ["on-demand", "spot"] {
+            assert_eq!(Market::parse(t).unwrap().as_text(), t);
+        }
+        assert_eq!(Market::parse("Spot"), None);
     }
 
     #[test]

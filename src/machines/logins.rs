@@ -59,6 +59,8 @@ pub struct Machine {
     /// `ec2`: the region it was made in (it is removed there, whatever the
     /// pool's region is now).
     pub region: Option<String>,
+    /// How it was bought: `on-demand` or `spot`.
+    pub market: String,
 }
 
 impl Machine {
@@ -105,6 +107,7 @@ pub fn live(client: &mut Client) -> Result<Vec<Machine>, postgres::Error> {
             busy_at: r.get("busy_at"),
             ending: r.get("ending"),
             region: r.get("region"),
+            market: r.get("market"),
         })
         .collect())
 }

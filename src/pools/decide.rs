@@ -373,8 +373,8 @@ pub enum Walk<'a> {
     Again,
     /// Kept: its `wait` has not passed yet.
     Keep,
-    /// Its `wait` has passed: on to this type.
-    Next(&'a str),
+    /// Its `wait` has passed: on to this step (type and market).
+    Next(&'a PoolType),
 }
 
 /// The type walk within one attempt: the type it is on, what becomes of
@@ -434,7 +434,7 @@ impl TypeWalk {
         } else if waited >= types[self.ty].wait {
             self.ty += 1;
             self.since = WalkSince::Now;
-            Walk::Next(&types[self.ty].name)
+            Walk::Next(&types[self.ty])
         } else {
             Walk::Keep
         }
@@ -453,14 +453,15 @@ impl TypeWalk {
 pub fn say_no_capacity(ty: &PoolType, waited: f64, walk: &Walk, full: &[String]) -> String {
     let say = format!(
         "no capacity for type {} in any location ({})",
-        ty.name,
+        ty.called(),
         full.join("; ")
     );
     match walk {
         Walk::Again => format!("{say}; it is the last type: trying it again"),
         Walk::Next(to) => format!(
-            "{say}; tried it for {waited:.0}s of its wait {}s: next, type {to}",
-            ty.wait
+            "{say}; tried it for {waited:.0}s of its wait {}s: next, type {}",
+            ty.wait,
+            to.called()
         ),
         Walk::Keep => format!(
             "{say}; keeping it for {:.0}s more of its wait",

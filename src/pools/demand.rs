@@ -43,6 +43,7 @@ mod tests {
             busy_at: chrono::Utc::now(),
             ending: false,
             region: None,
+            market: "on-demand".into(),
         }
     }
 

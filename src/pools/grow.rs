@@ -148,6 +148,8 @@ impl Attempts {
         let order = PoolOrder {
             pool: p,
             type_: &ty.name,
+            market: ty.market,
+            max_price: ty.max_price.as_deref(),
             arch: &arch,
         };
         let made = match fleet.make(term, &order) {
@@ -173,11 +175,11 @@ impl Attempts {
         };
         self.refused.remove(&p.name);
         let (name, location) = (&made.name, &made.location);
-        log::info!("{}", say_made(&p.name, name, &ty.name, location));
+        log::info!("{}", say_made(&p.name, name, &ty.called(), location));
         walk.made();
         notes.push(format!(
             "made {name} (type {}, location {location})",
-            ty.name
+            ty.called()
         ));
         Ok(notes.join("; "))
     }

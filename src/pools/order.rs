@@ -4,7 +4,7 @@
 //! counted (`orca_pool_make_attempts_total`) and a location without room
 //! said.
 
-use crate::config::{MachineSettings, Pool};
+use crate::config::{MachineSettings, Market, Pool};
 use crate::db::sql;
 use crate::machines::boot::{self, Boot};
 use crate::machines::logins::{self, Token};
@@ -17,6 +17,10 @@ pub struct PoolOrder<'a> {
     pub pool: &'a Pool,
     /// The type the walk is on.
     pub type_: &'a str,
+    /// Its step's market, and spot's max price.
+    pub market: Market,
+    /// Spot only: the most paid an hour.
+    pub max_price: Option<&'a str>,
     /// Its architecture (empty: not told, no image to match).
     pub arch: &'a str,
 }
@@ -35,6 +39,7 @@ struct NewMachine<'a> {
     provider_id: &'a str,
     slots: i32,
     region: Option<&'a str>,
+    market: &'a str,
 }
 
 impl Order for PoolOrder<'_> {
@@ -79,6 +84,8 @@ impl Order for PoolOrder<'_> {
             settings: &self.pool.machines,
             name,
             type_: self.type_,
+            market: self.market,
+            max_price: self.max_price,
             location,
             stack,
             script: boot::BOOT_SCRIPT,
@@ -98,6 +105,7 @@ impl Order for PoolOrder<'_> {
             provider_id: &placed.made.id,
             slots: self.pool.slots,
             region: placed.region.as_deref(),
+            market: self.market.as_text(),
         })
         .map_err(|e| e.to_string())
     }

@@ -25,7 +25,7 @@ pub fn say_no_room(pool: &str, ty: &str, location: &str, why: &str, next: Option
 /// The log line for an attempt that found type `ty` in no location, having
 /// tried it for `waited` seconds, and what the walk does next.
 pub fn say_unavailable(pool: &str, ty: &PoolType, waited: f64, walk: &Walk) -> String {
-    let name = &ty.name;
+    let name = ty.called();
     let head = format!("pool {pool}: {name} unavailable in every location");
     match walk {
         Walk::Again => format!("{head}; it is the last type: trying it again on the next attempt"),
@@ -35,9 +35,10 @@ pub fn say_unavailable(pool: &str, ty: &PoolType, waited: f64, walk: &Walk) -> S
             secs(ty.wait)
         ),
         Walk::Next(to) => format!(
-            "{head}; waited {} of its {} wait; moving to {to}",
+            "{head}; waited {} of its {} wait; moving to {}",
             secs(waited),
-            secs(ty.wait)
+            secs(ty.wait),
+            to.called()
         ),
     }
 }
@@ -66,10 +67,7 @@ mod tests {
     use super::*;
 
     fn ty(name: &str, wait: f64) -> PoolType {
-        PoolType {
-            name: name.into(),
-            wait,
-        }
+        PoolType::on_demand(name, wait)
     }
 
     #[test]
@@ -100,7 +98,7 @@ mod tests {
             "pool builders: big unavailable in every location; waited 9 s of its 10 s wait; trying it again"
         );
         assert_eq!(
-            say_unavailable("builders", &big, 12.0, &Walk::Next("small")),
+            say_unavailable("builders", &big, 12.0, &Walk::Next(&ty("small", 0.0))),
             "pool builders: big unavailable in every location; waited 12 s of its 10 s wait; moving to small"
         );
         assert_eq!(

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use super::{Listed, Made, Make, MakeError, Provider};
 use crate::aws::{Client, Ec2Error, Launch};
-use crate::config::MachineSettings;
+use crate::config::{MachineSettings, Market};
 use crate::machines::arch::{self, Ami, Fit};
 
 /// One region's EC2.
@@ -158,6 +158,7 @@ impl Provider for Ec2 {
             user_data: &script,
             tags: &tags,
             client_token: &token,
+            spot: (m.market == Market::Spot).then_some(m.max_price),
         };
         self.client
             .run_instance(&launch)

@@ -6,7 +6,7 @@
 pub mod ec2;
 pub mod local;
 
-use crate::config::MachineSettings;
+use crate::config::{MachineSettings, Market};
 use crate::machines::arch::Fit;
 
 /// A machine to make.
@@ -19,6 +19,10 @@ pub struct Make<'a> {
     pub name: &'a str,
     /// The instance type.
     pub type_: &'a str,
+    /// How it is bought.
+    pub market: Market,
+    /// Spot only: the most paid an hour (none: the provider's default).
+    pub max_price: Option<&'a str>,
     /// The location.
     pub location: &'a str,
     /// This stack's id (a label beside the pool's).

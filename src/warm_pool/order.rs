@@ -60,6 +60,7 @@ struct NewInstance<'a> {
     provider_id: &'a str,
     region: Option<&'a str>,
     fresh_code: bool,
+    market: &'a str,
 }
 
 impl Order for Want<'_> {
@@ -108,6 +109,8 @@ impl Order for Want<'_> {
             settings: &self.ec2.machines,
             name,
             type_: &self.ec2.type_,
+            market: self.ec2.market,
+            max_price: self.ec2.max_price.as_deref(),
             location,
             stack,
             script: INSTANCE_SCRIPT,
@@ -129,6 +132,7 @@ impl Order for Want<'_> {
             provider_id: &placed.made.id,
             region: placed.region.as_deref(),
             fresh_code: self.fresh,
+            market: self.ec2.market.as_text(),
         })
         .map_err(|e| e.to_string())
     }

@@ -57,6 +57,13 @@ pub struct Ec2State {
     /// Every RunInstances gets this error (IAM without `ec2:RunInstances`,
     /// an AMI RunInstances can't use): (HTTP status, code, message).
     pub fail_run: Option<(u16, String, String)>,
+    /// Spot RunInstances of a type refused with an error code: (type rule,
+    /// code); "*" matches any type. On-demand launches of it go ahead.
+    pub spot_refused: Vec<(String, String)>,
+    /// Every RunInstances that asked for a new instance (an answered retry
+    /// of a token not counted): its type and its `InstanceMarketOptions.*`
+    /// parameters, refused or not.
+    pub launches: Vec<(String, HashMap<String, String>)>,
     /// Each AMI's architecture, beside the rule of [`image_arch`].
     pub images: HashMap<String, String>,
     /// RunInstances refused for a type and an AMI of different
@@ -354,6 +361,36 @@ fn handle(shared: &Arc<Mutex<Ec2State>>, conn: &TcpStream, req: &Request) {
                 return reply(conn, status, &error(&code, &message));
             }
             let type_ = params.get("InstanceType").cloned().unwrap_or_default();
+            let market: HashMap<String, String> = params
+                .iter()
+                .filter(|(k, _)| k.starts_with("InstanceMarketOptions."))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let spot = market
+                .get("InstanceMarketOptions.MarketType")
+                .map(String::as_str)
+                == Some("spot");
+            st.launches.push((type_.clone(), market));
+            if spot
+                && let Some((_, code)) = st
+                    .spot_refused
+                    .iter()
+                    .find(|(t, _)| matches(t, &type_))
+                    .cloned()
+            {
+                let (status, message) = match code.as_str() {
+                    "AuthFailure.ServiceLinkedRoleCreationNotPermitted" => (
+                        403,
+                        "The provided credentials do not have permission to create the service-linked role for EC2 Spot Instances.".to_string(),
+                    ),
+                    c if c.starts_with("Insufficient") => (
+                        500,
+                        format!("There is no Spot capacity available that matches your request ({type_})."),
+                    ),
+                    _ => (400, format!("Your Spot request for {type_} can't be fulfilled now.")),
+                };
+                return reply(conn, status, &error(&code, &message));
+            }
             let ami = params.get("ImageId").cloned().unwrap_or_default();
             // As EC2 does: an AMI of another architecture than the type's
             // is refused, as is one that doesn't exist.

@@ -38,6 +38,7 @@ mod run_uids;
 mod scheduler;
 mod secrets;
 mod setup;
+mod spot;
 mod upkeep;
 mod wake;
 mod wake_pool;

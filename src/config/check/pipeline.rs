@@ -12,7 +12,7 @@ use super::checker::{
 use super::text::Problem;
 use crate::config::cron::{fires_ever, parse_schedule};
 use crate::config::spec::{
-    Command, DEFAULT_MAX_FILLS, Ec2Spec, MachineSettings, OnLost, Pipeline, Placement,
+    Command, DEFAULT_MAX_FILLS, Ec2Spec, MachineSettings, Market, OnLost, Pipeline, Placement,
 };
 
 impl Checker {
@@ -193,7 +193,10 @@ impl Checker {
             head_service: None,
             worker_service: None,
             update: None,
+            market: Market::OnDemand,
+            max_price: None,
         };
+        let mut market = Some(Market::OnDemand);
         for (k, v) in table.iter() {
             let key = k.get_ref().as_ref();
             if self.machine_key(key, v, &mut m, &mut seen) {
@@ -209,6 +212,8 @@ impl Checker {
                 "head_service" => e.head_service = self.command(key, v),
                 "worker_service" => e.worker_service = self.command(key, v),
                 "update" => e.update = self.command(key, v),
+                "market" => market = self.market(v),
+                "max_price" => e.max_price = self.max_price(v),
                 other => self.say(
                     k,
                     format!("unknown key '{other}' in pipelines.{pipeline}.ec2"),
@@ -216,6 +221,10 @@ impl Checker {
             }
         }
         let what = format!("pipelines.{pipeline}.ec2");
+        if let Some(m) = market {
+            e.market = m;
+            self.max_price_only_with_spot(v, m, e.max_price.as_ref());
+        }
         match &type_ {
             Some(t) => e.type_ = t.clone(),
             None if !table.contains_key("type") => self.say(v, format!("{what}: missing type")),

@@ -4,7 +4,30 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use super::checker::{Checker, MAX_LIST_ITEMS, MAX_MACHINES, MAX_SLOTS, Seen};
-use crate::config::spec::{MachineSettings, Pool, PoolType};
+use crate::config::spec::{MachineSettings, Market, Pool, PoolType};
+
+/// The longest `max_price` string taken.
+pub(super) const MAX_PRICE_CHARS: usize = 16;
+
+/// Why `s` is not a `max_price` (a decimal string above 0, at most
+/// [`MAX_PRICE_CHARS`] characters: `"0.05"`, `"3"`), if it isn't.
+pub(super) fn bad_max_price(s: &str) -> Option<String> {
+    let shape = !s.is_empty()
+        && s.len() <= MAX_PRICE_CHARS
+        && s.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && s.bytes().filter(|&b| b == b'.').count() <= 1
+        && s.bytes().any(|b| b.is_ascii_digit());
+    if !shape {
+        return Some(format!(
+            "bad max_price \"{}\": want a decimal string above 0 of at most {MAX_PRICE_CHARS} characters, like \"0.05\"",
+            s.chars().take(MAX_PRICE_CHARS + 4).collect::<String>()
+        ));
+    }
+    if !s.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
+        return Some(format!("bad max_price \"{s}\": it must be above 0"));
+    }
+    None
+}
 
 impl Checker {
     pub(super) fn pool(
@@ -38,9 +61,25 @@ impl Checker {
                     ),
                     DeValue::Array(a) if !a.is_empty() => {
                         for item in a.iter() {
-                            if let Some(t) = self.pool_type(item) {
-                                p.types.push(t);
+                            let Some(t) = self.pool_type(item) else {
+                                continue;
+                            };
+                            // A step is (type, market): the same type may be
+                            // tried spot then on-demand, never twice alike.
+                            if p.types
+                                .iter()
+                                .any(|o| o.name == t.name && o.market == t.market)
+                            {
+                                self.say(
+                                    item,
+                                    format!(
+                                        "types: type {} ({}) is listed twice",
+                                        t.name,
+                                        t.market.as_text()
+                                    ),
+                                );
                             }
+                            p.types.push(t);
                         }
                     }
                     _ => self.say(
@@ -91,16 +130,65 @@ impl Checker {
         };
         let mut name = None;
         let mut wait = 0.0;
+        let mut market = Some(Market::OnDemand);
+        let mut max_price = None;
         for (k, v) in t.iter() {
             match k.get_ref().as_ref() {
                 "type" => name = self.string("type", v).filter(|s| !s.is_empty()),
                 "wait" => wait = self.seconds("wait", v, true)?,
+                "market" => market = self.market(v),
+                "max_price" => max_price = Some(self.max_price(v)?),
                 other => self.say(k, format!("unknown key '{other}' in a type")),
             }
         }
         if name.is_none() {
             self.say(item, "types: every item needs a type");
         }
-        Some(PoolType { name: name?, wait })
+        let market = market?;
+        self.max_price_only_with_spot(item, market, max_price.as_ref());
+        Some(PoolType {
+            name: name?,
+            wait,
+            market,
+            max_price,
+        })
+    }
+
+    /// A `market`: `"on-demand"` or `"spot"`.
+    pub(super) fn market(&mut self, v: &Spanned<DeValue>) -> Option<Market> {
+        let s = self.string("market", v)?;
+        let m = Market::parse(&s);
+        if m.is_none() {
+            self.say(
+                v,
+                format!("bad market '{s}': want \"on-demand\" or \"spot\""),
+            );
+        }
+        m
+    }
+
+    /// A `max_price` ([`bad_max_price`]).
+    pub(super) fn max_price(&mut self, v: &Spanned<DeValue>) -> Option<String> {
+        let DeValue::String(s) = v.get_ref() else {
+            self.say(v, "max_price must be a string, like \"0.05\"");
+            return None;
+        };
+        if let Some(why) = bad_max_price(s) {
+            self.say(v, why);
+            return None;
+        }
+        Some(s.to_string())
+    }
+
+    /// `max_price` is a spot setting.
+    pub(super) fn max_price_only_with_spot<T>(
+        &mut self,
+        at: &Spanned<T>,
+        market: Market,
+        max_price: Option<&String>,
+    ) {
+        if max_price.is_some() && market != Market::Spot {
+            self.say(at, "max_price is for market = \"spot\" only");
+        }
     }
 }

@@ -1,6 +1,6 @@
 use super::text::*;
 use super::*;
-use crate::config::spec::{DEFAULT_MAX_FILLS, OnLost, Pipeline, Placement, PoolType};
+use crate::config::spec::{DEFAULT_MAX_FILLS, Market, OnLost, Pipeline, Placement, PoolType};
 
 /// Whether a problem on `line` says `text`.
 fn has(problems: &[Problem], line: usize, text: &str) -> bool {
@@ -83,13 +83,7 @@ placement = "worker:gpu"
     )
     .unwrap();
     let pool = &c.pools[0];
-    assert_eq!(
-        pool.types[0],
-        PoolType {
-            name: "big".into(),
-            wait: 30.0
-        }
-    );
+    assert_eq!(pool.types[0], PoolType::on_demand("big", 30.0));
     assert_eq!(pool.types[1].wait, 0.0);
     assert_eq!(pool.machines.capacity["b"], 0);
     assert_eq!(pool.slots, 2);
@@ -427,6 +421,123 @@ fn ami_takes_one_ami_or_one_per_architecture() {
     );
     assert!(
         has(&problems, 26, "settings of the ec2 provider"),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn a_pool_walks_spot_then_on_demand_steps_of_one_type() {
+    let c = parse(
+        r#"
+[pools.p]
+types = [
+  { type = "c7g.large", market = "spot", max_price = "0.05" },
+  { type = "c7g.large", wait = 60 },
+  { type = "m7g.large", market = "on-demand" },
+  { type = "m7g.large", market = "spot" },
+]
+locations = ["here"]
+"#,
+    )
+    .unwrap();
+    let t = &c.pools[0].types;
+    assert_eq!(t[0].market, Market::Spot);
+    assert_eq!(t[0].max_price.as_deref(), Some("0.05"));
+    assert_eq!(t[1], PoolType::on_demand("c7g.large", 60.0));
+    assert_eq!(t[2], PoolType::on_demand("m7g.large", 0.0));
+    assert_eq!(
+        (t[3].market, t[3].max_price.as_deref()),
+        (Market::Spot, None)
+    );
+}
+
+#[test]
+fn a_bad_market_or_max_price_is_refused() {
+    let text = r#"[pools.p]
+locations = ["here"]
+types = [
+  { type = "a", market = "auction" },
+  { type = "b", market = "spot", max_price = "-0.05" },
+  { type = "c", max_price = "0.05" },
+  { type = "d", market = "spot", max_price = 0.05 },
+  { type = "e", market = "spot" },
+  { type = "e", market = "spot" },
+  { type = "f", market = "spot", max_price = "0.000" },
+  { type = "g", market = "on-demand", max_price = "1" },
+]
+"#;
+    let problems = parse(text).unwrap_err();
+    assert!(has(&problems, 4, "bad market 'auction'"), "{problems:?}");
+    assert!(has(&problems, 5, "bad max_price \"-0.05\""), "{problems:?}");
+    assert!(
+        has(&problems, 6, "max_price is for market = \"spot\" only"),
+        "{problems:?}"
+    );
+    assert!(
+        has(&problems, 7, "max_price must be a string"),
+        "{problems:?}"
+    );
+    assert!(
+        has(&problems, 9, "type e (spot) is listed twice"),
+        "{problems:?}"
+    );
+    assert!(has(&problems, 10, "it must be above 0"), "{problems:?}");
+    assert!(
+        has(&problems, 11, "max_price is for market"),
+        "{problems:?}"
+    );
+    assert_eq!(problems.len(), 7, "{problems:?}");
+}
+
+#[test]
+fn max_prices_are_positive_bounded_decimals() {
+    use super::pool::bad_max_price;
+    for good in ["0.05", "3", "0.0001", ".5", "12.", "1234567890.12345"] {
+        assert_eq!(bad_max_price(good), None, "{good}");
+    }
+    for bad in [
+        "",
+        ".",
+        "0",
+        "0.0",
+        "-1",
+        "1e3",
+        "0x1",
+        "1.2.3",
+        " 1",
+        "1,5",
+        "$1",
+        "12345678901234567",
+    ] {
+        assert!(bad_max_price(bad).is_some(), "{bad}");
+    }
+}
+
+#[test]
+fn an_ec2_run_may_ask_for_spot() {
+    let ec2 = |extra: &str| {
+        format!(
+            "[pipelines.t]\ncommand = \"x\"\nplacement = \"ec2\"\n\n[pipelines.t.ec2]\nprovider = \"ec2\"\ntype = \"g6.xlarge\"\nlocations = [\"subnet-a\"]\nami = \"ami-1\"\n{extra}"
+        )
+    };
+    let c = parse(&ec2("market = \"spot\"\nmax_price = \"1.5\"\n")).unwrap();
+    let e = c.pipelines[0].ec2.as_ref().unwrap();
+    assert_eq!(
+        (e.market, e.max_price.as_deref()),
+        (Market::Spot, Some("1.5"))
+    );
+    let c = parse(&ec2("")).unwrap();
+    assert_eq!(
+        c.pipelines[0].ec2.as_ref().unwrap().market,
+        Market::OnDemand
+    );
+    let problems = parse(&ec2("market = \"cheap\"\n")).unwrap_err();
+    assert!(has(&problems, 10, "bad market 'cheap'"), "{problems:?}");
+    let problems = parse(&ec2("max_price = \"1\"\n")).unwrap_err();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.message.contains("max_price is for market")),
         "{problems:?}"
     );
 }

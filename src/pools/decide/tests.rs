@@ -16,10 +16,7 @@ fn timing() -> PoolTiming {
 }
 
 fn ty(name: &str, wait: f64) -> PoolType {
-    PoolType {
-        name: name.into(),
-        wait,
-    }
+    PoolType::on_demand(name, wait)
 }
 
 fn pool(types: &[(&str, f64)]) -> PoolView {
@@ -63,6 +60,7 @@ fn machine(id: i64) -> Machine {
         busy_at: chrono::Utc::now(),
         ending: false,
         region: None,
+        market: "on-demand".into(),
     }
 }
 
@@ -498,13 +496,13 @@ fn a_type_no_location_has_is_kept_for_its_wait_then_the_next_is_tried() {
         ..v.clone()
     });
     w.tried();
-    assert_eq!(w.no_capacity(types), Walk::Next("small"));
+    assert_eq!(w.no_capacity(types), Walk::Next(&types[1]));
     assert_eq!((w.ty, w.since), (1, WalkSince::Now));
     assert_eq!(
         say_no_capacity(
             &types[0],
             60.0,
-            &Walk::Next("small"),
+            &Walk::Next(&types[1]),
             &["rack-a: full".into()]
         ),
         "no capacity for type big in any location (rack-a: full); tried it for 60s of its wait 60s: next, type small"
