@@ -39,6 +39,8 @@ pub const MAX_CAPACITY: i64 = 10_000;
 #[derive(Default)]
 pub(super) struct Seen {
     pub(super) ec2_lines: Vec<usize>,
+    /// An `ami` was given (if malformed, said where; not also missing).
+    pub(super) ami: bool,
     pub(super) capacity_at: Option<usize>,
 }
 

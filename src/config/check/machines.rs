@@ -70,6 +70,7 @@ impl Checker {
                 m.locations = self.strings(key, v, true, "strings");
             }
             "ami" => {
+                seen.ami = true;
                 seen.ec2_lines.push(self.line(v.span().start));
                 match v.get_ref() {
                     DeValue::Table(_) => m.amis = self.ami_table(v),
@@ -129,7 +130,7 @@ impl Checker {
                     message: "ami, instance_profile, security_groups and region are settings of the ec2 provider".into(),
                 });
             }
-        } else if m.ami.is_none() && m.amis.is_empty() {
+        } else if m.ami.is_none() && m.amis.is_empty() && !seen.ami {
             self.say(at, format!("{what}: the ec2 provider needs an ami"));
         }
         if let Some(line) = seen.capacity_at {
