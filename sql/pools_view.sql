@@ -5,13 +5,12 @@
 -- could start: per pipeline at most max_runs less its running ones, plus its
 -- fill runs up to max_fills (10 for a spec stored before it) less its
 -- running fill runs. (Room on the pool's workers is taken off by the caller.)
-SELECT pl.name, pl.spec, pl.retired, pl.walk_type,
-       extract(epoch FROM now() - pl.walk_since)::float8 AS walk_for,
-       extract(epoch FROM now() - pl.tried_at)::float8 AS tried_ago,
-       pl.status, coalesce(w.n, 0)::bigint AS waiting, pl.demand
-FROM orca.pools pl
-LEFT JOIN LATERAL (
-    SELECT sum(x.n) AS n
+-- Cost: the pipelines are read once (grouped by the pool their placement
+-- names, not scanned again for each pool), and each pipeline's queued runs
+-- are counted only up to its cap (LIMIT): a pool with 100 runs waiting and
+-- room for 50 reads 50 of them.
+WITH w AS (
+    SELECT substr(p.placement, 8) AS pool, sum(x.n) AS n
     FROM orca.pipelines p
     CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE NOT r.fill) AS n, count(*) FILTER (WHERE r.fill) AS f
@@ -19,15 +18,26 @@ LEFT JOIN LATERAL (
         WHERE r.pipeline = p.name AND r.state = 'running'
     ) c
     CROSS JOIN LATERAL (
-        SELECT least(count(*) FILTER (WHERE NOT r.fill), greatest(p.max_runs - c.n, 0))
-               + least(count(*) FILTER (WHERE r.fill),
-                       greatest(coalesce((p.spec ->> 'max_fills')::int, 10) - c.f, 0)) AS n
-        FROM orca.runs r
-        WHERE r.pipeline = p.name AND r.state = 'queued'
-          AND greatest(r.queued_at, r.not_before) <= now() - make_interval(secs => $1)
+        SELECT (SELECT count(*) FROM (
+                    SELECT 1 FROM orca.runs r
+                    WHERE r.pipeline = p.name AND r.state = 'queued' AND NOT r.fill
+                      AND greatest(r.queued_at, r.not_before) <= now() - make_interval(secs => $1)
+                    LIMIT greatest(p.max_runs - c.n, 0)) q)
+             + (SELECT count(*) FROM (
+                    SELECT 1 FROM orca.runs r
+                    WHERE r.pipeline = p.name AND r.state = 'queued' AND r.fill
+                      AND greatest(r.queued_at, r.not_before) <= now() - make_interval(secs => $1)
+                    LIMIT greatest(coalesce((p.spec ->> 'max_fills')::int, 10) - c.f, 0)) q) AS n
     ) x
-    WHERE p.placement = 'worker:' || pl.name AND NOT p.paused AND NOT p.retired
-) w ON true
+    WHERE starts_with(p.placement, 'worker:') AND NOT p.paused AND NOT p.retired
+    GROUP BY 1
+)
+SELECT pl.name, pl.spec, pl.retired, pl.walk_type,
+       extract(epoch FROM now() - pl.walk_since)::float8 AS walk_for,
+       extract(epoch FROM now() - pl.tried_at)::float8 AS tried_ago,
+       pl.status, coalesce(w.n, 0)::bigint AS waiting, pl.demand
+FROM orca.pools pl
+LEFT JOIN w ON w.pool = pl.name
 WHERE NOT pl.retired
    OR EXISTS (SELECT 1 FROM orca.pool_machines m WHERE m.pool = pl.name AND m.ended_at IS NULL)
 ORDER BY pl.name

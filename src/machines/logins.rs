@@ -86,9 +86,13 @@ impl Machine {
 
 /// Every live machine.
 pub fn live(client: &mut Client) -> Result<Vec<Machine>, postgres::Error> {
-    Ok(client
-        .query(sql::POOL_MACHINES_LIVE, &[])?
-        .iter()
+    Ok(of_rows(&client.query(sql::POOL_MACHINES_LIVE, &[])?))
+}
+
+/// The machines in `rows`, the rows of `sql::POOL_MACHINES_LIVE` (the
+/// scaler's pass runs it prepared once a session).
+pub fn of_rows(rows: &[postgres::Row]) -> Vec<Machine> {
+    rows.iter()
         .map(|r| Machine {
             id: r.get("id"),
             pool: r.get("pool"),
@@ -109,7 +113,7 @@ pub fn live(client: &mut Client) -> Result<Vec<Machine>, postgres::Error> {
             region: r.get("region"),
             market: r.get("market"),
         })
-        .collect())
+        .collect()
 }
 
 /// A machine's credentials. `Debug` and `Display` never show the secret.

@@ -155,8 +155,10 @@ impl PoolScaler {
         let stack = fleet.stack(term)?;
         fleet.begin_pass();
         let grow_after = self.timing.grow_after;
-        let rows = term.run(|c| c.query(sql::POOLS_VIEW, &[&grow_after]))?;
-        let machines = term.run(logins::live)?;
+        // Prepared once a session: planned once, not each pass.
+        let rows = term.prepared(sql::POOLS_VIEW, |c, s| c.query(s, &[&grow_after]))?;
+        let machines =
+            logins::of_rows(&term.prepared(sql::POOL_MACHINES_LIVE, |c, s| c.query(s, &[]))?);
         for role in term.run(|c| logins::orphaned_roles(c, &stack))? {
             // Best effort: a role that can't be dropped yet is shut out and
             // tried again on the next pass.
