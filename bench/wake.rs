@@ -20,6 +20,7 @@
 use crate::ctx::{Bench, pause, wait_for};
 use crate::harness::{Cost, Proc, bin, connect, with_db};
 use crate::out::{fig, heading, quantile};
+use postgres::fallible_iterator::FallibleIterator;
 use std::process::Command;
 
 /// Idle local workers of the pool.
@@ -79,7 +80,8 @@ fn workers(b: &Bench, on: bool) -> Workers {
          BEGIN INSERT INTO public.rounds VALUES (NEW.role, clock_timestamp()); RETURN NULL; END $$;
          CREATE TRIGGER count_round AFTER UPDATE OF seen_at ON orca.pool_machines
          FOR EACH ROW EXECUTE FUNCTION public.count_round();
-         GRANT SELECT ON public.rounds TO PUBLIC;",
+         GRANT SELECT ON public.rounds TO PUBLIC;
+         ALTER TABLE public.rounds SET (autovacuum_enabled = false);",
     )
     .unwrap();
     let mut procs = Vec::new();
@@ -199,10 +201,17 @@ fn deliveries(b: &Bench) -> (i64, i64) {
             n.execute("SELECT pg_notify('bench_wake', $1)", &[&i.to_string()])
                 .unwrap();
         }
-        // Backends report at most once a second, when idle.
-        pause(2.5);
+        let got = l
+            .notifications()
+            .timeout_iter(std::time::Duration::from_secs(2))
+            .count()
+            .unwrap_or(0);
+        // A backend reports its counts when its session ends (else at most
+        // once a second, when idle, or after 10 s idle).
+        drop(n);
+        drop(l);
+        pause(2.0);
         let (x1, _, _) = cost.now();
-        let got = l.notifications().len();
         if listening && got < 200 {
             progress!("wake: the listening session had {got} of 200 notifications");
         }
