@@ -16,6 +16,15 @@
 //!    each handed a run (the scheduler's SQL played by the bench) after a
 //!    rest of up to 1 s, from the hand-over's commit to the new row's
 //!    `joined_at` (written as pool-next takes it), by the database's clock.
+//!
+//! Found with it (December 2026): a statement sent as text costs two
+//! transactions (its parse is one of its own: 200 `pg_notify` calls, 400),
+//! and notifications delivered to a listening session count too (about one
+//! transaction per interrupt that reads them: 103 more for 200), so a flood
+//! costs the listener until its gate stops it listening. Idle workers'
+//! transactions are more than their rounds (listening 0.41 a machine a
+//! second, of which rounds 0.25; polling 0.81, rounds 0.55): what the rest
+//! is was not found (not the rounds table's autovacuum, now off).
 
 use crate::ctx::{Bench, pause, wait_for};
 use crate::harness::{Cost, Proc, bin, connect, with_db};
