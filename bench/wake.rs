@@ -16,10 +16,20 @@
 //!    each handed a run (the scheduler's SQL played by the bench) after a
 //!    rest of up to 1 s, from the hand-over's commit to the new row's
 //!    `joined_at` (written as pool-next takes it), by the database's clock.
+//!
+//! Found with it (December 2026): a statement sent as text costs two
+//! transactions (its parse is one of its own: 200 `pg_notify` calls, 400),
+//! and notifications delivered to a listening session count too (about one
+//! transaction per interrupt that reads them: 103 more for 200), so a flood
+//! costs the listener until its gate stops it listening. Idle workers'
+//! transactions are more than their rounds (listening 0.41 a machine a
+//! second, of which rounds 0.25; polling 0.81, rounds 0.55): what the rest
+//! is was not found (not the rounds table's autovacuum, now off).
 
 use crate::ctx::{Bench, pause, wait_for};
 use crate::harness::{Cost, Proc, bin, connect, with_db};
 use crate::out::{fig, heading, quantile};
+use postgres::fallible_iterator::FallibleIterator;
 use std::process::Command;
 
 /// Idle local workers of the pool.
@@ -79,7 +89,8 @@ fn workers(b: &Bench, on: bool) -> Workers {
          BEGIN INSERT INTO public.rounds VALUES (NEW.role, clock_timestamp()); RETURN NULL; END $$;
          CREATE TRIGGER count_round AFTER UPDATE OF seen_at ON orca.pool_machines
          FOR EACH ROW EXECUTE FUNCTION public.count_round();
-         GRANT SELECT ON public.rounds TO PUBLIC;",
+         GRANT SELECT ON public.rounds TO PUBLIC;
+         ALTER TABLE public.rounds SET (autovacuum_enabled = false);",
     )
     .unwrap();
     let mut procs = Vec::new();
@@ -199,10 +210,17 @@ fn deliveries(b: &Bench) -> (i64, i64) {
             n.execute("SELECT pg_notify('bench_wake', $1)", &[&i.to_string()])
                 .unwrap();
         }
-        // Backends report at most once a second, when idle.
-        pause(2.5);
+        let got = l
+            .notifications()
+            .timeout_iter(std::time::Duration::from_secs(2))
+            .count()
+            .unwrap_or(0);
+        // A backend reports its counts when its session ends (else at most
+        // once a second, when idle, or after 10 s idle).
+        drop(n);
+        drop(l);
+        pause(2.0);
         let (x1, _, _) = cost.now();
-        let got = l.notifications().len();
         if listening && got < 200 {
             progress!("wake: the listening session had {got} of 200 notifications");
         }
