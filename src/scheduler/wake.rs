@@ -28,7 +28,11 @@
 //!   flood read faster than the client library parses it: its session is
 //!   ended), turn the listening off for [`quiet_ticks`] ticks, its session
 //!   closed: a flood costs no more than the tick's poll, the tick's session
-//!   never reads one, and what was read is freed.
+//!   never reads one, and what was read is freed. A slice that takes
+//!   [`DRAIN_MAX`] closes it at once. A listening session is ended by the
+//!   server (from a short session) before it is closed: the client
+//!   library's close reads all the server still holds for it, a flood's
+//!   backlog.
 //! * It listens only while the scheduler leads.
 
 use std::sync::{Arc, Condvar, Mutex};
@@ -42,8 +46,11 @@ use crate::lead::Known;
 /// (a stop or an ended run is noticed within it).
 pub const SLICE: Duration = Duration::from_millis(50);
 
-/// The most notifications taken in one slice; more are left buffered (and
-/// count as a strike: [`Gate::drained`]).
+/// The most notifications taken in one slice. A slice that takes this many
+/// is a flood: the client library has read (and holds) all that arrived
+/// meanwhile, so the listener closes its session at once, freeing it, and
+/// the listening stays off for [`quiet_ticks`] (it also counts as a strike:
+/// [`Gate::drained`]).
 pub const DRAIN_MAX: usize = 1000;
 
 /// The strikes a tick may have before the scheduler stops listening until
@@ -136,6 +143,9 @@ struct State {
     pid: Option<i32>,
     /// The scheduler is ending.
     done: bool,
+    /// The listener took [`DRAIN_MAX`] in one read and closed its session
+    /// (a flood), since the main thread last looked.
+    overrun: bool,
 }
 
 struct Shared {
@@ -192,7 +202,7 @@ impl Wake {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("wake".into())
-                .spawn(move || listen_loop(Db::new(target, "wake"), shared, known))
+                .spawn(move || listen_loop(Db::new(target.clone(), "wake"), target, shared, known))
                 .expect("spawn wake thread")
         });
         Wake {
@@ -210,7 +220,13 @@ impl Wake {
     /// quiet ticks after a flood, and the gate begins a new tick.
     pub fn after_tick(&mut self, leads: Option<u64>) {
         self.gate.tick();
-        let listened = self.shared.lock().listen || self.flooded;
+        let listened = {
+            let mut st = self.shared.lock();
+            if std::mem::take(&mut st.overrun) {
+                self.flooded = true;
+            }
+            st.listen || self.flooded
+        };
         if std::mem::take(&mut self.flooded) {
             self.floods += 1;
             self.quiet = quiet_ticks(self.floods);
@@ -263,6 +279,10 @@ impl Wake {
                 .0;
         }
         let (woken, taken) = (std::mem::take(&mut st.woken), std::mem::take(&mut st.taken));
+        if std::mem::take(&mut st.overrun) && !self.flooded {
+            log::warn!("the wake-up listener is flooded: not listening for a while");
+            self.flooded = true;
+        }
         drop(st);
         self.gate.drained(taken);
         self.mute_if_flooded();
@@ -306,7 +326,7 @@ impl Drop for Wake {
 /// `LISTEN`s and tells the main thread of each notification another
 /// session than the lead's sent; told not to (not leading, a flood), it
 /// closes its session, so the server keeps nothing for it.
-fn listen_loop(mut db: Db, shared: Arc<Shared>, known: Known) {
+fn listen_loop(mut db: Db, target: Target, shared: Arc<Shared>, known: Known) {
     let mut listening: Option<u64> = None;
     let mut said = false;
     loop {
@@ -319,6 +339,12 @@ fn listen_loop(mut db: Db, shared: Arc<Shared>, known: Known) {
         };
         if !listen {
             if listening.take().is_some() {
+                let pid = shared.lock().pid;
+                // Whatever stopped it (a flood, the lead lost), the
+                // server may hold a backlog for this session.
+                if let Some(pid) = pid {
+                    end_abruptly(&target, pid);
+                }
                 db.close();
                 shared.lock().pid = None;
             }
@@ -370,12 +396,36 @@ fn listen_loop(mut db: Db, shared: Arc<Shared>, known: Known) {
                     st.woken = true;
                     shared.cv.notify_all();
                 }
+                // A flood: what the client library read beyond these is
+                // freed with the session, closed at the loop's top (a read
+                // buffers all that arrived while it ran; read after read,
+                // under a flood faster than the library parses, that grew
+                // the scheduler by 80-130 MB on a loaded host).
+                if got.len() >= DRAIN_MAX {
+                    st.overrun = true;
+                    st.listen = false;
+                }
             }
             Ok(_) => {}
             // Its session ended: a new one listens (at most one a second).
             Err(_) => listening = None,
         }
     }
+}
+
+/// Ends the listener's session `pid` from a short session of its own
+/// (`target`'s): the client library's own close reads every notification
+/// the server still holds for a session before it ends (a flood's backlog,
+/// 100 MB and more), so a flooded session is ended by the server first and
+/// the close reads only what was already in flight.
+fn end_abruptly(target: &Target, pid: i32) {
+    let mut db = Db::new(target.clone(), "wake-end");
+    if db.ensure()
+        && let Err(e) = db.run_fenced(db.sessions, |c| c.execute(sql::WAKE_END, &[&pid]))
+    {
+        log::debug!("the flooded listener's session: {e}");
+    }
+    db.close();
 }
 
 #[cfg(test)]

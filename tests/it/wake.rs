@@ -260,7 +260,12 @@ fn a_flood_of_notifications_costs_no_tick_duty_and_no_memory() {
     );
     assert!(
         rss_max < rss_before + 32 * 1024,
-        "the scheduler grew from {rss_before} KiB to {rss_max} KiB under {sent} notifications"
+        "the scheduler grew from {rss_before} KiB to {rss_max} KiB under {sent} notifications; its log:\n{}",
+        s.output()
+            .lines()
+            .filter(|l| !l.contains(" run ") && !l.contains("fired"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert!(
         queue_usage < 0.5,
