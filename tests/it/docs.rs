@@ -50,6 +50,11 @@ const NOT_RUN_HERE: &[(&str, &str, &str)] = &[
         "root's /etc and a running systemd: tests/it/launch.rs runs the unit's commands and systemctl --root",
     ),
     (
+        "docs/aws.md",
+        "aws iam create-service-linked-role",
+        "an IAM call on a real AWS account: tests/it/spot.rs checks that orca's refusal names this very command",
+    ),
+    (
         "docs/setup.md",
         "# TYPE",
         "pg_hba.conf lines, not commands: tests/it/setup.rs reloads a cluster with them",
@@ -247,6 +252,28 @@ fn the_readme_s_role_runs_orca() {
         .output()
         .unwrap();
     assert!(out.status.success(), "orca migrate: {}", text(&out.stderr));
+}
+
+/// Each `toml` block of docs/aws.md (its mixed spot and on-demand pool)
+/// passes `orca check` on its own; tests/it/spot.rs runs it against the
+/// fake EC2.
+#[test]
+fn each_aws_page_toml_block_passes_orca_check() {
+    let dir = TempDir::new();
+    let toml = blocks(&repo_file("docs/aws.md"), "toml");
+    assert!(!toml.is_empty(), "docs/aws.md's spot pool");
+    for (i, b) in toml.iter().enumerate() {
+        let path = dir.write(&format!("block{i}.toml"), b);
+        let out = Command::new(bin())
+            .args(["check", "-c", &path])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "docs/aws.md's toml block {i}: {}\n{b}",
+            text(&out.stderr)
+        );
+    }
 }
 
 /// Each `toml` block of the README passes `orca check` on its own.

@@ -244,3 +244,34 @@ fn orca_check_refuses_a_bad_market_or_max_price() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// docs/aws.md's mixed pool, as written, against the fake EC2: its first
+/// step launches spot at its max price.
+#[test]
+fn the_aws_page_s_mixed_pool_launches_its_spot_step() {
+    let page =
+        std::fs::read_to_string(format!("{}/docs/aws.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let block = page
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/aws.md's toml block");
+    assert!(block.contains("market = \"spot\""), "{block}");
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    let (db, dir) = setup(block);
+    db.queue("build");
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    wait_until("an instance is made", 40.0, || !ec2.live().is_empty());
+    let i = &ec2.live()[0];
+    assert_eq!(i.type_, "c7i.xlarge");
+    let get = |k: &str| i.params.get(k).map(String::as_str);
+    assert_eq!(get("InstanceMarketOptions.MarketType"), Some("spot"));
+    assert_eq!(
+        get("InstanceMarketOptions.SpotOptions.MaxPrice"),
+        Some("0.12")
+    );
+    wait_until("its row says spot", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE market = 'spot'") == 1
+    });
+    s.stop();
+}
