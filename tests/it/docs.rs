@@ -55,6 +55,11 @@ const NOT_RUN_HERE: &[(&str, &str, &str)] = &[
         "root's /etc and a running systemd: tests/it/launch.rs runs the unit's commands and systemctl --root",
     ),
     (
+        "docs/aws.md",
+        "aws iam create-service-linked-role",
+        "an IAM call on a real AWS account: tests/it/spot.rs checks that orca's refusal names this very command",
+    ),
+    (
         "docs/setup.md",
         "# TYPE",
         "pg_hba.conf lines, not commands: tests/it/setup.rs reloads a cluster with them",

@@ -220,6 +220,18 @@ fn every_call_allowed(page: &str, policy: &str) {
     if code.contains("IamInstanceProfile") {
         called.push("iam:PassRole".into());
     }
+    if code.contains("InstanceMarketOptions") {
+        // Spot: EC2 makes its service-linked role on orca's behalf, for
+        // spot.amazonaws.com only.
+        called.push("iam:CreateServiceLinkedRole".into());
+        assert!(
+            policy["Statement"].as_array().unwrap().iter().any(|s| {
+                s["Action"] == "iam:CreateServiceLinkedRole"
+                    && s["Condition"]["StringEquals"]["iam:AWSServiceName"] == "spot.amazonaws.com"
+            }),
+            "docs/aws.md's policy limits iam:CreateServiceLinkedRole to spot"
+        );
+    }
     if repo_file("src/pools/registry.rs").contains("/blobs/") {
         called.extend([
             "ecr:BatchGetImage".into(),

@@ -244,3 +244,114 @@ fn orca_check_refuses_a_bad_market_or_max_price() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// docs/aws.md's mixed pool, as written, against the fake EC2: its first
+/// step launches spot at its max price.
+#[test]
+fn the_aws_page_s_mixed_pool_launches_its_spot_step() {
+    let page =
+        std::fs::read_to_string(format!("{}/docs/aws.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let block = page
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/aws.md's toml block");
+    assert!(block.contains("market = \"spot\""), "{block}");
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    let (db, dir) = setup(block);
+    db.queue("build");
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    wait_until("an instance is made", 40.0, || !ec2.live().is_empty());
+    let i = &ec2.live()[0];
+    assert_eq!(i.type_, "c7i.xlarge");
+    let get = |k: &str| i.params.get(k).map(String::as_str);
+    assert_eq!(get("InstanceMarketOptions.MarketType"), Some("spot"));
+    assert_eq!(
+        get("InstanceMarketOptions.SpotOptions.MaxPrice"),
+        Some("0.12")
+    );
+    wait_until("its row says spot", 30.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.pool_machines WHERE market = 'spot'") == 1
+    });
+    s.stop();
+}
+
+/// An `[ec2]` table's spot: the run's head and workers all launch spot, and
+/// their rows say so; a spot refusal queues the run again with EC2's code
+/// (a run does not fall back to on-demand).
+#[test]
+fn an_ec2_run_s_instances_are_all_spot_and_a_refusal_queues_it_again() {
+    let ec2 = FakeEc2::start(KEY, SECRET);
+    let (db, dir) = setup(
+        r#"
+[pipelines.train]
+command = "true"
+placement = "ec2"
+
+[pipelines.train.ec2]
+provider = "ec2"
+type = "m7i.large"
+locations = ["subnet-a"]
+ami = "ami-0123456789abcdef0"
+workers = 1
+market = "spot"
+max_price = "0.5"
+
+[pipelines.short]
+command = "true"
+placement = "ec2"
+
+[pipelines.short.ec2]
+provider = "ec2"
+type = "r7i.large"
+locations = ["subnet-a"]
+ami = "ami-0123456789abcdef0"
+market = "spot"
+"#,
+    );
+    ec2.state
+        .lock()
+        .unwrap()
+        .spot_refused
+        .push(("r7i.large".into(), "MaxSpotInstanceCountExceeded".into()));
+    db.queue("train");
+    let short = db.queue("short");
+    let mut s = start(&db, &dir, &with_keys(ec2_env(&ec2)));
+    wait_until("a head and a worker are made", 40.0, || {
+        db.one::<i64>("SELECT count(*) FROM orca.instances") == 2
+    });
+    let made: Vec<_> = ec2
+        .live()
+        .into_iter()
+        .filter(|i| i.type_ == "m7i.large")
+        .collect();
+    assert_eq!(made.len(), 2);
+    for i in &made {
+        let get = |k: &str| i.params.get(k).map(String::as_str);
+        assert_eq!(get("InstanceMarketOptions.MarketType"), Some("spot"));
+        assert_eq!(
+            get("InstanceMarketOptions.SpotOptions.MaxPrice"),
+            Some("0.5")
+        );
+    }
+    let markets: i64 = db.one("SELECT count(*) FROM orca.instances WHERE market = 'spot'");
+    assert_eq!(markets, 2);
+    let said: String =
+        db.one("SELECT string_agg(why, ' | ') FROM orca.events WHERE kind = 'instance made'");
+    assert!(said.contains("(spot)"), "{said}");
+    wait_until(
+        "the refused run is queued again with the code",
+        40.0,
+        || {
+            db.one::<i64>(&format!(
+                "SELECT count(*) FROM orca.events WHERE run = {short}
+             AND why LIKE '%MaxSpotInstanceCountExceeded%'"
+            )) > 0
+        },
+    );
+    assert!(
+        ec2.live().iter().all(|i| i.type_ != "r7i.large"),
+        "no on-demand fallback for a run"
+    );
+    s.stop();
+}
