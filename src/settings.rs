@@ -38,6 +38,9 @@ pub const STOP_GRACE: Setting = Setting::new("ORCA_STOP_GRACE_SECONDS", 30.0, 0.
 pub const LOGIN_XACT: Setting = Setting::new("ORCA_LOGIN_XACT_SECONDS", 10.0, 1.0, DAY);
 /// `ORCA_POOL_SCALE_SECONDS`: how often the scaler passes (0: each tick).
 pub const POOL_SCALE: Setting = Setting::new("ORCA_POOL_SCALE_SECONDS", 15.0, 0.0, DAY);
+/// `ORCA_POOL_REMOVALS_SECONDS`: how often the removals thread looks for
+/// idle machines (unset: `ORCA_POOL_SCALE_SECONDS`, at least 0.1).
+pub const POOL_REMOVALS: Setting = Setting::new("ORCA_POOL_REMOVALS_SECONDS", 15.0, 0.1, DAY);
 /// `ORCA_POOL_GROW_AFTER`: how long a run waits before it is demand.
 pub const POOL_GROW_AFTER: Setting = Setting::new("ORCA_POOL_GROW_AFTER", 20.0, 0.0, DAY);
 /// `ORCA_POOL_TRY_SECONDS`: at most one attempt to make a machine this often.
@@ -81,13 +84,14 @@ pub fn keep(days: f64, seconds: Option<f64>) -> f64 {
 
 /// Every setting of seconds, for the tests (each default in its range).
 #[cfg(test)]
-const ALL: [Setting; 15] = [
+const ALL: [Setting; 16] = [
     TICK,
     STALE,
     KILL_GRACE,
     STOP_GRACE,
     LOGIN_XACT,
     POOL_SCALE,
+    POOL_REMOVALS,
     POOL_GROW_AFTER,
     POOL_TRY,
     POOL_BOOT,
@@ -173,6 +177,9 @@ impl Timing {
 pub struct PoolTiming {
     /// `ORCA_POOL_SCALE_SECONDS` (15): how often the scaler passes.
     pub scale: f64,
+    /// `ORCA_POOL_REMOVALS_SECONDS` (unset: `scale`, at least 0.1): how
+    /// often the removals thread ([`crate::pools::mark`]) looks.
+    pub removals: f64,
     /// `ORCA_POOL_GROW_AFTER` (20): how long a run waits before it is demand.
     pub grow_after: f64,
     /// `ORCA_POOL_TRY_SECONDS` (60): at most one attempt to make a machine this often.
@@ -188,14 +195,32 @@ pub struct PoolTiming {
 impl PoolTiming {
     /// Reads the settings.
     pub fn from_env() -> Result<PoolTiming, String> {
+        let scale = POOL_SCALE.read()?;
+        let removals = std::env::var(POOL_REMOVALS.name).ok();
         Ok(PoolTiming {
-            scale: POOL_SCALE.read()?,
+            scale,
+            removals: removals_every(
+                scale,
+                POOL_REMOVALS.parse(removals.as_deref())?,
+                removals.as_deref(),
+            ),
             grow_after: POOL_GROW_AFTER.read()?,
             try_every: POOL_TRY.read()?,
             boot: POOL_BOOT.read()?,
             lost: POOL_LOST.read()?,
             image: POOL_IMAGE.read()?,
         })
+    }
+}
+
+/// How often the removals thread looks: `set` (`ORCA_POOL_REMOVALS_SECONDS`,
+/// parsed as `parsed`) if set, else the scaler's `scale` (at least
+/// [`POOL_REMOVALS`]' least, 0.1 s: a scaler passing each tick does not
+/// make the removals thread look without pause).
+fn removals_every(scale: f64, parsed: f64, set: Option<&str>) -> f64 {
+    match set.filter(|v| !v.trim().is_empty()) {
+        Some(_) => parsed,
+        None => scale.max(POOL_REMOVALS.min),
     }
 }
 
@@ -230,6 +255,15 @@ mod tests {
             assert_eq!(s.parse(Some(" ")), Ok(s.default), "{}", s.name);
             assert!(s.min <= s.default && s.default <= s.max, "{}", s.name);
         }
+    }
+
+    #[test]
+    fn the_removals_thread_looks_as_often_as_the_scaler_passes_unless_told() {
+        assert_eq!(removals_every(15.0, 15.0, None), 15.0);
+        assert_eq!(removals_every(0.0, 15.0, None), 0.1, "a pass each tick");
+        assert_eq!(removals_every(2.0, 15.0, Some(" ")), 2.0, "empty: unset");
+        assert_eq!(removals_every(0.0, 15.0, Some("15")), 15.0);
+        assert!(POOL_REMOVALS.parse(Some("0.05")).is_err());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Removals begun off the tick: every `ORCA_POOL_SCALE_SECONDS`, and as the
+//! Removals begun off the tick: every `ORCA_POOL_REMOVALS_SECONDS` (unset:
+//! `ORCA_POOL_SCALE_SECONDS`, at least 0.1 s), and as the
 //! next machine comes due, while this process leads, on the scheduler's
 //! side connection, every pool's machines idle past its `idle_seconds` (and
 //! a retired pool's idle machines) are marked ending: the one place these
@@ -69,7 +70,7 @@ pub fn begins(r: &Removal) -> bool {
     matches!(r, Removal::Idle { .. } | Removal::Retired { .. })
 }
 
-/// Marks, every `timing.scale` seconds while `leader` says this process
+/// Marks, every `timing.removals` seconds while `leader` says this process
 /// leads, the machines whose removal may begin (see the module's doc), on
 /// `link`; until `done`. It looks again sooner when a machine comes due
 /// before then ([`decide::idle_due`]), so that an idle machine's removal
@@ -77,7 +78,7 @@ pub fn begins(r: &Removal) -> bool {
 /// mark skipped for a held row ([`Mark::Held`]) is asked again between
 /// looks ([`Held`]), not only at the next.
 pub fn run(link: Link, timing: PoolTiming, leader: Known, unbegun: Unbegun, done: Arc<AtomicBool>) {
-    let every = Duration::from_secs_f64(timing.scale.max(0.1));
+    let every = Duration::from_secs_f64(timing.removals);
     let mut next = Instant::now();
     let mut held: HashMap<i64, Held> = HashMap::new();
     while !done.load(Ordering::SeqCst) {
@@ -102,7 +103,7 @@ pub fn run(link: Link, timing: PoolTiming, leader: Known, unbegun: Unbegun, done
         next = began + every;
         // The link is shared with the runs' beats and ends: held for the
         // reads, then for one mark at a time.
-        let found = link.lock().run(|c| candidates(c, &timing));
+        let found = candidates(&link, &timing);
         let (candidates, due) = match found {
             Ok(found) => found,
             Err(Fault::Down | Fault::Refused(_)) => {
@@ -334,12 +335,15 @@ struct Candidate {
 
 /// Every pool read and its removals decided: the idle and retired ones, and
 /// in how many seconds the next machine comes due ([`decide::idle_due`]).
-fn candidates(
-    c: &mut postgres::Client,
-    timing: &PoolTiming,
-) -> Result<(Vec<Candidate>, Option<f64>), postgres::Error> {
-    let rows = c.query(sql::POOLS_VIEW, &[&timing.grow_after])?;
-    let machines = logins::live(c)?;
+/// Its two statements prepared once a session, as the pass's are (a look is
+/// repeated up to four times a second); the link held for both.
+fn candidates(link: &Link, timing: &PoolTiming) -> Result<(Vec<Candidate>, Option<f64>), Fault> {
+    let (rows, machines) = {
+        let mut db = link.lock();
+        let rows = db.prepared(sql::POOLS_VIEW, |c, s| c.query(s, &[&timing.grow_after]))?;
+        let machines = db.prepared(sql::POOL_MACHINES_LIVE, |c, s| c.query(s, &[]))?;
+        (rows, logins::of_rows(&machines))
+    };
     let mut out = Vec::new();
     let mut due: Option<f64> = None;
     for row in &rows {

@@ -86,6 +86,42 @@ fn pass_order(names: &[&str], left: Option<&[String]>) -> Vec<usize> {
     }
 }
 
+/// The log target of each pass's breakdown (debug): `RUST_LOG` with
+/// `orca::pools::pass=debug` asks for it (the bench's pools section does).
+pub const PASS_LOG: &str = "orca::pools::pass";
+
+/// Milliseconds since `at`.
+fn ms(at: Instant) -> f64 {
+    at.elapsed().as_secs_f64() * 1000.0
+}
+
+/// Where a pass's time went, in milliseconds: its reads (the pools, the
+/// live machines), the orphan roles' look, sorting machines to pools,
+/// beginning removals, and the pools' steps (provider work and status
+/// writes, `writes` of them).
+#[derive(Default)]
+struct PassTimes {
+    pools: f64,
+    machines: f64,
+    roles: f64,
+    sort: f64,
+    begin: f64,
+    steps: f64,
+    writes: u64,
+}
+
+impl PassTimes {
+    /// The breakdown as one line of `key=value`, with the pass's `all`
+    /// milliseconds and its statements.
+    fn say(&self, all: f64, statements: u64) -> String {
+        format!(
+            "scaler pass: ms={all:.3} pools_view_ms={:.3} machines_live_ms={:.3} roles_ms={:.3} \
+             sort_ms={:.3} begin_ms={:.3} steps_ms={:.3} status_writes={} statements={statements}",
+            self.pools, self.machines, self.roles, self.sort, self.begin, self.steps, self.writes
+        )
+    }
+}
+
 /// The autoscaler's state between passes: when it last ran, what its
 /// attempts to make machines keep (the worker images' architectures, read
 /// again after `ORCA_POOL_IMAGE_SECONDS`; each pool's last refusal).
@@ -155,10 +191,16 @@ impl PoolScaler {
         let stack = fleet.stack(term)?;
         fleet.begin_pass();
         let grow_after = self.timing.grow_after;
+        let mut took = PassTimes::default();
+        let at = Instant::now();
         // Prepared once a session: planned once, not each pass.
         let rows = term.prepared(sql::POOLS_VIEW, |c, s| c.query(s, &[&grow_after]))?;
+        took.pools = ms(at);
+        let at = Instant::now();
         let machines =
             logins::of_rows(&term.prepared(sql::POOL_MACHINES_LIVE, |c, s| c.query(s, &[]))?);
+        took.machines = ms(at);
+        let at = Instant::now();
         for role in term.run(|c| logins::orphaned_roles(c, &stack))? {
             // Best effort: a role that can't be dropped yet is shut out and
             // tried again on the next pass.
@@ -178,6 +220,8 @@ impl PoolScaler {
                 Err(down) => return Err(down),
             }
         }
+        took.roles = ms(at);
+        let at = Instant::now();
         // Each pool as read, with its machines.
         let mut pools: Vec<(PoolView, Vec<&Machine>)> = Vec::new();
         for row in &rows {
@@ -188,6 +232,8 @@ impl PoolScaler {
                 .collect();
             pools.push((view, mine));
         }
+        took.sort = ms(at);
+        let at = Instant::now();
         // 1. Every pool's removals begin: a machine marked ending claims
         // nothing more. The database's work alone, so no provider's call
         // holds up any pool's.
@@ -196,6 +242,8 @@ impl PoolScaler {
             let shrink = decide::shrink(view, mine, &self.timing, judge_silence);
             shrinks.push(remove::begin(term, &view.pool, shrink, &self.unbegun)?);
         }
+        took.begin = ms(at);
+        let at = Instant::now();
         // 2. Each pool's provider work (deletes, a make, strays), in turn
         // and within the tick's deadline: no pool's step begins after its
         // soft limit, no call is sent after its hard one, so a hung
@@ -218,6 +266,7 @@ impl PoolScaler {
             let shrunk = std::mem::take(&mut shrinks[i]);
             let decided = self.step(fleet, term, view, mine, shrunk)?;
             if decided.changes(view) {
+                took.writes += 1;
                 let name = &view.pool.name;
                 term.run(|c| {
                     c.execute(
@@ -235,7 +284,10 @@ impl PoolScaler {
             }
         }
         fleet.until(None);
-        Ok((began.elapsed().as_secs_f64() * 1000.0, term.calls() - calls))
+        took.steps = ms(at);
+        let (all, statements) = (ms(began), term.calls() - calls);
+        log::debug!(target: PASS_LOG, "{}", took.say(all, statements));
+        Ok((all, statements))
     }
 
     /// One pool's step, its removals begun (`shrunk`): they are finished,

@@ -7,6 +7,7 @@ use crate::config::MachineSettings;
 fn timing() -> PoolTiming {
     PoolTiming {
         scale: 15.0,
+        removals: 15.0,
         grow_after: 20.0,
         try_every: 60.0,
         boot: 900.0,
