@@ -46,6 +46,7 @@ pub mod demand;
 mod event;
 mod grow;
 pub mod mark;
+pub mod notice;
 pub mod order;
 pub mod registry;
 mod remove;
