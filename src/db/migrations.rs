@@ -153,6 +153,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "wake pool",
         sql: sql_file!("migrations/0027_wake_pool.sql"),
     },
+    Migration {
+        version: 32,
+        name: "spot notice",
+        sql: sql_file!("migrations/0032_spot_notice.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

@@ -59,10 +59,15 @@ pub struct Machine {
     /// `ec2`: the region it was made in (it is removed there, whatever the
     /// pool's region is now).
     pub region: Option<String>,
+    /// The spot notice its worker heard (migration 32): `interrupted`,
+    /// `draining` (a rebalance recommendation) or none. Either way it
+    /// claims nothing more, and the scaler counts none of its room.
+    pub notice: Option<String>,
 }
 
 impl Machine {
-    /// Its state in words: removing, booting, silent (no beat for 5 s or
+    /// Its state in words: removing, interrupted or draining (a spot
+    /// notice heard), booting, silent (no beat for 5 s or
     /// more while it runs something: its worker beats every second; for
     /// 15 s or more while idle: an idle worker listening for wake-ups
     /// beats every 6 s), busy or idle.
@@ -70,6 +75,10 @@ impl Machine {
         let silent_after = if self.running > 0 { 5.0 } else { 15.0 };
         if self.ending {
             "removing"
+        } else if self.notice.as_deref() == Some("interrupted") {
+            "interrupted"
+        } else if self.notice.is_some() {
+            "draining"
         } else if !self.seen {
             "booting"
         } else if self.silent >= silent_after {
@@ -105,6 +114,7 @@ pub fn live(client: &mut Client) -> Result<Vec<Machine>, postgres::Error> {
             busy_at: r.get("busy_at"),
             ending: r.get("ending"),
             region: r.get("region"),
+            notice: r.get("notice"),
         })
         .collect())
 }

@@ -14,9 +14,6 @@
 //! it ends before EC2's time does. The poll that asks IMDS is
 //! [`crate::pools::interrupt`].
 
-// Wired into the worker by the next commit (the poll and its hook).
-#![allow(dead_code)]
-
 use chrono::{DateTime, Utc};
 
 /// The most of an answer read: a notice is a few dozen bytes.
@@ -43,8 +40,8 @@ pub enum Notice {
     /// A rebalance recommendation (at `at`, as EC2 said it): a drain,
     /// nothing new is taken; its runs finish.
     Drain {
-        /// `noticeTime` as EC2 wrote it.
-        at: String,
+        /// Its `noticeTime`.
+        at: DateTime<Utc>,
     },
     /// An interruption: the instance is stopped, hibernated or terminated
     /// at `at`.
@@ -66,12 +63,13 @@ impl Notice {
         }
     }
 
-    /// The event kind it is recorded as.
+    /// The event kind it is recorded as (`machine` and the machine row's
+    /// `notice`, migration 32).
     pub fn kind(&self) -> &'static str {
         match self {
             Notice::Nothing => "",
-            Notice::Drain { .. } => "machine draining",
-            Notice::Interrupted { .. } => "machine interrupted",
+            Notice::Drain { .. } => "draining",
+            Notice::Interrupted { .. } => "interrupted",
         }
     }
 }
@@ -138,14 +136,10 @@ pub fn rebalance(a: &Answer) -> Result<Option<Notice>, String> {
             e.classify()
         )
     })?;
-    if DateTime::parse_from_rfc3339(r.notice_time.trim()).is_err() {
-        return Err(format!(
-            "{WHAT}: its noticeTime is not RFC 3339: taken for none"
-        ));
-    }
-    Ok(Some(Notice::Drain {
-        at: r.notice_time.trim().to_string(),
-    }))
+    let at = DateTime::parse_from_rfc3339(r.notice_time.trim())
+        .map_err(|_| format!("{WHAT}: its noticeTime is not RFC 3339: taken for none"))?
+        .with_timezone(&Utc);
+    Ok(Some(Notice::Drain { at }))
 }
 
 /// What the two answers say, the more pressing first (an interruption
@@ -180,7 +174,10 @@ pub fn why(machine: &str, n: &Notice) -> String {
             "interrupted: machine {machine} got a spot interruption notice ({action} at {}); handed back without counting an attempt",
             at.format("%Y-%m-%d %H:%M:%S UTC")
         ),
-        Notice::Drain { at } => format!("machine {machine} got a rebalance recommendation at {at}"),
+        Notice::Drain { at } => format!(
+            "machine {machine} got a rebalance recommendation at {}",
+            at.format("%Y-%m-%d %H:%M:%S UTC")
+        ),
         Notice::Nothing => String::new(),
     }
 }
@@ -227,12 +224,12 @@ mod tests {
         assert_eq!(
             decide(&Answer::Missing, &reb).0,
             Notice::Drain {
-                at: "2026-12-05T09:28:00Z".into()
+                at: "2026-12-05T09:28:00Z".parse().unwrap()
             }
         );
         let ia = body(r#"{"action":"terminate","time":"2026-12-05T09:30:00Z"}"#);
         assert_eq!(decide(&ia, &reb).0.rank(), 2);
-        assert_eq!(decide(&ia, &reb).0.kind(), "machine interrupted");
+        assert_eq!(decide(&ia, &reb).0.kind(), "interrupted");
     }
 
     #[test]

@@ -63,6 +63,7 @@ fn machine(id: i64) -> Machine {
         busy_at: chrono::Utc::now(),
         ending: false,
         region: None,
+        notice: None,
     }
 }
 
