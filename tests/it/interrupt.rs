@@ -8,7 +8,7 @@
 
 use crate::fake_imds::FakeSpotImds;
 use crate::harness::*;
-use crate::pools::with_pool;
+use crate::pools::{pool_scheduler, with_pool};
 
 /// A notice of `action` two minutes from now, as EC2 writes it.
 fn action_in_2_min(action: &str) -> String {
@@ -217,4 +217,68 @@ placement = "worker:p"
     let said = "spot/instance-action: its time is not RFC 3339";
     assert_eq!(log.matches(said).count(), 1, "{log}");
     w.stop();
+}
+
+#[test]
+fn an_interrupted_machine_is_replaced_even_at_max_machines() {
+    let db = TestDb::new();
+    let dir = TempDir::new();
+    let pids = dir.path("pids");
+    db.register(
+        &dir,
+        &format!(
+            r#"
+[pools.p]
+types = [{{ type = "small", wait = 0 }}]
+locations = ["here"]
+max_machines = 1
+
+[pipelines.job]
+command = "{}"
+placement = "worker:p"
+max_runs = 5
+"#,
+            hang(&pids)
+        ),
+    );
+    let first = db.queue("job");
+    let mut s = pool_scheduler(&db, &dir, &[]);
+    wait_until("the first run runs", 60.0, || db.state(first) == "running");
+    let second = db.queue("job");
+    wait_until("the scaler is at max_machines", 30.0, || {
+        db.one::<String>("SELECT status FROM orca.pools WHERE name = 'p'")
+            .starts_with("at max_machines (1)")
+    });
+    // The machine's row says it was interrupted, as its worker's hook
+    // writes it (a local machine polls no metadata; the other tests here
+    // have the hook write it).
+    db.client()
+        .execute(
+            "UPDATE orca.pool_machines SET notice = 'interrupted', noticed_at = now(),
+                notice_at = now() + interval '2 minutes'",
+            &[],
+        )
+        .unwrap();
+    // Its room no longer counts, nor does it stand against max_machines:
+    // a replacement is made, and the waiting run runs there.
+    wait_until("a replacement runs the waiting run", 60.0, || {
+        db.state(second) == "running"
+    });
+    let (made, on_first): (i64, bool) = {
+        let r = db
+            .client()
+            .query_one(
+                "SELECT (SELECT count(*) FROM orca.pool_machines),
+                        (SELECT machine FROM orca.runs WHERE id = $1)
+                          = (SELECT machine FROM orca.runs WHERE id = $2)",
+                &[&first, &second],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(made, 2);
+    assert!(!on_first, "the interrupted machine took no run");
+    let pools = db.ok(&["pools"]);
+    assert!(pools.contains("interrupted"), "{pools}");
+    s.stop();
 }
