@@ -160,6 +160,8 @@ pub struct Hook {
     /// Whether it is recorded on the machine's row (tried again each tick
     /// while the database is away).
     recorded: bool,
+    /// Whether it said it could not record it yet.
+    said_unrecorded: bool,
     machine: String,
     kill_grace: f64,
     /// The interruption's grace and why, once heard.
@@ -174,6 +176,7 @@ impl Hook {
             poll: Poll::start()?,
             acted: Notice::Nothing,
             recorded: true,
+            said_unrecorded: false,
             machine: machine.to_string(),
             kill_grace,
             interrupt: None,
@@ -216,7 +219,14 @@ impl Hook {
                     self.recorded = true;
                     left = row.get::<_, Option<f64>>("left").unwrap_or(left);
                 }
-                Err(e) => log::warn!("can't record the spot notice yet ({e}): trying again"),
+                Err(e) => {
+                    if !self.said_unrecorded {
+                        log::warn!(
+                            "can't record the spot notice yet ({e}): trying again each tick"
+                        );
+                        self.said_unrecorded = true;
+                    }
+                }
             }
         }
         if matches!(self.acted, Notice::Interrupted { .. }) {
