@@ -42,7 +42,7 @@ BEGIN
         -- other. (Nothing queued: no lock, nothing written.)
         IF NOT locked THEN
             PERFORM 1 FROM orca.pool_machines pm
-            WHERE pm.id = m.id AND pm.ending IS NULL FOR NO KEY UPDATE;
+            WHERE pm.id = m.id AND pm.ending IS NULL AND pm.notice IS NULL FOR NO KEY UPDATE;
             IF NOT FOUND THEN
                 RETURN;
             END IF;
@@ -150,7 +150,7 @@ BEGIN
             -- never cross, and two claims of one machine count its room one
             -- after the other.
             PERFORM 1 FROM orca.pool_machines pm
-            WHERE pm.id = m.id AND pm.ending IS NULL FOR NO KEY UPDATE;
+            WHERE pm.id = m.id AND pm.ending IS NULL AND pm.notice IS NULL FOR NO KEY UPDATE;
             IF NOT FOUND THEN
                 RETURN;
             END IF;

@@ -173,7 +173,7 @@ BEGIN
             NULL::text[], NULL::jsonb
         FROM unnest(beaten, cancels) AS b(id, cancel);
     END IF;
-    IF coalesce(p_room, 0) <= 0 OR m.ending IS NOT NULL THEN
+    IF coalesce(p_room, 0) <= 0 OR m.ending IS NOT NULL OR m.notice IS NOT NULL THEN
         RETURN;
     END IF;
     p_room := least(p_room, m.slots - running);
@@ -426,7 +426,7 @@ BEGIN
             NULL::text[], NULL::jsonb
         FROM unnest(beaten, cancels) AS b(id, cancel);
     END IF;
-    IF coalesce(p_room, 0) <= 0 OR m.ending IS NOT NULL THEN
+    IF coalesce(p_room, 0) <= 0 OR m.ending IS NOT NULL OR m.notice IS NOT NULL THEN
         RETURN;
     END IF;
     p_room := least(p_room, m.slots - running);

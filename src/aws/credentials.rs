@@ -107,7 +107,7 @@ fn profile_keys(profile: &str) -> HashMap<String, String> {
 }
 
 /// IMDS: where it is, and whether it may be asked.
-fn imds_base() -> Option<String> {
+pub(crate) fn imds_base() -> Option<String> {
     if env("AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return None;
     }
@@ -155,6 +155,49 @@ fn imds_get(base: &str, paths: &[&str]) -> Result<Vec<String>, String> {
             String::new()
         };
         out.push(text);
+    }
+    Ok(out)
+}
+
+/// IMDS's answers to `paths`, asked with one fresh IMDSv2 token (of a
+/// minute), each call bounded by `timeout`: each `None` on 404, else its
+/// body, read up to `max + 1` bytes (so that one too long is seen to be).
+pub(crate) fn imds_answers(
+    base: &str,
+    paths: &[&str],
+    timeout: Duration,
+    max: usize,
+) -> Result<Vec<Option<Vec<u8>>>, String> {
+    use std::io::Read;
+    let agent = ureq::AgentBuilder::new()
+        .timeout_connect(timeout)
+        .timeout(timeout)
+        .build();
+    let token = agent
+        .put(&format!("{base}/latest/api/token"))
+        .set("X-aws-ec2-metadata-token-ttl-seconds", "60")
+        .call()
+        .map_err(|e| format!("instance metadata (IMDSv2 token): {}", short(&e)))?
+        .into_string()
+        .map_err(|e| format!("instance metadata (IMDSv2 token): {e}"))?;
+    let mut out = Vec::new();
+    for path in paths {
+        match agent
+            .get(&format!("{base}{path}"))
+            .set("X-aws-ec2-metadata-token", token.trim())
+            .call()
+        {
+            Ok(r) => {
+                let mut body = Vec::new();
+                r.into_reader()
+                    .take(max as u64 + 1)
+                    .read_to_end(&mut body)
+                    .map_err(|e| format!("instance metadata ({path}): {e}"))?;
+                out.push(Some(body));
+            }
+            Err(ureq::Error::Status(404, _)) => out.push(None),
+            Err(e) => return Err(format!("instance metadata ({path}): {}", short(&e))),
+        }
     }
     Ok(out)
 }

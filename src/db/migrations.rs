@@ -158,6 +158,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "market",
         sql: sql_file!("migrations/0030_market.sql"),
     },
+    Migration {
+        version: 31,
+        name: "spot notice",
+        sql: sql_file!("migrations/0031_spot_notice.sql"),
+    },
 ];
 
 /// The marker line by which a migration declares that it raises the floor:

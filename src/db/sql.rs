@@ -379,6 +379,9 @@ pub const WORKER_FINISH: &str = sql_file!("worker_finish.sql");
 /// See `sql/worker_hello.sql`.
 pub const WORKER_HELLO: &str = sql_file!("worker_hello.sql");
 
+/// See `sql/worker_notice.sql`.
+pub const WORKER_NOTICE: &str = sql_file!("worker_notice.sql");
+
 /// See `sql/worker_requeue.sql`.
 pub const WORKER_REQUEUE: &str = sql_file!("worker_requeue.sql");
 
@@ -492,6 +495,7 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ("worker_finish", sql_file!("functions/worker_finish.sql")),
     ("worker_hello", sql_file!("functions/worker_hello.sql")),
     ("worker_machine", sql_file!("functions/worker_machine.sql")),
+    ("worker_notice", sql_file!("functions/worker_notice.sql")),
     ("worker_output", sql_file!("functions/worker_output.sql")),
     ("worker_requeue", sql_file!("functions/worker_requeue.sql")),
     ("worker_round", sql_file!("functions/worker_round.sql")),

@@ -61,10 +61,15 @@ pub struct Machine {
     pub region: Option<String>,
     /// How it was bought: `on-demand` or `spot`.
     pub market: String,
+    /// The spot notice its worker heard (migration 31): `interrupted`,
+    /// `draining` (a rebalance recommendation) or none. Either way it
+    /// claims nothing more, and the scaler counts none of its room.
+    pub notice: Option<String>,
 }
 
 impl Machine {
-    /// Its state in words: removing, booting, silent (no beat for 5 s or
+    /// Its state in words: removing, interrupted or draining (a spot
+    /// notice heard), booting, silent (no beat for 5 s or
     /// more while it runs something: its worker beats every second; for
     /// 15 s or more while idle: an idle worker listening for wake-ups
     /// beats every 6 s), busy or idle.
@@ -72,6 +77,10 @@ impl Machine {
         let silent_after = if self.running > 0 { 5.0 } else { 15.0 };
         if self.ending {
             "removing"
+        } else if self.notice.as_deref() == Some("interrupted") {
+            "interrupted"
+        } else if self.notice.is_some() {
+            "draining"
         } else if !self.seen {
             "booting"
         } else if self.silent >= silent_after {
@@ -112,6 +121,7 @@ pub fn of_rows(rows: &[postgres::Row]) -> Vec<Machine> {
             ending: r.get("ending"),
             region: r.get("region"),
             market: r.get("market"),
+            notice: r.get("notice"),
         })
         .collect()
 }

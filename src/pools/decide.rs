@@ -115,6 +115,14 @@ pub enum Removal {
         /// Seconds since it was last heard from.
         silent: f64,
     },
+    /// Its worker heard a spot notice (`notice`: `interrupted` or
+    /// `draining`) and it runs nothing: its runs were handed back or have
+    /// finished, and it claims nothing more. (It goes whatever the
+    /// demand: its replacement is made if runs wait.)
+    Noticed {
+        /// The machine row's `notice`.
+        notice: String,
+    },
     /// Its pool is gone from orca.toml, and it is idle.
     Retired {
         /// The pool.
@@ -142,6 +150,12 @@ impl Removal {
                  the worker's last lines on the machine's console say why)"
                 .into(),
             Removal::Silent { silent } => format!("its worker went silent for {silent:.0}s"),
+            Removal::Noticed { notice } if notice == "interrupted" => {
+                "EC2 interrupts it (a spot interruption notice) and it runs nothing".into()
+            }
+            Removal::Noticed { .. } => {
+                "it was drained (a spot rebalance recommendation) and runs nothing".into()
+            }
             Removal::Retired { pool } => format!("pool {pool} is no longer in orca.toml"),
             Removal::Idle { idle, idle_seconds } => {
                 format!("idle for {idle:.0} s with no demand (idle_seconds {idle_seconds})")
@@ -197,7 +211,7 @@ pub struct Shrink<'a> {
 }
 
 /// Which of pool `v`'s `machines` go, and the demand. First the lost: one
-/// being removed already, one whose worker never showed up within
+/// being removed already, one that heard a spot notice and runs nothing, one whose worker never showed up within
 /// `t.boot` or went silent for `t.lost` (only with `judge_silence`: just
 /// after taking the lead, beats may not have landed yet). The demand is
 /// what waits beyond the room of the rest. Then, as long as they are still
@@ -215,6 +229,13 @@ pub fn shrink<'a>(
     for &m in machines {
         if m.ending {
             remove.push((m, Removal::Resumed));
+        } else if let Some(notice) = m.notice.as_ref().filter(|_| m.running == 0) {
+            remove.push((
+                m,
+                Removal::Noticed {
+                    notice: notice.clone(),
+                },
+            ));
         } else if judge_silence && !m.seen && m.age >= t.boot {
             remove.push((m, Removal::NeverBooted { boot: t.boot }));
         } else if judge_silence && m.seen && m.silent >= t.lost {

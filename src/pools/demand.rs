@@ -7,9 +7,12 @@ use crate::machines::logins::Machine;
 
 /// Runs the pool's live workers could still take: per machine, its slots
 /// less its running runs. Booting machines count: their room is coming.
+/// A machine that heard a spot notice (interrupted or draining) counts
+/// none: it claims nothing more.
 pub fn room(machines: &[&Machine]) -> i64 {
     machines
         .iter()
+        .filter(|m| m.notice.is_none())
         .map(|m| (m.slots as i64 - m.running).max(0))
         .sum()
 }
@@ -44,6 +47,7 @@ mod tests {
             ending: false,
             region: None,
             market: "on-demand".into(),
+            notice: None,
         }
     }
 
@@ -57,5 +61,18 @@ mod tests {
         // A machine running more than its slots (slots lowered) gives no room.
         let c = machine(1, 3);
         assert_eq!(demand(1, &[&c]), 1);
+    }
+
+    #[test]
+    fn a_machine_that_heard_a_spot_notice_gives_no_room() {
+        let a = machine(4, 1);
+        for notice in ["interrupted", "draining"] {
+            let b = Machine {
+                notice: Some(notice.into()),
+                ..machine(4, 0)
+            };
+            assert_eq!(room(&[&a, &b]), 3, "{notice}");
+            assert_eq!(demand(5, &[&a, &b]), 2, "{notice}");
+        }
     }
 }

@@ -45,7 +45,9 @@ pub mod decide;
 pub mod demand;
 mod event;
 mod grow;
+pub mod interrupt;
 pub mod mark;
+pub mod notice;
 pub mod order;
 pub mod registry;
 mod remove;
@@ -303,8 +305,10 @@ impl PoolScaler {
         let p = &v.pool;
         let (live, demand) = (shrunk.live, shrunk.demand);
         let mut problem = shrunk.problem;
-        // Machines still there: kept, busy after all, or not removed yet.
-        let mut standing = live.len() + shrunk.kept;
+        // Machines still there: kept, busy after all, or not removed yet;
+        // not one that heard a spot notice (it claims nothing more and EC2
+        // takes it soon: its replacement may be made within max_machines).
+        let mut standing = live.iter().filter(|m| m.notice.is_none()).count() + shrunk.kept;
         for (m, why) in shrunk.ending {
             match remove::finish_removal(fleet, term, p, m, &why) {
                 Ok(()) => {}

@@ -20,6 +20,11 @@
 //!   it to claim at once; the idle look stays the floor (a notification
 //!   lost, a retry falling due). A run of its that ends is reaped, written
 //!   and its slot claimed again at once, not at the next tick.
+//! * On an EC2 instance it polls the instance metadata for spot notices
+//!   ([`crate::pools::interrupt`]): a rebalance recommendation drains it
+//!   (it claims nothing more; its runs finish), an interruption hands its
+//!   runs back within a grace that ends before EC2's time, queued again
+//!   without spending an attempt.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -319,6 +324,8 @@ pub fn main(pool: &str) -> Outcome {
         idle: idle_every(lost),
         idle_listening: idle_listening(lost),
     };
+    // Spot notices: polled on an EC2 instance (crate::pools::interrupt).
+    let mut spot = crate::pools::interrupt::Hook::start(&machine.name, timing.kill_grace);
     let mut wake = if listen {
         pool_channel(&link, pacing.idle_listening)
     } else {
@@ -342,6 +349,9 @@ pub fn main(pool: &str) -> Outcome {
             return Ok(());
         }
         sup.reap();
+        if let Some(h) = spot.as_mut() {
+            h.tick(&link, &mut sup);
+        }
         sup.enforce();
         // Ends ride this tick's round, which writes them before it claims
         // (their slots are free for it); what can't ride is written now.
@@ -375,7 +385,9 @@ pub fn main(pool: &str) -> Outcome {
         woken = false;
         counted = false;
         sup.pace(step.every);
-        if let Some(room) = step.round {
+        // A machine that heard a spot notice takes nothing new.
+        let draining = spot.as_ref().is_some_and(|h| h.draining());
+        if let Some(room) = step.round.map(|r| if draining { 0 } else { r }) {
             match sup.round(room) {
                 Ok(rows) => {
                     said.clear();

@@ -85,6 +85,9 @@ enum Kill {
     Timeout,
     Cancel,
     Stop,
+    /// Its machine is interrupted (a spot notice): stopped within the
+    /// interruption's grace and queued again, no attempt spent.
+    Interrupt,
     /// Its run was queued again elsewhere (its start is no longer ours):
     /// killed at once, and nothing is recorded for it.
     Lost,
@@ -116,6 +119,9 @@ pub struct Supervisor {
     /// Who supervises, for the why of a requeue: "the scheduler on h1".
     who: String,
     rec: Recorder,
+    /// Its machine's interruption, once heard ([`Supervisor::interrupt`]):
+    /// the grace of its runs and the why of their requeue.
+    interrupted: Option<(f64, String)>,
 }
 
 impl Supervisor {
@@ -151,6 +157,7 @@ impl Supervisor {
             kill_grace,
             who,
             rec,
+            interrupted: None,
         }
     }
 
@@ -379,6 +386,19 @@ impl Supervisor {
                     );
                     continue;
                 }
+                Some((Kill::Interrupt, _, _)) => {
+                    let why = self
+                        .interrupted
+                        .as_ref()
+                        .map_or_else(|| format!("{} interrupted", self.who), |i| i.1.clone());
+                    self.ends.pending.push(Pending::Requeue {
+                        id: s.id,
+                        start: s.start,
+                        why,
+                        output,
+                    });
+                    continue;
+                }
                 Some((Kill::Stop, _, _)) => {
                     self.ends.pending.push(Pending::Requeue {
                         id: s.id,
@@ -457,6 +477,10 @@ impl Supervisor {
                 s.kill = Some((Kill::Timeout, at, true));
                 s.child.kill_all();
             }
+            let grace = match (s.kill, &self.interrupted) {
+                (Some((Kill::Interrupt, _, _)), Some((g, _))) => Duration::from_secs_f64(*g),
+                _ => grace,
+            };
             match s.kill {
                 Some((why, at, false)) if at.elapsed() >= grace => {
                     log::info!(
@@ -535,6 +559,27 @@ impl Supervisor {
             .collect()
     }
 
+    /// Its machine is interrupted (a spot notice): SIGTERM to every process
+    /// not already being stopped, SIGKILL to everything it started after
+    /// `grace` seconds ([`Supervisor::enforce`]), and each attempt queued
+    /// again with `why`, its output so far kept, no attempt spent (a
+    /// pipeline with `on_lost = "fail"` fails instead: migration 22's
+    /// trigger). Called again, it stops what began since. Never waits.
+    pub fn interrupt(&mut self, grace: f64, why: &str) {
+        self.interrupted = Some((grace, why.to_string()));
+        for s in &mut self.running {
+            if s.kill.is_none() {
+                log::info!(
+                    "run {} attempt {}: its machine is interrupted: SIGTERM, {grace:.0}s before SIGKILL",
+                    s.id,
+                    s.start
+                );
+                s.child.signal(libc::SIGTERM);
+                s.kill = Some((Kill::Interrupt, Instant::now(), false));
+            }
+        }
+    }
+
     /// Stopping: SIGTERM every process, wait up to `grace`, SIGKILL what is
     /// left (everything each command started, through the keeper), and queue
     /// their runs again; then write what is pending, giving an outage up to
@@ -548,6 +593,10 @@ impl Supervisor {
             crate::plural::count(self.running.len() as i64, "run"),
         );
         for s in &mut self.running {
+            if matches!(s.kill, Some((Kill::Interrupt, _, _))) {
+                // Handed back already: its why says so.
+                continue;
+            }
             s.child.signal(libc::SIGTERM);
             s.kill = Some((Kill::Stop, Instant::now(), false));
         }

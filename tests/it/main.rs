@@ -13,6 +13,7 @@ mod ec2_runs;
 mod ended;
 mod engine;
 mod fake_aws;
+mod fake_imds;
 mod flood;
 mod functions;
 mod graviton;
@@ -21,6 +22,7 @@ mod hardening;
 #[allow(dead_code)]
 mod harness;
 mod history;
+mod interrupt;
 mod launch;
 mod layers;
 mod logins;

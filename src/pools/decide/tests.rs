@@ -62,6 +62,7 @@ fn machine(id: i64) -> Machine {
         ending: false,
         region: None,
         market: "on-demand".into(),
+        notice: None,
     }
 }
 
@@ -577,4 +578,51 @@ fn the_walk_is_stored_as_sql_says_it() {
     assert_eq!(WalkSince::Keep.as_sql(), "keep");
     assert_eq!(WalkSince::Now.as_sql(), "now");
     assert_eq!(WalkSince::Clear.as_sql(), "clear");
+}
+
+#[test]
+fn a_machine_that_heard_a_spot_notice_goes_once_it_runs_nothing() {
+    let v = pool(&[("small", 0.0)]);
+    let notice = |n: &str, running: i64, id: i64| Machine {
+        notice: Some(n.into()),
+        running,
+        ..machine(id)
+    };
+    let (handed_back, handing, drained, draining) = (
+        notice("interrupted", 0, 1),
+        notice("interrupted", 1, 2),
+        notice("draining", 0, 3),
+        notice("draining", 1, 4),
+    );
+    let s = shrink(
+        &v,
+        &[&handed_back, &handing, &drained, &draining],
+        &timing(),
+        true,
+    );
+    let got = removed(&s);
+    assert_eq!(
+        got,
+        [
+            (
+                1,
+                Removal::Noticed {
+                    notice: "interrupted".into()
+                }
+            ),
+            (
+                3,
+                Removal::Noticed {
+                    notice: "draining".into()
+                }
+            )
+        ]
+    );
+    // Begun by the pass, whatever the demand, busy or not (it claims
+    // nothing more).
+    assert!(!got[0].1.if_idle());
+    assert!(got[0].1.why().contains("spot interruption notice"));
+    assert!(got[1].1.why().contains("rebalance recommendation"));
+    // Those still running their runs stay, their room not counted.
+    assert_eq!(s.live.iter().map(|m| m.id).collect::<Vec<_>>(), [2, 4]);
 }
