@@ -178,7 +178,7 @@ pub struct PoolTiming {
     /// `ORCA_POOL_SCALE_SECONDS` (15): how often the scaler passes.
     pub scale: f64,
     /// `ORCA_POOL_REMOVALS_SECONDS` (unset: `scale`, at least 0.1): how
-    /// often the removals thread ([`crate::pools::mark`]) looks.
+    /// often the removals thread (`pools::mark`) looks.
     pub removals: f64,
     /// `ORCA_POOL_GROW_AFTER` (20): how long a run waits before it is demand.
     pub grow_after: f64,

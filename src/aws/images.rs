@@ -1,7 +1,7 @@
 //! DescribeImages: the architecture of an AMI (EC2's name: `x86_64`,
 //! `arm64`, ...), which decides the types it may be launched as
-//! ([`crate::machines::arch::fit`]). Callers cache the answer per AMI
-//! ([`crate::providers::ec2::Ec2`]): an AMI's architecture never changes.
+//! (`config::arch::fit`). Callers cache the answer per AMI
+//! (the EC2 provider): an AMI's architecture never changes.
 
 use super::{Client, Ec2Error};
 

@@ -7,10 +7,12 @@
 //! schedule checked field by field, parsed, and whether it ever fires),
 //! [`register`] (a file's pipelines and pools written to the database, for
 //! `orca register` and `orca scheduler -c`), [`pools`] (pools as the
-//! database keeps them). This file: where the file is; [`Config`], a
+//! database keeps them), [`arch`] (which AMI of an `ami` setting a type is
+//! launched from, or why it is skipped: pure). This file: where the file is; [`Config`], a
 //! whole checked file, is the checker's. Nothing here imports a command or
 //! the scheduler: they call into it.
 
+pub mod arch;
 pub mod check;
 pub mod cron;
 pub mod pools;

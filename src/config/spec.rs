@@ -261,7 +261,7 @@ pub struct MachineSettings {
     pub ami: Option<String>,
     /// `ec2`: one AMI per architecture (`ami = { x86_64 = "ami-...", arm64
     /// = "ami-..." }`), by EC2's names of them
-    /// ([`crate::machines::arch::AMI_KEYS`]); empty with a single `ami`.
+    /// ([`crate::config::arch::AMI_KEYS`]); empty with a single `ami`.
     /// Not stored when empty, so a spec with one AMI keeps its form (and an
     /// EC2 run's instances' kind, the md5 of its `ec2` table, stays).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]

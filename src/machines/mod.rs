@@ -6,13 +6,12 @@
 //! the pool scaler and EC2 runs make and delete them with, by kind and
 //! region, one for both (`fleet`), the one way a machine is made
 //! (`make`), and the decisions they share, pure: the location walk and
-//! strays (`walk`); what logins made, removed (`objects`); which AMI a
-//! type is launched from, or why it is skipped (`arch`).
+//! strays (`walk`); what logins made, removed (`objects`). Which AMI a
+//! type is launched from, or why it is skipped, is `config::arch`.
 //!
 //! Invariant: a machine's secret exists in clear only in the scheduler's
 //! memory and the machine's user-data; the database holds its verifier.
 
-pub mod arch;
 pub mod boot;
 pub mod fleet;
 pub mod logins;

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use crate::config::Pool;
+use crate::config::arch::Fit;
 use crate::lead::{DutyError, Term};
-use crate::machines::arch::Fit;
 use crate::machines::fleet::Fleet;
 use crate::machines::make::Unmade;
 use crate::pools::decide::{self, PoolView, TypeWalk, say_no_capacity};

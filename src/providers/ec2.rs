@@ -4,7 +4,7 @@
 //! those tags; deleted by TerminateInstances. A type's architectures are
 //! DescribeInstanceTypes', an AMI's DescribeImages' (each cached for the
 //! provider's life; a failed read is asked again): a type is never launched
-//! from an AMI of another architecture ([`crate::machines::arch::fit`],
+//! from an AMI of another architecture ([`crate::config::arch::fit`],
 //! checked again by the make itself). The client token of a make is the machine's name and this
 //! stack's id, so a retried RunInstances whose answer was lost can't make a
 //! second instance.
@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use super::{Listed, Made, Make, MakeError, Provider};
 use crate::aws::{Client, Ec2Error, Launch};
+use crate::config::arch::{self, Ami, Fit};
 use crate::config::{MachineSettings, Market};
-use crate::machines::arch::{self, Ami, Fit};
 
 /// One region's EC2.
 pub struct Ec2 {

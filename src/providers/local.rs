@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use super::{Listed, Made, Make, MakeError, Provider};
 use crate::config::MachineSettings;
-use crate::machines::arch::Fit;
+use crate::config::arch::Fit;
 
 /// Environment variables of a local machine's boot process.
 const NAME_VAR: &str = "ORCA_LOCAL_MACHINE";

@@ -6,8 +6,8 @@
 pub mod ec2;
 pub mod local;
 
+use crate::config::arch::Fit;
 use crate::config::{MachineSettings, Market};
-use crate::machines::arch::Fit;
 
 /// A machine to make.
 pub struct Make<'a> {
@@ -73,7 +73,7 @@ pub trait Provider {
     /// Which AMI `type_` is launched from with `settings`, and the
     /// architecture (EC2's names: `x86_64`, `arm64`) it then runs; or why
     /// it is skipped (no AMI of its architectures, see
-    /// [`crate::machines::arch::fit`]). Err: its architectures can't be
+    /// [`crate::config::arch::fit`]). Err: its architectures can't be
     /// told now.
     fn fit(&mut self, type_: &str, settings: &MachineSettings) -> Result<Fit, String>;
     /// Makes a machine.

@@ -33,9 +33,9 @@
 //!   the new one.
 
 use crate::config::Pipeline;
+use crate::config::arch::Fit;
 use crate::db::sql;
 use crate::lead::{DutyError, Term};
-use crate::machines::arch::Fit;
 use crate::machines::fleet::{self, AtProvider, Deadline, Failed, Fleet};
 use crate::machines::logins;
 use crate::machines::make::Unmade;

@@ -253,9 +253,10 @@ fn the_aws_page_s_mixed_pool_launches_its_spot_step() {
         std::fs::read_to_string(format!("{}/docs/aws.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let block = page
         .split("```toml\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("docs/aws.md's toml block");
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .find(|b| b.contains("market = \"spot\""))
+        .expect("docs/aws.md's toml block of a spot pool");
     assert!(block.contains("market = \"spot\""), "{block}");
     let ec2 = FakeEc2::start(KEY, SECRET);
     let (db, dir) = setup(block);

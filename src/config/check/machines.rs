@@ -8,8 +8,8 @@ use super::checker::{Checker, MAX_CAPACITY, MAX_SHORT_BYTES, Seen};
 use super::text::Problem;
 use std::collections::BTreeMap;
 
+use crate::config::arch::AMI_KEYS;
 use crate::config::spec::{MachineSettings, Provider};
-use crate::machines::arch::AMI_KEYS;
 
 /// What `ami` must be.
 const AMI_FORM: &str = "ami must be a string or a table of one AMI per architecture: { x86_64 = \"ami-...\", arm64 = \"ami-...\" }";
