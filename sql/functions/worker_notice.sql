@@ -5,12 +5,15 @@
 -- interruption over a drain, never the other way), records the event once
 -- per kind (`machine interrupted`, `machine draining`), and returns the
 -- seconds left until p_at by the database's clock. Its inputs come from the
--- machine: the kind is checked, the action bounded.
+-- machine: the kind is checked, the action bounded, and the time held to
+-- within a day before and ten minutes after now (EC2 gives two minutes).
 CREATE OR REPLACE FUNCTION orca.worker_notice(p_kind text, p_action text, p_at timestamptz)
 RETURNS float8 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     m orca.pool_machines := orca.worker_machine();
 BEGIN
+    p_at := least(greatest(coalesce(p_at, now()), now() - interval '1 day'),
+                  now() + interval '10 minutes');
     IF p_kind NOT IN ('interrupted', 'draining') THEN
         RAISE EXCEPTION 'a notice is interrupted or draining, not %', left(p_kind, 40)
             USING ERRCODE = '22023';

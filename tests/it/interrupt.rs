@@ -282,3 +282,27 @@ max_runs = 5
     assert!(pools.contains("interrupted"), "{pools}");
     s.stop();
 }
+
+/// The notice's time comes from the machine (a login may send anything):
+/// what it sends is held to within a day before and ten minutes after the
+/// database's now, so no row or event says a time no notice has.
+#[test]
+fn a_notice_time_a_login_sends_is_bounded() {
+    let (db, _dir) = setup(&with_pool(
+        "p",
+        "[pipelines.job]\ncommand = \"true\"\nplacement = \"worker:p\"\n",
+    ));
+    let role = hand_machine(&db, "p", "notice", "pw");
+    let mut c = db.client_as(&role, "pw");
+    let left: f64 = c
+        .query_one(
+            "SELECT orca.worker_notice('interrupted', 'terminate', 'infinity')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(left.is_finite() && left <= 600.0, "{left}");
+    let ahead: f64 =
+        db.one("SELECT extract(epoch FROM max(notice_at) - now())::float8 FROM orca.pool_machines");
+    assert!(ahead <= 600.0, "{ahead}");
+}

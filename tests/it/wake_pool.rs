@@ -287,32 +287,8 @@ retry_delay = 2
 /// The scheduler's hand-over of instance `instance` to a new run: the
 /// database's time it committed at.
 fn hand_over(db: &TestDb, instance: &str, login: &str) -> (i64, f64) {
-    let mut c = db.client();
-    let mut tx = c.transaction().unwrap();
-    let next: i64 = tx
-        .query_one(
-            "INSERT INTO orca.runs (pipeline, state, start) VALUES ('job', 'running', 1) RETURNING id",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    tx.execute(
-        "UPDATE orca.instances SET state = 'ended', ended_at = now(), why = 'handed over'
-         WHERE instance = $1 AND ended_at IS NULL",
-        &[&instance],
-    )
-    .unwrap();
-    tx.execute(
-        "INSERT INTO orca.instances (instance, run, start, role, login, state, address, fresh_code)
-         VALUES ($1, $2, 1, 'worker', $3, 'pooled', '10.0.0.5', false)",
-        &[&instance, &next, &login],
-    )
-    .unwrap();
-    tx.commit().unwrap();
-    let at: f64 = c
-        .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
-        .unwrap()
-        .get(0);
+    let next = crate::warm_pool::hand_over(db, instance, login, "worker", false);
+    let at: f64 = db.one("SELECT extract(epoch FROM clock_timestamp())::float8");
     (next, at)
 }
 

@@ -42,7 +42,7 @@ fn state_of(db: &TestDb, instance: &str, run: i64) -> String {
 
 /// The scheduler's hand-over: the idle row ended and a `pooled` row for the
 /// next run, in one transaction. Returns the new run.
-fn hand_over(db: &TestDb, instance: &str, login: &str, role: &str, fresh: bool) -> i64 {
+pub(crate) fn hand_over(db: &TestDb, instance: &str, login: &str, role: &str, fresh: bool) -> i64 {
     let mut c = db.client();
     let mut tx = c.transaction().unwrap();
     let next: i64 = tx
